@@ -1,0 +1,428 @@
+//! The short-link key scheme, in one place.
+//!
+//! Everything that decides what a key is and where it lives in Redis is
+//! here, and nowhere else: the VMOD uses it to refuse bad keys before they
+//! reach Redis, the writer uses it to store links, and the VCL generator
+//! derives its URL pattern from it. Redis itself can be written by hand;
+//! this module is the contract such a hand is held to.
+//!
+//! # Storage format
+//!
+//! A key is [`MIN_KEY_LEN`] to [`MAX_KEY_LEN`] characters of
+//! `A-Z a-z 0-9 - _`. Key `Lm25`, with prefix `short:` and split 2, lives in
+//! the Redis hash `short:Lm`, field `25`; the value is the long URL as a
+//! plain string:
+//!
+//! ```text
+//! redis-cli HSET short:Lm 25 https://example.org/
+//! ```
+//!
+//! Splitting keys over many small hashes keeps each hash in Redis's compact
+//! encoding, which costs far less memory per link than one string key each.
+
+use std::fmt;
+
+/// Shortest key accepted anywhere. Shorter keys are refused before any
+/// lookup: they would be guessable and would crowd the key space.
+pub const MIN_KEY_LEN: usize = 3;
+
+/// Longest key accepted anywhere. Keeps hostile URLs from reaching Redis.
+pub const MAX_KEY_LEN: usize = 64;
+
+/// Shortest key the writer generates from a URL's digest.
+pub const MIN_GENERATED_LEN: usize = 4;
+
+/// Hash-name prefix used unless configured otherwise.
+pub const DEFAULT_PREFIX: &str = "short:";
+
+/// Characters of a key that name its Redis hash, unless configured otherwise.
+pub const DEFAULT_SPLIT: usize = 2;
+
+/// Largest split allowed: 64^4 hashes is already far more than any
+/// realistic link count needs.
+pub const MAX_SPLIT: usize = 4;
+
+/// Longest hash-name prefix allowed.
+pub const MAX_PREFIX_LEN: usize = 64;
+
+/// The key alphabet as a regular-expression character class, for VCL and docs.
+pub const KEY_CHAR_CLASS: &str = "[A-Za-z0-9_-]";
+
+/// Whether `byte` may appear in a key: the URL-safe base64 alphabet.
+#[inline]
+pub const fn is_key_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'
+}
+
+/// Why a key was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyError {
+    /// Fewer characters than the scheme's minimum.
+    TooShort { len: usize, min: usize },
+    /// More than [`MAX_KEY_LEN`] characters.
+    TooLong { len: usize },
+    /// A byte outside `A-Z a-z 0-9 - _`, at this position.
+    BadCharacter { position: usize },
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::TooShort { len, min } => {
+                write!(f, "key has {len} characters; use at least {min}")
+            }
+            Self::TooLong { len } => {
+                write!(f, "key has {len} characters; use at most {MAX_KEY_LEN}")
+            }
+            Self::BadCharacter { position } => write!(
+                f,
+                "key has a character other than A-Z, a-z, 0-9, '-' or '_' at position {}",
+                position + 1
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// Why a key scheme's settings were refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemeError {
+    /// Split outside `1..=MAX_SPLIT`.
+    Split(usize),
+    /// Prefix too long or with a character that has no place in a Redis key
+    /// name or a VCL string.
+    Prefix(String),
+}
+
+impl fmt::Display for SchemeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Split(split) => {
+                write!(f, "split {split} is out of range: use 1 to {MAX_SPLIT}")
+            }
+            Self::Prefix(prefix) => write!(
+                f,
+                "hash prefix {prefix:?} is not allowed: use at most {MAX_PREFIX_LEN} characters \
+                 of A-Z, a-z, 0-9 and : . _ - / {{ }}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SchemeError {}
+
+/// Where a key lives in Redis: `HGET hash field`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot<'k> {
+    /// The hash's name: the prefix followed by the key's first `split` characters.
+    pub hash: String,
+    /// The field inside the hash: the rest of the key, never empty.
+    pub field: &'k str,
+}
+
+/// The key rules and Redis layout of one deployment: hash prefix and split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyScheme {
+    prefix: String,
+    split: usize,
+}
+
+impl Default for KeyScheme {
+    fn default() -> Self {
+        Self {
+            prefix: DEFAULT_PREFIX.to_owned(),
+            split: DEFAULT_SPLIT,
+        }
+    }
+}
+
+impl KeyScheme {
+    /// A scheme storing key `k` in hash `prefix + k[..split]`, field `k[split..]`.
+    pub fn new(prefix: &str, split: usize) -> Result<Self, SchemeError> {
+        if !(1..=MAX_SPLIT).contains(&split) {
+            return Err(SchemeError::Split(split));
+        }
+        let prefix_ok = prefix.len() <= MAX_PREFIX_LEN
+            && prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b":._-/{}".contains(&b));
+        if !prefix_ok {
+            return Err(SchemeError::Prefix(prefix.to_owned()));
+        }
+        Ok(Self {
+            prefix: prefix.to_owned(),
+            split,
+        })
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn split(&self) -> usize {
+        self.split
+    }
+
+    /// Shortest valid key: [`MIN_KEY_LEN`], or longer when the split needs it
+    /// so that every key keeps a non-empty field.
+    pub fn min_len(&self) -> usize {
+        MIN_KEY_LEN.max(self.split + 1)
+    }
+
+    /// Shortest key the writer generates under this scheme.
+    pub fn min_generated_len(&self) -> usize {
+        MIN_GENERATED_LEN.max(self.min_len())
+    }
+
+    /// Checks `key` against the rules without touching Redis.
+    pub fn check(&self, key: &str) -> Result<(), KeyError> {
+        let len = key.len();
+        if let Some(position) = key.bytes().position(|b| !is_key_byte(b)) {
+            return Err(KeyError::BadCharacter { position });
+        }
+        if len < self.min_len() {
+            return Err(KeyError::TooShort {
+                len,
+                min: self.min_len(),
+            });
+        }
+        if len > MAX_KEY_LEN {
+            return Err(KeyError::TooLong { len });
+        }
+        Ok(())
+    }
+
+    /// The Redis hash and field holding `key`, or why `key` is refused.
+    pub fn locate<'k>(&self, key: &'k str) -> Result<Slot<'k>, KeyError> {
+        self.check(key)?;
+        // The check above guarantees ASCII, so byte indexing is a char boundary.
+        let (head, field) = key.split_at(self.split);
+        let mut hash = String::with_capacity(self.prefix.len() + head.len());
+        hash.push_str(&self.prefix);
+        hash.push_str(head);
+        Ok(Slot { hash, field })
+    }
+
+    /// A regular expression (without anchors) matching exactly the valid keys.
+    pub fn key_pattern(&self) -> String {
+        format!("{KEY_CHAR_CLASS}{{{},{MAX_KEY_LEN}}}", self.min_len())
+    }
+}
+
+/// Longest redirect target written into a `Location` header.
+pub const MAX_TARGET_LEN: usize = 8192;
+
+/// Why a stored value may not be used as a redirect target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetError {
+    Empty,
+    TooLong,
+    /// A control character, space, DEL or non-ASCII byte at this position.
+    UnsafeByte { position: usize },
+    /// Anything but `http://` or `https://`.
+    Scheme,
+    /// No host after the scheme.
+    NoHost,
+    /// A backslash, which browsers read as `/` and so can change the host.
+    Backslash,
+}
+
+impl fmt::Display for TargetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Empty => f.write_str("URL is empty"),
+            Self::TooLong => write!(f, "URL is longer than {MAX_TARGET_LEN} bytes"),
+            Self::UnsafeByte { position } => write!(
+                f,
+                "URL has a space, control or non-ASCII character at byte {}; percent-encode it",
+                position + 1
+            ),
+            Self::Scheme => f.write_str("URL must start with http:// or https://"),
+            Self::NoHost => f.write_str("URL has no host after the scheme"),
+            Self::Backslash => f.write_str("URL has a backslash; percent-encode it as %5C"),
+        }
+    }
+}
+
+impl std::error::Error for TargetError {}
+
+/// Whether `url` is safe to send as a `Location` header and to link to.
+///
+/// This is the last line of defence for values written into Redis by any
+/// hand: an absolute `http` or `https` URL with a host, made only of visible
+/// ASCII, so that nothing can split a header, smuggle a `javascript:` link,
+/// or be read differently by a browser than by us.
+pub fn check_redirect_target(url: &str) -> Result<(), TargetError> {
+    let bytes = url.as_bytes();
+    if bytes.is_empty() {
+        return Err(TargetError::Empty);
+    }
+    if bytes.len() > MAX_TARGET_LEN {
+        return Err(TargetError::TooLong);
+    }
+    if let Some(position) = bytes.iter().position(|b| !(0x21..=0x7e).contains(b)) {
+        return Err(TargetError::UnsafeByte { position });
+    }
+    if bytes.contains(&b'\\') {
+        return Err(TargetError::Backslash);
+    }
+    let rest = strip_prefix_ignore_case(url, "https://")
+        .or_else(|| strip_prefix_ignore_case(url, "http://"))
+        .ok_or(TargetError::Scheme)?;
+    let authority = rest
+        .split(|c| matches!(c, '/' | '?' | '#'))
+        .next()
+        .unwrap_or_default();
+    let host_and_port = authority.rsplit('@').next().unwrap_or_default();
+    let host = if host_and_port.starts_with('[') {
+        host_and_port
+    } else {
+        host_and_port.split(':').next().unwrap_or_default()
+    };
+    if host.is_empty() {
+        return Err(TargetError::NoHost);
+    }
+    Ok(())
+}
+
+fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_example_splits_into_hash_and_field() {
+        let slot = KeyScheme::default().locate("Lm25").unwrap();
+        assert_eq!(slot.hash, "short:Lm");
+        assert_eq!(slot.field, "25");
+    }
+
+    #[test]
+    fn custom_prefix_and_split() {
+        let scheme = KeyScheme::new("links-", 3).unwrap();
+        let slot = scheme.locate("abcdef").unwrap();
+        assert_eq!((slot.hash.as_str(), slot.field), ("links-abc", "def"));
+    }
+
+    #[test]
+    fn every_alphabet_character_is_accepted() {
+        let scheme = KeyScheme::default();
+        let all: String = ('A'..='Z')
+            .chain('a'..='z')
+            .chain('0'..='9')
+            .chain(['-', '_'])
+            .collect();
+        assert_eq!(all.len(), 64);
+        assert_eq!(scheme.check(&all), Ok(()));
+    }
+
+    #[test]
+    fn length_limits() {
+        let scheme = KeyScheme::default();
+        assert_eq!(
+            scheme.check("ab"),
+            Err(KeyError::TooShort { len: 2, min: 3 })
+        );
+        assert_eq!(scheme.check(""), Err(KeyError::TooShort { len: 0, min: 3 }));
+        assert_eq!(scheme.check("abc"), Ok(()));
+        assert_eq!(scheme.check(&"a".repeat(64)), Ok(()));
+        assert_eq!(
+            scheme.check(&"a".repeat(65)),
+            Err(KeyError::TooLong { len: 65 })
+        );
+    }
+
+    #[test]
+    fn split_raises_the_minimum_so_fields_are_never_empty() {
+        let scheme = KeyScheme::new("s:", 3).unwrap();
+        assert_eq!(scheme.min_len(), 4);
+        assert!(scheme.check("abc").is_err());
+        assert_eq!(scheme.locate("abcd").unwrap().field, "d");
+        assert_eq!(KeyScheme::new("s:", 4).unwrap().min_generated_len(), 5);
+        assert_eq!(KeyScheme::default().min_generated_len(), 4);
+    }
+
+    #[test]
+    fn hostile_keys_are_refused() {
+        let scheme = KeyScheme::default();
+        for key in [
+            "..", "../etc", "a/b/c", "%2F%2F", "abc%0d", "abc\r\nX: y", "abc def", "abc.def",
+            "abç", "ключи", "abc=", "abc+/", "abc\0",
+        ] {
+            assert!(scheme.check(key).is_err(), "{key:?} was accepted");
+        }
+        assert_eq!(
+            scheme.check("abc/def"),
+            Err(KeyError::BadCharacter { position: 3 })
+        );
+    }
+
+    #[test]
+    fn scheme_settings_are_validated() {
+        assert_eq!(KeyScheme::new("short:", 0), Err(SchemeError::Split(0)));
+        assert_eq!(KeyScheme::new("short:", 5), Err(SchemeError::Split(5)));
+        assert!(KeyScheme::new("{short}:", 2).is_ok());
+        assert!(KeyScheme::new("", 2).is_ok());
+        for bad in ["sh ort", "short\"", "short\n", &"p".repeat(65)] {
+            assert!(KeyScheme::new(bad, 2).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn key_pattern_follows_the_scheme() {
+        assert_eq!(KeyScheme::default().key_pattern(), "[A-Za-z0-9_-]{3,64}");
+        assert_eq!(
+            KeyScheme::new("x", 4).unwrap().key_pattern(),
+            "[A-Za-z0-9_-]{5,64}"
+        );
+    }
+
+    #[test]
+    fn safe_targets() {
+        for url in [
+            "https://example.org/",
+            "http://example.org",
+            "HTTPS://Example.org/a?b=c#d",
+            "https://[2001:db8::1]:8443/x",
+            "https://user@example.org/",
+            "https://example.org/%0D%0A",
+        ] {
+            assert_eq!(check_redirect_target(url), Ok(()), "{url}");
+        }
+    }
+
+    #[test]
+    fn unsafe_targets() {
+        let cases = [
+            ("", TargetError::Empty),
+            ("javascript:alert(1)", TargetError::Scheme),
+            ("data:text/html,x", TargetError::Scheme),
+            ("//example.org/", TargetError::Scheme),
+            ("ftp://example.org/", TargetError::Scheme),
+            ("https:///path", TargetError::NoHost),
+            ("https://:80/", TargetError::NoHost),
+            ("https://user@/", TargetError::NoHost),
+            ("https://a.org\\@b.org/", TargetError::Backslash),
+            (
+                "https://example.org/\r\nSet-Cookie: x=y",
+                TargetError::UnsafeByte { position: 20 },
+            ),
+            ("https://example.org/\n", TargetError::UnsafeByte { position: 20 }),
+            ("https://exa mple.org/", TargetError::UnsafeByte { position: 11 }),
+            (" https://example.org/", TargetError::UnsafeByte { position: 0 }),
+            ("https://exämple.org/", TargetError::UnsafeByte { position: 11 }),
+            ("https://example.org/\x7f", TargetError::UnsafeByte { position: 20 }),
+        ];
+        for (url, expected) in cases {
+            assert_eq!(check_redirect_target(url), Err(expected), "{url:?}");
+        }
+        let long = format!("https://example.org/{}", "a".repeat(MAX_TARGET_LEN));
+        assert_eq!(check_redirect_target(&long), Err(TargetError::TooLong));
+    }
+}

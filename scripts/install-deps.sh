@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Installs what building, running and testing need, and nothing that is
+# already there. Safe to run again: with everything present it only checks.
+#
+#   scripts/install-deps.sh [run|test|bench]
+#
+# Varnish must be 7.5 or newer (the varnish crate 0.5 supports 6.0 to 8.0,
+# but Debian 12's 7.1 lacks what it builds against). Debian 12 gets it from
+# Debian 13 ("trixie") through a low-priority pin, so nothing else on the
+# machine moves to trixie unless asked for; Debian 13 and later have it in
+# their own suite.
+set -euo pipefail
+
+purpose=${1:-run}
+min_varnish=7.5
+
+say() { printf '==> %s\n' "$*" >&2; }
+
+if [ "$(id -u)" -eq 0 ]; then
+    as_root() { "$@"; }
+elif command -v sudo >/dev/null; then
+    as_root() { sudo "$@"; }
+else
+    say "not root and no sudo: install the packages below by hand, then run this again"
+    as_root() { echo "would run: $*" >&2; return 1; }
+fi
+
+# shellcheck source=/dev/null
+. /etc/os-release
+codename=${VERSION_CODENAME:-unknown}
+
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+version_at_least() { # $1 >= $2, dotted versions
+    [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]
+}
+
+varnish_ok() {
+    command -v varnishd >/dev/null || [ -x /usr/sbin/varnishd ] || return 1
+    local v
+    v=$(pkg-config --modversion varnishapi 2>/dev/null) || return 1
+    version_at_least "$v" "$min_varnish"
+}
+
+apt_updated=0
+apt_update() {
+    if [ "$apt_updated" -eq 0 ]; then
+        say "apt-get update"
+        as_root apt-get update -qq
+        apt_updated=1
+    fi
+}
+
+# The mirror the machine already uses for Debian, so trixie comes from the same place.
+debian_mirror() {
+    local uri=""
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+        uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+    fi
+    if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+        uri=$(awk '$1=="deb" && $0 !~ /security/ {for (i=2;i<=NF;i++) if ($i ~ /^(https?|file|mirror)/) {print $i; exit}}' /etc/apt/sources.list)
+    fi
+    echo "${uri:-http://deb.debian.org/debian}"
+}
+
+add_trixie_pin() {
+    local list=/etc/apt/sources.list.d/trixie-for-varnish.sources
+    local pref=/etc/apt/preferences.d/trixie-low-priority
+    if [ ! -f "$list" ]; then
+        say "adding Debian 13 (trixie) sources with a low-priority pin, for Varnish 7.7"
+        printf 'Types: deb\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+            "$(debian_mirror)" | as_root tee "$list" >/dev/null
+        apt_updated=0
+    fi
+    if [ ! -f "$pref" ]; then
+        printf 'Package: *\nPin: release n=trixie\nPin-Priority: 100\n' | as_root tee "$pref" >/dev/null
+        apt_updated=0
+    fi
+}
+
+missing=()
+want() { for p in "$@"; do have_pkg "$p" || missing+=("$p"); done; }
+
+want pkg-config libclang-dev clang redis-server redis-tools curl python3 ca-certificates
+case "$purpose" in
+    test|bench) want chromium chromium-driver ;;
+esac
+case "$purpose" in
+    bench) want wrk ;;
+esac
+
+if ! varnish_ok; then
+    if [ "$codename" = bookworm ]; then
+        add_trixie_pin
+        apt_update
+        say "installing varnish and libvarnishapi-dev from trixie"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t trixie varnish libvarnishapi-dev
+    else
+        missing+=(varnish libvarnishapi-dev)
+    fi
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+    apt_update
+    say "installing: ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+varnish_ok || { say "Varnish $min_varnish or newer with its headers is still missing"; exit 1; }
+
+# Debian's packages start services we do not use: the project runs its own
+# Redis and Varnish on their own ports. Stop the system ones if we just
+# installed them, so ports 6379/6081 stay free; harmless where there is no init.
+if [ "${#missing[@]}" -gt 0 ] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    as_root systemctl disable --now varnish redis-server >/dev/null 2>&1 || true
+fi
+
+if ! command -v cargo >/dev/null; then
+    say "cargo not found: install a Rust toolchain (https://rustup.rs), then run this again"
+    exit 1
+fi

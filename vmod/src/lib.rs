@@ -1,0 +1,220 @@
+//! `vmod_shortlink`: short links served by Varnish, looked up in Redis.
+//!
+//! See `API.md` (generated from the doc comments below) for the VCL API and
+//! the repository's README for the storage format.
+
+mod backend;
+mod pool;
+mod stats;
+
+use std::time::Duration;
+
+pub use backend::{key_of, Resolution};
+
+/// Cacheable redirects for short links stored in Redis hashes.
+///
+/// A key `Lm25` is looked up with `HGET short:Lm 25` (hash prefix `short:`,
+/// split 2); the value is the long URL. Found links become a cacheable
+/// redirect, unknown keys a cacheable 404, and a Redis that does not answer a
+/// failed fetch (503) that is never cached.
+///
+/// ```vcl
+/// import shortlink;
+///
+/// backend default none;
+///
+/// sub vcl_init {
+///     new links = shortlink.redirector("redis://127.0.0.1:6380/0");
+/// }
+///
+/// sub vcl_recv {
+///     if (req.url ~ "^/l/[A-Za-z0-9_-]{3,64}$") {
+///         set req.backend_hint = links.backend();
+///         return (hash);
+///     }
+/// }
+///
+/// sub vcl_backend_response {
+///     set beresp.ttl = links.ttl(beresp.status);
+///     return (deliver);
+/// }
+/// ```
+#[varnish::vmod(docs = "API.md")]
+mod shortlink {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use shortlink_keys::KeyScheme;
+    use varnish::ffi::VCL_BACKEND;
+    use varnish::vcl::{Backend, Ctx, LogTag, VclError};
+    use varnish::Vsc;
+
+    use crate::backend::{LinkBackend, Resolution, Resolver, Settings};
+    use crate::pool::{PoolSettings, RedisPool};
+    use crate::{header_value, positive, redirect_status, redirector};
+
+    impl redirector {
+        /// Create a short-link store backed by Redis.
+        ///
+        /// The VCL loads even when Redis is down: connections are opened in
+        /// the background and reopened by themselves whenever Redis comes
+        /// back, with no reload. Counters appear in `varnishstat` as
+        /// `shortlink.<object name>.*`.
+        #[allow(clippy::too_many_arguments)]
+        pub fn new(
+            ctx: &mut Ctx,
+            #[vcl_name] name: &str,
+            /// Where Redis is, as a URL: `redis://[:password@]host[:port][/db]`,
+            /// `redis://user:password@host:port/db`, or
+            /// `unix:///path/to/redis.sock?db=N&pass=secret`.
+            redis: &str,
+            /// Start of every hash name: key `Lm25` lives in hash
+            /// `<prefix>Lm`. Letters, digits and `: . _ - / { }` only.
+            #[default("short:")]
+            prefix: &str,
+            /// How many leading characters of a key name its hash (1 to 4);
+            /// the rest of the key is the field inside that hash.
+            #[default(2)]
+            split: i64,
+            /// How long opening a Redis connection may take. Default `200ms`.
+            connect_timeout: Option<Duration>,
+            /// How long one lookup may take, waiting for a free connection
+            /// included; past it the fetch fails with a 503. Default `200ms`.
+            command_timeout: Option<Duration>,
+            /// Most Redis connections kept open at once; lookups beyond this
+            /// wait for a free one (within `command_timeout`).
+            #[default(16)]
+            pool_size: i64,
+            /// Status of a found link's redirect: 301 (the default), 302, 307
+            /// or 308.
+            #[default(301)]
+            status: i64,
+            /// How long Varnish caches a found link (see `.ttl()`). Default
+            /// `1d`. Links never change once stored, so this can be long.
+            ttl: Option<Duration>,
+            /// How long Varnish caches a 404 for an unknown key (see
+            /// `.ttl()`). Default `60s`. Clients are told not to cache it.
+            negative_ttl: Option<Duration>,
+            /// `Cache-Control` sent to clients with a found link's redirect.
+            #[default("public, max-age=86400")]
+            cache_control: &str,
+        ) -> Result<Self, VclError> {
+            catch_unwind(AssertUnwindSafe(|| {
+                let settings = Settings {
+                    scheme: KeyScheme::new(prefix, usize::try_from(split).unwrap_or(0))
+                        .map_err(|e| format!("shortlink: {name}: {e}"))?,
+                    status: redirect_status(status)
+                        .map_err(|e| format!("shortlink: {name}: {e}"))?,
+                    ttl: ttl.unwrap_or(Duration::from_secs(86_400)),
+                    negative_ttl: negative_ttl.unwrap_or(Duration::from_secs(60)),
+                    cache_control: header_value(cache_control)
+                        .map_err(|e| format!("shortlink: {name}: cache_control {e}"))?,
+                };
+                let pool_size = u32::try_from(pool_size)
+                    .ok()
+                    .filter(|size| (1..=1024).contains(size))
+                    .ok_or_else(|| {
+                        format!("shortlink: {name}: pool_size {pool_size} must be 1 to 1024")
+                    })?;
+                let pool = RedisPool::new(&PoolSettings {
+                    url: redis,
+                    connect_timeout: positive(connect_timeout, "connect_timeout", name)?,
+                    command_timeout: positive(command_timeout, "command_timeout", name)?,
+                    size: pool_size,
+                })
+                .map_err(|e| format!("shortlink: {name}: {e}"))?;
+                let resolver = Arc::new(Resolver {
+                    settings,
+                    pool,
+                    stats: Vsc::new("shortlink", name),
+                });
+                let backend = Backend::new(
+                    ctx,
+                    "shortlink",
+                    name,
+                    LinkBackend {
+                        resolver: Arc::clone(&resolver),
+                    },
+                    true,
+                )?;
+                Ok(Self { backend, resolver })
+            }))
+            .unwrap_or_else(|_| Err(VclError::Str("shortlink: internal error in vcl_init")))
+        }
+
+        /// The Varnish backend that answers short-link fetches.
+        ///
+        /// The key is the last segment of the request path, query string
+        /// ignored (`/l/Lm25?utm=x` looks up `Lm25`). It answers:
+        ///
+        /// - a found link: the configured status, `Location`, `Cache-Control`
+        ///   and a small HTML page linking to the target;
+        /// - an unknown key, a key that breaks the key rules (never sent to
+        ///   Redis), or a stored value that is not a safe absolute http(s)
+        ///   URL (never sent to the client): 404, `Cache-Control: no-cache`;
+        /// - Redis refusing, failing or not answering within
+        ///   `command_timeout`: a failed fetch, which `vcl_backend_error`
+        ///   turns into a 503. It should not be cached.
+        ///
+        /// The backend is sick while Redis is unreachable, which VCL can
+        /// read with `std.healthy()` to serve stale links longer.
+        pub unsafe fn backend(&self) -> VCL_BACKEND {
+            self.backend.vcl_ptr()
+        }
+
+        /// Look `key` up directly: the stored URL, or an empty string when
+        /// the key is unknown, breaks the key rules, holds an unsafe value,
+        /// or Redis does not answer (logged as an `Error` record).
+        pub fn lookup(&self, ctx: &mut Ctx, key: &str) -> String {
+            let outcome = catch_unwind(AssertUnwindSafe(|| self.resolver.resolve(key)))
+                .unwrap_or_else(|_| Err("internal error".to_owned()));
+            match outcome {
+                Ok(Resolution::Found(url)) => url,
+                Ok(Resolution::Missing | Resolution::Rejected(_)) => String::new(),
+                Ok(Resolution::Unsafe(reason)) | Err(reason) => {
+                    ctx.log(LogTag::Error, format!("shortlink: {reason}"));
+                    String::new()
+                }
+            }
+        }
+
+        /// The cache TTL for a response of this object's backend with
+        /// `status`: `ttl` for the redirect status, `negative_ttl` for 404,
+        /// `0s` otherwise. Use it in `vcl_backend_response`:
+        /// `set beresp.ttl = links.ttl(beresp.status);`
+        pub fn ttl(&self, status: i64) -> Duration {
+            self.resolver.ttl_for(status)
+        }
+    }
+}
+
+/// A `shortlink.redirector` VCL object.
+#[allow(non_camel_case_types)]
+pub struct redirector {
+    backend: varnish::vcl::Backend<backend::LinkBackend, backend::Body>,
+    resolver: std::sync::Arc<backend::Resolver>,
+}
+
+fn redirect_status(status: i64) -> Result<u16, String> {
+    match status {
+        301 | 302 | 307 | 308 => Ok(u16::try_from(status).unwrap_or(301)),
+        _ => Err(format!("status {status} is not a redirect: use 301, 302, 307 or 308")),
+    }
+}
+
+fn positive(value: Option<Duration>, what: &str, name: &str) -> Result<Duration, String> {
+    match value {
+        None => Ok(Duration::from_millis(200)),
+        Some(d) if d.is_zero() => Err(format!("shortlink: {name}: {what} must be above 0s")),
+        Some(d) => Ok(d),
+    }
+}
+
+fn header_value(value: &str) -> Result<String, String> {
+    if !value.is_empty() && value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        Ok(value.to_owned())
+    } else {
+        Err(format!("{value:?} must be non-empty printable ASCII"))
+    }
+}

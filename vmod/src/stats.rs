@@ -1,0 +1,42 @@
+//! varnishstat counters, one set per `shortlink.redirector` object.
+
+use std::sync::atomic::AtomicU64;
+
+use varnish::VscMetric;
+
+#[derive(VscMetric)]
+#[repr(C)]
+pub struct LinkStats {
+    /// Keys looked up in Redis
+    ///
+    /// One per HGET sent; cache hits never count here.
+    #[counter]
+    pub lookups: AtomicU64,
+
+    /// Lookups that found a link
+    #[counter]
+    pub found: AtomicU64,
+
+    /// Lookups that found nothing (404)
+    #[counter]
+    pub not_found: AtomicU64,
+
+    /// Keys refused by the key rules before any lookup
+    #[counter]
+    pub rejected: AtomicU64,
+
+    /// Stored values refused as redirect targets
+    ///
+    /// Not an absolute http(s) URL, or holding control characters: answered
+    /// 404 and never written into a header.
+    #[counter]
+    pub unsafe_targets: AtomicU64,
+
+    /// Lookups that failed because Redis refused, dropped or errored
+    #[counter]
+    pub redis_errors: AtomicU64,
+
+    /// Lookups that got no answer within the command timeout
+    #[counter]
+    pub timeouts: AtomicU64,
+}
