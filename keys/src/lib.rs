@@ -271,7 +271,7 @@ pub fn check_redirect_target(url: &str) -> Result<(), TargetError> {
         .or_else(|| strip_prefix_ignore_case(url, "http://"))
         .ok_or(TargetError::Scheme)?;
     let authority = rest
-        .split(|c| matches!(c, '/' | '?' | '#'))
+        .split(['/', '?', '#'])
         .next()
         .unwrap_or_default();
     let host_and_port = authority.rsplit('@').next().unwrap_or_default();

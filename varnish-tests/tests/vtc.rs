@@ -69,7 +69,7 @@ fn main() -> ExitCode {
             let lock = Arc::clone(&lock);
             let work = setup.work.clone();
             trials.push(Trial::test(name, move || {
-                let _serial = serial.then(|| lock.lock().unwrap_or_else(|e| e.into_inner()));
+                let _serial = serial.then(|| lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
                 run_varnishtest(&file, &macros, &work)
             }));
         }
@@ -157,7 +157,7 @@ fn vtc_files(dir: &Path) -> Vec<PathBuf> {
 
 fn run_varnishtest(file: &Path, macros: &[(String, String)], work: &Path) -> Result<(), Failed> {
     let mut cmd = Command::new("varnishtest");
-    cmd.arg("-q").arg("-t").arg("60").arg("-b").arg("1M");
+    cmd.arg("-t").arg("60").arg("-b").arg("1M");
     for (name, value) in macros {
         cmd.arg("-D").arg(format!("{name}={value}"));
     }

@@ -106,7 +106,7 @@ impl Resolver {
         let key = ctx
             .http_bereq
             .as_ref()
-            .and_then(|bereq| bereq.url())
+            .and_then(varnish::vcl::HttpHeaders::url)
             .map(|url| match url {
                 StrOrBytes::Utf8(url) => key_of(url).to_owned(),
                 // Not UTF-8, so not a key: refused by the key rules below.
@@ -180,7 +180,7 @@ fn html_escape(text: &str) -> String {
 
 /// The native backend Varnish fetches from.
 pub struct LinkBackend {
-    pub resolver: std::sync::Arc<Resolver>,
+    pub resolver: Resolver,
 }
 
 impl VclBackend<Body> for LinkBackend {

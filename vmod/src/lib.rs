@@ -42,7 +42,6 @@ pub use backend::{key_of, Resolution};
 #[varnish::vmod(docs = "API.md")]
 mod shortlink {
     use std::panic::{catch_unwind, AssertUnwindSafe};
-    use std::sync::Arc;
     use std::time::Duration;
 
     use shortlink_keys::KeyScheme;
@@ -106,8 +105,8 @@ mod shortlink {
                         .map_err(|e| format!("shortlink: {name}: {e}"))?,
                     status: redirect_status(status)
                         .map_err(|e| format!("shortlink: {name}: {e}"))?,
-                    ttl: ttl.unwrap_or(Duration::from_secs(86_400)),
-                    negative_ttl: negative_ttl.unwrap_or(Duration::from_secs(60)),
+                    ttl: ttl.unwrap_or(Duration::from_hours(24)),
+                    negative_ttl: negative_ttl.unwrap_or(Duration::from_mins(1)),
                     cache_control: header_value(cache_control)
                         .map_err(|e| format!("shortlink: {name}: cache_control {e}"))?,
                 };
@@ -124,21 +123,13 @@ mod shortlink {
                     size: pool_size,
                 })
                 .map_err(|e| format!("shortlink: {name}: {e}"))?;
-                let resolver = Arc::new(Resolver {
+                let resolver = Resolver {
                     settings,
                     pool,
                     stats: Vsc::new("shortlink", name),
-                });
-                let backend = Backend::new(
-                    ctx,
-                    "shortlink",
-                    name,
-                    LinkBackend {
-                        resolver: Arc::clone(&resolver),
-                    },
-                    true,
-                )?;
-                Ok(Self { backend, resolver })
+                };
+                let backend = Backend::new(ctx, "shortlink", name, LinkBackend { resolver }, true)?;
+                Ok(Self { backend })
             }))
             .unwrap_or_else(|_| Err(VclError::Str("shortlink: internal error in vcl_init")))
         }
@@ -167,7 +158,7 @@ mod shortlink {
         /// the key is unknown, breaks the key rules, holds an unsafe value,
         /// or Redis does not answer (logged as an `Error` record).
         pub fn lookup(&self, ctx: &mut Ctx, key: &str) -> String {
-            let outcome = catch_unwind(AssertUnwindSafe(|| self.resolver.resolve(key)))
+            let outcome = catch_unwind(AssertUnwindSafe(|| self.resolver().resolve(key)))
                 .unwrap_or_else(|_| Err("internal error".to_owned()));
             match outcome {
                 Ok(Resolution::Found(url)) => url,
@@ -184,7 +175,7 @@ mod shortlink {
         /// `0s` otherwise. Use it in `vcl_backend_response`:
         /// `set beresp.ttl = links.ttl(beresp.status);`
         pub fn ttl(&self, status: i64) -> Duration {
-            self.resolver.ttl_for(status)
+            self.resolver().ttl_for(status)
         }
     }
 }
@@ -193,7 +184,12 @@ mod shortlink {
 #[allow(non_camel_case_types)]
 pub struct redirector {
     backend: varnish::vcl::Backend<backend::LinkBackend, backend::Body>,
-    resolver: std::sync::Arc<backend::Resolver>,
+}
+
+impl redirector {
+    fn resolver(&self) -> &backend::Resolver {
+        &self.backend.get_inner().resolver
+    }
 }
 
 fn redirect_status(status: i64) -> Result<u16, String> {

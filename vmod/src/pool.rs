@@ -203,9 +203,9 @@ impl RedisPool {
         deadline: Instant,
     ) -> Result<Option<Vec<u8>>, LookupError> {
         let wait = deadline.saturating_duration_since(Instant::now());
-        let mut conn = self.pool.get_timeout(wait).map_err(|_| {
+        let mut conn = self.pool.get_timeout(wait).map_err(|e| {
             LookupError::Timeout(format!(
-                "no connection could be had within the command timeout ({:?})",
+                "no connection within the command timeout of {:?}: {e}",
                 self.command_timeout
             ))
         })?;

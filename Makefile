@@ -1,0 +1,39 @@
+# Two commands matter: `make run` and `make test`. Both install whatever is
+# missing first (scripts/install-deps.sh), so a fresh Debian machine needs
+# nothing else.
+
+CARGO ?= cargo
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: all deps deps-test build run test test-rust test-vtc test-run lint vcl clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh run
+
+deps-test:
+	@scripts/install-deps.sh test
+
+## build: the VMOD (target/release/libvmod_shortlink.so) and everything else, release mode
+build: deps
+	$(CARGO) build --release --workspace
+
+## run: Redis on 127.0.0.1:6380 and Varnish on 127.0.0.1:6081, in the foreground
+run: build
+	exec scripts/run.sh
+
+## vcl: the VCL that `make run` loads
+vcl:
+	@cat vcl/shortlink.vcl
+
+## test: every test: Rust unit tests, the VTC suites, the `make run` smoke test, clippy
+test: deps-test
+	$(CARGO) build --release --workspace
+	$(CARGO) test --release --workspace
+	scripts/smoke-run.sh
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+
+clean:
+	$(CARGO) clean
+	rm -rf var
