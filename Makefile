@@ -30,7 +30,7 @@ vcl:
 ## test: every test: Rust unit tests, the VTC suites, the `make run` smoke test, clippy
 test: deps-test
 	$(CARGO) build --release --workspace
-	$(CARGO) test --release --workspace
+	$(CARGO) test --release --workspace --no-fail-fast
 	scripts/smoke-run.sh
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 

@@ -416,7 +416,7 @@ mod tests {
             ("https://example.org/\n", TargetError::UnsafeByte { position: 20 }),
             ("https://exa mple.org/", TargetError::UnsafeByte { position: 11 }),
             (" https://example.org/", TargetError::UnsafeByte { position: 0 }),
-            ("https://exämple.org/", TargetError::UnsafeByte { position: 11 }),
+            ("https://exämple.org/", TargetError::UnsafeByte { position: 10 }),
             ("https://example.org/\x7f", TargetError::UnsafeByte { position: 20 }),
         ];
         for (url, expected) in cases {
