@@ -3,25 +3,30 @@
 //!
 //! Each suite directory gets one Redis, started once on a free loopback port
 //! and shut down at the end. Tests of the `serving` suite share theirs and run
-//! in parallel; tests of the `faults` suite hang, kill and restart theirs, so
-//! they run one at a time.
+//! in parallel; tests of the `faults` suite hang, kill and restart theirs and
+//! measure how fast Varnish answers meanwhile, so each runs alone.
 //!
 //! Every test sees these macros:
 //! - `${vcl}`: the shipped VCL, pointed at the suite's Redis;
 //! - `${vcl_short_ttl}`: the same with a 2s TTL and 1s negative TTL;
 //! - `${vmod_path}`: a `vmod_path` that finds `shortlink` and Varnish's own VMODs;
-//! - `${redis_url}`, `${redis_port}`, and `${redisctl}` (a command:
-//!   `start|stop|cont|kill|cli ARGS`).
+//! - `${redis_url}`, `${redis_port}`, `${redis_socket}` (its unix socket),
+//!   `${redis_password}` (of the ACL user `shortlink`), and `${redisctl}`
+//!   (a command: `start|stop|cont|kill|cli ARGS`).
 
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
 const SHIPPED_REDIS_URL: &str = "redis://127.0.0.1:6380/0";
+
+/// Password of the ACL user `shortlink` every suite's Redis has, beside the
+/// password-less default user.
+const TEST_PASSWORD: &str = "s3cret-for-tests";
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
@@ -38,6 +43,7 @@ fn main() -> ExitCode {
     };
 
     let mut trials = Vec::new();
+    let exclusive = Arc::new(RwLock::new(()));
     let mut servers = Vec::new();
     for (suite, serial) in [("serving", false), ("faults", true)] {
         let dir = root.join("varnish-tests").join(suite);
@@ -59,18 +65,22 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let lock = Arc::new(Mutex::new(()));
         for file in files {
             let name = format!(
                 "{suite}::{}",
                 file.file_stem().unwrap_or_default().to_string_lossy()
             );
             let macros = Arc::clone(&macros);
-            let lock = Arc::clone(&lock);
+            let exclusive = Arc::clone(&exclusive);
             let work = setup.work.clone();
             trials.push(Trial::test(name, move || {
-                let _serial = serial.then(|| lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-                run_varnishtest(&file, &macros, &work)
+                if serial {
+                    let _alone = exclusive.write().unwrap_or_else(PoisonError::into_inner);
+                    run_varnishtest(&file, &macros, &work)
+                } else {
+                    let _shared = exclusive.read().unwrap_or_else(PoisonError::into_inner);
+                    run_varnishtest(&file, &macros, &work)
+                }
             }));
         }
         servers.push(server);
@@ -136,6 +146,8 @@ impl Setup {
             ("vmod_path".into(), self.vmod_path.clone()),
             ("redis_url".into(), redis.url.clone()),
             ("redis_port".into(), redis.port.to_string()),
+            ("redis_socket".into(), redis.dir.join("redis.sock").display().to_string()),
+            ("redis_password".into(), TEST_PASSWORD.into()),
             ("redisctl".into(), redisctl),
         ])
     }
@@ -216,7 +228,9 @@ impl RedisServer {
             &config,
             format!(
                 "port {port}\nbind 127.0.0.1\ndaemonize yes\npidfile {dir}/redis.pid\n\
-                 dir {dir}\nlogfile {dir}/redis.log\nsave \"\"\nappendonly no\n",
+                 dir {dir}\nlogfile {dir}/redis.log\nsave \"\"\nappendonly no\n\
+                 unixsocket {dir}/redis.sock\nunixsocketperm 777\n\
+                 user shortlink on >{TEST_PASSWORD} ~* +@all\n",
                 dir = dir.display()
             ),
         )
