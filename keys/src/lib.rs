@@ -210,6 +210,32 @@ impl KeyScheme {
     }
 }
 
+/// Length of a full digest key: 20 bytes of SHA-1 in unpadded base64.
+pub const DIGEST_KEY_LEN: usize = 27;
+
+const URL_SAFE_BASE64: &[u8; 64] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// The full generated key of `url`: SHA-1 of its bytes in URL-safe base64
+/// without padding. A link's key is the shortest free prefix of this (at
+/// least [`KeyScheme::min_generated_len`] characters), so the same URL
+/// always lands on the same key.
+pub fn digest_key(url: &str) -> String {
+    let digest = sha1_smol::Sha1::from(url).digest().bytes();
+    let mut key = String::with_capacity(DIGEST_KEY_LEN);
+    for chunk in digest.chunks(3) {
+        let mut group = [0u8; 3];
+        group[..chunk.len()].copy_from_slice(chunk);
+        let bits = u32::from(group[0]) << 16 | u32::from(group[1]) << 8 | u32::from(group[2]);
+        let symbols = chunk.len() + 1;
+        for i in 0..symbols {
+            let index = (bits >> (18 - 6 * i)) & 0x3f;
+            key.push(char::from(URL_SAFE_BASE64[index as usize]));
+        }
+    }
+    key
+}
+
 /// Longest redirect target written into a `Location` header.
 pub const MAX_TARGET_LEN: usize = 8192;
 
@@ -381,6 +407,28 @@ mod tests {
             KeyScheme::new("x", 4).unwrap().key_pattern(),
             "[A-Za-z0-9_-]{5,64}"
         );
+    }
+
+    #[test]
+    fn digest_key_matches_the_seed_example() {
+        // The design document's example: Nw9W82DjTt_wGeaVNpNqV8fuF0E= with padding.
+        assert_eq!(
+            digest_key("http://canyoucrackit.co.uk/soyoudidit.asp"),
+            "Nw9W82DjTt_wGeaVNpNqV8fuF0E"
+        );
+        let key = digest_key("https://example.org/");
+        assert_eq!(key.len(), DIGEST_KEY_LEN);
+        assert!(key.bytes().all(is_key_byte));
+        assert_eq!(key, digest_key("https://example.org/"));
+        assert_ne!(key, digest_key("https://example.org"));
+    }
+
+    #[test]
+    fn digest_key_uses_the_url_safe_alphabet() {
+        // SHA-1("abc") = a9993e36..., whose base64 has '+' and '/' in the
+        // standard alphabet: they must come out as '-' and '_'.
+        let key = digest_key("abc");
+        assert_eq!(key, "qZk-NkcGgWq6PiVxeFDCbJzQ2J0");
     }
 
     #[test]

@@ -1,0 +1,390 @@
+//! The one configuration both sides run from: the writer reads it, and the
+//! VCL it generates carries the same prefix, split, paths, status and TTLs
+//! into Varnish. `shortlink.example.toml` documents every field.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use shortlink_keys::{KeyScheme, DIGEST_KEY_LEN};
+use url::Url;
+
+/// The whole configuration, as read from TOML. Every field has a default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address the writer's HTTP server listens on.
+    pub listen: SocketAddr,
+    /// Public base of short links: a link is this followed by its key.
+    pub public_base_url: String,
+    /// Longest long URL accepted, in bytes.
+    pub max_url_length: usize,
+    /// Shortest key generated from a URL's digest.
+    pub min_generated_key_length: usize,
+    pub redis: RedisConfig,
+    pub redirect: RedirectConfig,
+    pub varnish: VarnishConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedisConfig {
+    /// `redis://[user:password@]host[:port][/db]` or `unix:///path?db=N`.
+    pub url: String,
+    /// Start of every hash name: key `Lm25` lives in hash `<prefix>Lm`.
+    pub hash_prefix: String,
+    /// Leading key characters that name the hash.
+    pub split: usize,
+    /// How long opening a connection may take (writer and VMOD).
+    pub connect_timeout_ms: u64,
+    /// How long one lookup may take in Varnish.
+    pub command_timeout_ms: u64,
+    /// How long one insert may take in the writer; longer than a lookup,
+    /// as Redis syncs each write to disk before it answers.
+    pub write_timeout_ms: u64,
+    /// Most Redis connections the VMOD keeps open.
+    pub pool_size: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedirectConfig {
+    /// 301, 302, 307 or 308.
+    pub status: u16,
+    /// How long Varnish caches a found link.
+    pub ttl_s: u64,
+    /// How long Varnish caches a 404 (the writer purges it on insert).
+    pub negative_ttl_s: u64,
+    /// How long Varnish may serve an expired link while Redis is away.
+    pub grace_s: u64,
+    /// `Cache-Control` sent to clients with a redirect.
+    pub cache_control: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VarnishConfig {
+    /// Where the writer sends `PURGE <path><key>` after an insert; empty to
+    /// never purge.
+    pub purge_url: String,
+    /// Addresses (or `address/prefix` networks) allowed to PURGE.
+    pub purge_acl: Vec<String>,
+    /// The VMOD to import: `shortlink` when installed in Varnish's VMOD
+    /// directory (or found through `vmod_path`), or the absolute path of
+    /// `libvmod_shortlink.so`.
+    pub vmod: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_base_url: "http://127.0.0.1:6081/l/".into(),
+            max_url_length: 2048,
+            min_generated_key_length: shortlink_keys::MIN_GENERATED_LEN,
+            redis: RedisConfig::default(),
+            redirect: RedirectConfig::default(),
+            varnish: VarnishConfig::default(),
+        }
+    }
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self {
+            url: "redis://127.0.0.1:6380/0".into(),
+            hash_prefix: shortlink_keys::DEFAULT_PREFIX.into(),
+            split: shortlink_keys::DEFAULT_SPLIT,
+            connect_timeout_ms: 200,
+            command_timeout_ms: 200,
+            write_timeout_ms: 2000,
+            pool_size: 16,
+        }
+    }
+}
+
+impl Default for RedirectConfig {
+    fn default() -> Self {
+        Self {
+            status: 301,
+            ttl_s: 86_400,
+            negative_ttl_s: 60,
+            grace_s: 86_400,
+            cache_control: "public, max-age=86400".into(),
+        }
+    }
+}
+
+impl Default for VarnishConfig {
+    fn default() -> Self {
+        Self {
+            purge_url: "http://127.0.0.1:6081".into(),
+            purge_acl: vec!["127.0.0.1".into(), "::1".into()],
+            vmod: "shortlink".into(),
+        }
+    }
+}
+
+/// A configuration that failed to load, with what to fix.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A checked configuration, with the values derived from it.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub config: Config,
+    pub scheme: KeyScheme,
+    pub public_base: Url,
+    /// Path of short links, from `public_base_url`: `/l/` by default.
+    pub link_path: String,
+}
+
+impl Settings {
+    /// Reads and checks `path`; `None` means all defaults.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let config = match path {
+            None => Config::default(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+                toml::from_str(&text)
+                    .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?
+            }
+        };
+        Self::new(config)
+    }
+
+    /// Checks `config`, so that nothing invalid reaches Redis or the VCL.
+    pub fn new(config: Config) -> Result<Self, ConfigError> {
+        let scheme = KeyScheme::new(&config.redis.hash_prefix, config.redis.split)
+            .map_err(|e| ConfigError(format!("redis.{e}")))?;
+        let public_base = Url::parse(&config.public_base_url).map_err(|e| {
+            ConfigError(format!("public_base_url {:?}: {e}", config.public_base_url))
+        })?;
+        if !matches!(public_base.scheme(), "http" | "https")
+            || public_base.host().is_none()
+            || public_base.query().is_some()
+            || !public_base.path().ends_with('/')
+        {
+            return Err(ConfigError(format!(
+                "public_base_url {:?} must be an http(s) URL whose path ends with '/', \
+                 such as http://127.0.0.1:6081/l/",
+                config.public_base_url
+            )));
+        }
+        let link_path = public_base.path().to_owned();
+        if link_path == "/" || !link_path.bytes().all(|b| b.is_ascii_alphanumeric() || b"/-_.".contains(&b)) {
+            return Err(ConfigError(format!(
+                "public_base_url path {link_path:?} must be a non-root path of letters, digits and - _ . /, such as /l/"
+            )));
+        }
+        let min = config.min_generated_key_length;
+        if min < scheme.min_len() || min > DIGEST_KEY_LEN {
+            return Err(ConfigError(format!(
+                "min_generated_key_length {min} must be {} to {DIGEST_KEY_LEN}",
+                scheme.min_len()
+            )));
+        }
+        if !(64..=shortlink_keys::MAX_TARGET_LEN).contains(&config.max_url_length) {
+            return Err(ConfigError(format!(
+                "max_url_length {} must be 64 to {}",
+                config.max_url_length,
+                shortlink_keys::MAX_TARGET_LEN
+            )));
+        }
+        check_redis(&config.redis)?;
+        check_redirect(&config.redirect)?;
+        check_varnish(&config.varnish)?;
+        Ok(Self {
+            config,
+            scheme,
+            public_base,
+            link_path,
+        })
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.redis.connect_timeout_ms)
+    }
+
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.redis.write_timeout_ms)
+    }
+
+    /// The public short link of `key`.
+    pub fn short_url(&self, key: &str) -> String {
+        format!("{}{key}", self.public_base)
+    }
+}
+
+/// Text that goes into a VCL string literal: printable ASCII, no `"`.
+fn vcl_safe(value: &str) -> bool {
+    value.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'"')
+}
+
+fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
+    redis::Client::open(redis.url.as_str())
+        .map_err(|e| ConfigError(format!("redis.url {:?}: {e}", redis.url)))?;
+    if !vcl_safe(&redis.url) {
+        return Err(ConfigError(
+            "redis.url must be printable ASCII without '\"'; percent-encode the password".into(),
+        ));
+    }
+    for (name, value) in [
+        ("connect_timeout_ms", redis.connect_timeout_ms),
+        ("command_timeout_ms", redis.command_timeout_ms),
+        ("write_timeout_ms", redis.write_timeout_ms),
+    ] {
+        if !(1..=60_000).contains(&value) {
+            return Err(ConfigError(format!("redis.{name} {value} must be 1 to 60000")));
+        }
+    }
+    if !(1..=1024).contains(&redis.pool_size) {
+        return Err(ConfigError(format!(
+            "redis.pool_size {} must be 1 to 1024",
+            redis.pool_size
+        )));
+    }
+    Ok(())
+}
+
+fn check_redirect(redirect: &RedirectConfig) -> Result<(), ConfigError> {
+    const TEN_YEARS: u64 = 10 * 365 * 86_400;
+    if !matches!(redirect.status, 301 | 302 | 307 | 308) {
+        return Err(ConfigError(format!(
+            "redirect.status {} is not a redirect: use 301, 302, 307 or 308",
+            redirect.status
+        )));
+    }
+    for (name, value) in [
+        ("ttl_s", redirect.ttl_s),
+        ("negative_ttl_s", redirect.negative_ttl_s),
+        ("grace_s", redirect.grace_s),
+    ] {
+        if value > TEN_YEARS {
+            return Err(ConfigError(format!(
+                "redirect.{name} {value} is over ten years"
+            )));
+        }
+    }
+    if redirect.cache_control.is_empty() || !vcl_safe(&redirect.cache_control) {
+        return Err(ConfigError(
+            "redirect.cache_control must be non-empty printable ASCII without '\"'".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_varnish(varnish: &VarnishConfig) -> Result<(), ConfigError> {
+    if !varnish.purge_url.is_empty() {
+        let url = Url::parse(&varnish.purge_url)
+            .map_err(|e| ConfigError(format!("varnish.purge_url {:?}: {e}", varnish.purge_url)))?;
+        if url.scheme() != "http" || url.host().is_none() {
+            return Err(ConfigError(format!(
+                "varnish.purge_url {:?} must be a plain http:// URL of Varnish, or empty",
+                varnish.purge_url
+            )));
+        }
+    }
+    for entry in &varnish.purge_acl {
+        if parse_acl_entry(entry).is_none() {
+            return Err(ConfigError(format!(
+                "varnish.purge_acl entry {entry:?} must be an IP address or address/prefix"
+            )));
+        }
+    }
+    let vmod = &varnish.vmod;
+    let by_path = vmod.starts_with('/') && vcl_safe(vmod);
+    if vmod != "shortlink" && !by_path {
+        return Err(ConfigError(format!(
+            "varnish.vmod {vmod:?} must be \"shortlink\" (installed in Varnish's VMOD \
+             directory) or the absolute path of libvmod_shortlink.so"
+        )));
+    }
+    Ok(())
+}
+
+/// An ACL entry as address and optional prefix length.
+pub fn parse_acl_entry(entry: &str) -> Option<(IpAddr, Option<u8>)> {
+    let (address, prefix) = match entry.split_once('/') {
+        Some((address, prefix)) => (address, Some(prefix.parse::<u8>().ok()?)),
+        None => (entry, None),
+    };
+    let address: IpAddr = address.parse().ok()?;
+    let max = if address.is_ipv4() { 32 } else { 128 };
+    match prefix {
+        Some(p) if p > max => None,
+        _ => Some((address, prefix)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Settings, ConfigError> {
+        Settings::new(toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?)
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let settings = parse("").unwrap();
+        assert_eq!(settings.link_path, "/l/");
+        assert_eq!(settings.short_url("Lm25"), "http://127.0.0.1:6081/l/Lm25");
+        assert_eq!(settings.scheme.prefix(), "short:");
+    }
+
+    #[test]
+    fn the_example_file_is_the_defaults() {
+        let example = include_str!("../shortlink.example.toml");
+        let from_file: Config = toml::from_str(example).unwrap();
+        assert_eq!(format!("{from_file:?}"), format!("{:?}", Config::default()));
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        let error = parse("listne = \"127.0.0.1:1\"").unwrap_err().0;
+        assert!(error.contains("unknown field `listne`"), "{error}");
+        let error = parse("[redis]\nprefix = \"x\"").unwrap_err().0;
+        assert!(error.contains("unknown field `prefix`"), "{error}");
+    }
+
+    #[test]
+    fn bad_values_say_what_to_fix() {
+        for (text, expected) in [
+            ("[redis]\nsplit = 9", "split 9 is out of range"),
+            ("[redis]\nhash_prefix = \"a b\"", "hash prefix"),
+            ("[redis]\nurl = \"http://x\"", "redis.url"),
+            ("[redis]\npool_size = 0", "pool_size"),
+            ("[redirect]\nstatus = 200", "not a redirect"),
+            ("[redirect]\ncache_control = \"a\\\"b\"", "cache_control"),
+            ("public_base_url = \"http://x/l\"", "must be an http(s) URL"),
+            ("public_base_url = \"http://x/\"", "non-root path"),
+            ("min_generated_key_length = 2", "min_generated_key_length"),
+            ("max_url_length = 10", "max_url_length"),
+            ("[varnish]\npurge_acl = [\"localhost\"]", "purge_acl"),
+            ("[varnish]\nvmod = \"../x.so\"", "varnish.vmod"),
+        ] {
+            let error = parse(text).unwrap_err().0;
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn acl_entries() {
+        assert!(parse_acl_entry("10.0.0.0/8").is_some());
+        assert!(parse_acl_entry("::1").is_some());
+        assert!(parse_acl_entry("10.0.0.0/33").is_none());
+        assert!(parse_acl_entry("example.org").is_none());
+    }
+}

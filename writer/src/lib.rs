@@ -1,0 +1,11 @@
+//! The shortlink writer: stores links in Redis with the shared key scheme,
+//! and generates the VCL Varnish serves them with.
+
+pub mod config;
+pub mod page;
+pub mod purge;
+pub mod shortener;
+pub mod store;
+pub mod validate;
+pub mod vcl;
+pub mod web;

@@ -1,0 +1,109 @@
+//! `shortlink`: the writer daemon and its command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use actix_web::{middleware, web, App, HttpServer};
+use clap::{Parser, Subcommand};
+use shortlink_writer::config::Settings;
+use shortlink_writer::shortener::Shortener;
+use shortlink_writer::store::Inserted;
+use shortlink_writer::{vcl, web as routes};
+
+/// Short links served by Varnish from Redis: insert them, and generate the
+/// VCL that serves them.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Configuration file (TOML); without one, every default applies.
+    #[arg(long, short, env = "SHORTLINK_CONFIG", global = true)]
+    config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the web form and JSON API (the default).
+    Serve,
+    /// Shorten one URL and print its short link.
+    Add {
+        /// The long URL.
+        url: String,
+        /// A custom key instead of a generated one.
+        #[arg(long, short)]
+        key: Option<String>,
+    },
+    /// Print the VCL for this configuration.
+    Vcl,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let settings = match Settings::load(cli.config.as_deref()) {
+        Ok(settings) => settings,
+        Err(error) => {
+            eprintln!("shortlink: configuration: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cli.command.unwrap_or(Command::Serve) {
+        Command::Vcl => {
+            let source = cli
+                .config
+                .as_deref()
+                .map_or_else(|| "the defaults".to_owned(), |p| p.display().to_string());
+            print!("{}", vcl::generate(&settings, &source));
+            Ok(())
+        }
+        Command::Add { url, key } => add(settings, &url, key.as_deref()),
+        Command::Serve => serve(settings),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("shortlink: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn add(settings: Settings, url: &str, key: Option<&str>) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let shortener = Shortener::new(settings).map_err(|e| e.to_string())?;
+        let inserted = shortener
+            .shorten(url, key)
+            .await
+            .map_err(|e| e.to_string())?;
+        println!("{}", shortener.short_url(&inserted.link().key));
+        if let Inserted::Existing(_) = inserted {
+            eprintln!("(this URL already had that short link)");
+        }
+        Ok(())
+    })
+}
+
+fn serve(settings: Settings) -> Result<(), String> {
+    let listen = settings.config.listen;
+    actix_web::rt::System::new().block_on(async move {
+        let shortener = web::Data::new(Shortener::new(settings).map_err(|e| e.to_string())?);
+        log::info!("writer listening on http://{listen}/");
+        HttpServer::new(move || {
+            App::new()
+                .app_data(shortener.clone())
+                .wrap(middleware::Logger::new("%a \"%r\" %s %b %Dms"))
+                .configure(routes::routes)
+        })
+        .bind(listen)
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?
+        .run()
+        .await
+        .map_err(|e| e.to_string())
+    })
+}

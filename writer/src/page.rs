@@ -1,0 +1,214 @@
+//! The web form: one plain HTML page that works without JavaScript, and
+//! offers a copy button where JavaScript runs.
+
+use std::fmt::Write as _;
+
+/// What the page shows: the inputs as typed, and the result or the errors.
+#[derive(Debug, Default)]
+pub struct FormView {
+    pub url: String,
+    pub key: String,
+    pub url_error: Option<String>,
+    pub key_error: Option<String>,
+    pub general_error: Option<String>,
+    pub outcome: Option<Outcome>,
+}
+
+#[derive(Debug)]
+pub struct Outcome {
+    pub short_url: String,
+    pub long_url: String,
+    pub created: bool,
+}
+
+const STYLE: &str = r"
+:root { color-scheme: light dark; --accent: #1d4ed8; --error: #b91c1c; --line: #8885; }
+@media (prefers-color-scheme: dark) { :root { --accent: #60a5fa; --error: #f87171; } }
+* { box-sizing: border-box; }
+body { margin: 0; font: 1rem/1.5 system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; }
+main { max-width: 38rem; margin: 0 auto; padding: 2.5rem 1.25rem; }
+h1 { font-size: 1.75rem; margin: 0 0 .25rem; }
+.lead { margin: 0 0 2rem; opacity: .8; }
+.field { margin-bottom: 1.25rem; }
+label { display: block; font-weight: 600; margin-bottom: .35rem; }
+.optional { font-weight: 400; opacity: .7; }
+input { width: 100%; font: inherit; padding: .7rem .8rem; border: 1px solid var(--line);
+        border-radius: .5rem; background: Field; color: FieldText; }
+input:focus { outline: 2px solid var(--accent); outline-offset: 1px; }
+input[aria-invalid=true] { border-color: var(--error); }
+.hint { font-size: .875rem; opacity: .75; margin-top: .3rem; }
+.error { color: var(--error); font-size: .9rem; margin-top: .35rem; }
+button { font: inherit; font-weight: 600; padding: .7rem 1.4rem; border: 0; border-radius: .5rem;
+         background: var(--accent); color: Canvas; cursor: pointer; }
+.result { margin-top: 2rem; padding: 1.1rem 1.25rem; border: 1px solid var(--line); border-radius: .75rem; }
+.result p { margin: 0 0 .5rem; }
+.link-row { display: flex; flex-wrap: wrap; gap: .75rem; align-items: center; }
+.link-row a { font-size: 1.2rem; font-weight: 600; color: var(--accent); word-break: break-all; }
+.copy { padding: .4rem .9rem; font-size: .9rem; background: transparent; color: var(--accent);
+        border: 1px solid var(--accent); }
+.target { word-break: break-all; }
+.js-only { display: none; }
+.js .js-only { display: inline-block; }
+";
+
+const SCRIPT: &str = r"
+document.documentElement.classList.add('js');
+document.addEventListener('click', function (event) {
+  var button = event.target.closest('[data-copy]');
+  if (!button) return;
+  navigator.clipboard.writeText(button.dataset.copy).then(function () {
+    button.textContent = 'Copied';
+    setTimeout(function () { button.textContent = 'Copy'; }, 1500);
+  }, function () { button.textContent = 'Select and copy'; });
+});
+";
+
+/// The whole page for `view`.
+pub fn render(view: &FormView) -> String {
+    let mut page = String::with_capacity(6 * 1024);
+    let _ = write!(
+        page,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>Shorten a link</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n\
+         <h1>Shorten a link</h1>\n<p class=\"lead\">Paste a long URL; get a short one that \
+         redirects to it.</p>\n"
+    );
+    if let Some(message) = &view.general_error {
+        let _ = writeln!(page, "<p class=\"error\" role=\"alert\">{}</p>", escape(message));
+    }
+    page.push_str("<form method=\"post\" action=\"/\" novalidate>\n");
+    field(
+        &mut page,
+        &Field {
+            name: "url",
+            label: "Long URL",
+            kind: "url",
+            value: &view.url,
+            error: view.url_error.as_deref(),
+            hint: "Starts with http:// or https://",
+            extra: " required autofocus placeholder=\"https://example.org/a/very/long/page\"",
+        },
+    );
+    field(
+        &mut page,
+        &Field {
+            name: "key",
+            label: "Custom key <span class=\"optional\">(optional)</span>",
+            kind: "text",
+            value: &view.key,
+            error: view.key_error.as_deref(),
+            hint: "3 to 64 letters, digits, - or _. Leave empty for a generated key.",
+            extra: " autocomplete=\"off\" spellcheck=\"false\" pattern=\"[A-Za-z0-9_\\-]{3,64}\"",
+        },
+    );
+    page.push_str("<button type=\"submit\">Shorten</button>\n</form>\n");
+    if let Some(outcome) = &view.outcome {
+        let short = escape(&outcome.short_url);
+        let status = if outcome.created {
+            "Your short link is ready:"
+        } else {
+            "This URL already had a short link:"
+        };
+        let _ = write!(
+            page,
+            "<section class=\"result\" aria-live=\"polite\">\n<p>{status}</p>\n\
+             <div class=\"link-row\"><a id=\"short-link\" href=\"{short}\">{short}</a>\
+             <button type=\"button\" class=\"copy js-only\" data-copy=\"{short}\">Copy</button></div>\n\
+             <p class=\"hint\">Leads to <span class=\"target\">{}</span></p>\n</section>\n",
+            escape(&outcome.long_url)
+        );
+    }
+    let _ = write!(page, "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n");
+    page
+}
+
+struct Field<'a> {
+    name: &'a str,
+    label: &'a str,
+    kind: &'a str,
+    value: &'a str,
+    error: Option<&'a str>,
+    hint: &'a str,
+    extra: &'a str,
+}
+
+fn field(page: &mut String, f: &Field<'_>) {
+    let invalid = f.error.is_some();
+    let _ = write!(
+        page,
+        "<div class=\"field\">\n<label for=\"{name}\">{label}</label>\n\
+         <input id=\"{name}\" name=\"{name}\" type=\"{kind}\" value=\"{value}\" \
+         aria-invalid=\"{invalid}\" aria-describedby=\"{name}-help\"{extra}>\n",
+        name = f.name,
+        label = f.label,
+        kind = f.kind,
+        value = escape(f.value),
+        extra = f.extra,
+    );
+    match f.error {
+        Some(error) => {
+            let _ = writeln!(
+                page,
+                "<p class=\"error\" id=\"{}-help\" role=\"alert\">{}</p>",
+                f.name,
+                escape(error)
+            );
+        }
+        None => {
+            let _ = writeln!(page, "<p class=\"hint\" id=\"{}-help\">{}</p>", f.name, f.hint);
+        }
+    }
+    page.push_str("</div>\n");
+}
+
+/// Escapes text for HTML element content and quoted attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_values_are_kept_and_escaped() {
+        let page = render(&FormView {
+            url: "https://x/\"><script>".into(),
+            key: "k'ey".into(),
+            url_error: Some("bad <url>".into()),
+            ..FormView::default()
+        });
+        assert!(page.contains("value=\"https://x/&quot;&gt;&lt;script&gt;\""));
+        assert!(page.contains("value=\"k&#39;ey\""));
+        assert!(page.contains("<p class=\"error\" id=\"url-help\" role=\"alert\">bad &lt;url&gt;</p>"));
+        assert!(page.contains("aria-invalid=\"true\""));
+        assert!(!page.contains("<script>\"") && !page.contains("\"><script>"));
+    }
+
+    #[test]
+    fn the_result_links_to_the_short_url() {
+        let page = render(&FormView {
+            outcome: Some(Outcome {
+                short_url: "http://s/l/abcd".into(),
+                long_url: "https://example.org/?a=1&b=2".into(),
+                created: true,
+            }),
+            ..FormView::default()
+        });
+        assert!(page.contains("<a id=\"short-link\" href=\"http://s/l/abcd\">http://s/l/abcd</a>"));
+        assert!(page.contains("data-copy=\"http://s/l/abcd\""));
+        assert!(page.contains("https://example.org/?a=1&amp;b=2"));
+    }
+}

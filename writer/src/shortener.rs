@@ -1,0 +1,85 @@
+//! Shortening one URL: validate, store, purge. Shared by the JSON API, the
+//! web form and the command line, so all three behave the same.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::config::Settings;
+use crate::purge::Purger;
+use crate::store::{Inserted, Link, LinkStore, StoreError};
+use crate::validate::{check_custom_key, normalize_url, Invalid};
+
+#[derive(Debug)]
+pub enum ShortenError {
+    Invalid(Invalid),
+    Store(StoreError),
+}
+
+impl fmt::Display for ShortenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Invalid(e) => e.fmt(f),
+            Self::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ShortenError {}
+
+#[derive(Clone)]
+pub struct Shortener {
+    pub settings: Arc<Settings>,
+    store: LinkStore,
+    purger: Purger,
+}
+
+impl Shortener {
+    pub fn new(settings: Settings) -> Result<Self, StoreError> {
+        let store = LinkStore::new(&settings)?;
+        let purger = Purger::new(
+            &settings.config.varnish.purge_url,
+            &settings.link_path,
+            settings.write_timeout(),
+        );
+        Ok(Self {
+            settings: Arc::new(settings),
+            store,
+            purger,
+        })
+    }
+
+    /// Stores `url` under `key`, or under a generated key when `key` is
+    /// empty or absent, then purges that key from Varnish.
+    pub async fn shorten(&self, url: &str, key: Option<&str>) -> Result<Inserted, ShortenError> {
+        let url = normalize_url(url, &self.settings).map_err(ShortenError::Invalid)?;
+        let key = key.filter(|key| !key.is_empty());
+        if let Some(key) = key {
+            check_custom_key(key, &self.settings).map_err(ShortenError::Invalid)?;
+        }
+        let inserted = match key {
+            Some(key) => self.store.insert_custom(&url, key).await,
+            None => self.store.insert_generated(&url).await,
+        }
+        .map_err(ShortenError::Store)?;
+        // Even an existing link may have a 404 cached from before it was
+        // stored (by hand, say): purging costs little and settles it.
+        if let Err(problem) = self.purger.purge(&inserted.link().key).await {
+            log::warn!(
+                "stored {} but could not purge it from Varnish: {problem}",
+                inserted.link().key
+            );
+        }
+        Ok(inserted)
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<Link>, StoreError> {
+        Ok(self.store.get(key).await?.map(|url| Link {
+            key: key.to_owned(),
+            url,
+        }))
+    }
+
+    pub fn short_url(&self, key: &str) -> String {
+        self.settings.short_url(key)
+    }
+}

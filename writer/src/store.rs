@@ -1,0 +1,205 @@
+//! Storing and reading links in Redis, in the layout of `shortlink_keys`.
+
+use std::fmt;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::Script;
+use shortlink_keys::{digest_key, KeyScheme};
+
+use crate::config::Settings;
+
+/// Claims the first free slot for a URL, in one atomic step.
+///
+/// Why a script rather than WATCH/MULTI/EXEC: every candidate key of one URL
+/// shares its first `split` characters, so all candidates live in the same
+/// Redis hash. One script on that one key can then test and claim in a
+/// single round trip, with no retry loop under contention, and it stays
+/// valid on Redis Cluster, where a script may only touch keys of one slot.
+/// Redis runs scripts one at a time, so two writers can never both see a
+/// slot free, nor give two URLs the same key.
+///
+/// `KEYS[1]`: the hash. `ARGV[1]`: the URL. `ARGV[2..]`: candidate fields,
+/// shortest first. Returns `{n, created}`: the n-th candidate holds the URL
+/// (created = 1 if this call stored it), or `{0, 0}` if every candidate
+/// holds another URL.
+const CLAIM_SCRIPT: &str = r"
+local url = ARGV[1]
+for i = 2, #ARGV do
+    local current = redis.call('HGET', KEYS[1], ARGV[i])
+    if not current then
+        redis.call('HSET', KEYS[1], ARGV[i], url)
+        return {i - 1, 1}
+    elseif current == url then
+        return {i - 1, 0}
+    end
+end
+return {0, 0}
+";
+
+/// A link as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub key: String,
+    pub url: String,
+}
+
+/// What an insert did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inserted {
+    /// Stored now.
+    Created(Link),
+    /// The same URL was already stored under this key.
+    Existing(Link),
+}
+
+impl Inserted {
+    pub fn link(&self) -> &Link {
+        match self {
+            Self::Created(link) | Self::Existing(link) => link,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum StoreError {
+    /// The custom key holds another URL.
+    KeyTaken { key: String },
+    /// Every prefix of the digest holds another URL (2^160 says: never).
+    DigestExhausted,
+    /// Redis did not answer, refused, or failed.
+    Unavailable(String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::KeyTaken { key } => write!(
+                f,
+                "the key {key:?} is already taken by another URL; choose another key, \
+                 or leave it empty to get a generated one"
+            ),
+            Self::DigestExhausted => {
+                f.write_str("every generated key for this URL is taken; use a custom key")
+            }
+            Self::Unavailable(detail) => write!(
+                f,
+                "the link store (Redis) is unreachable; try again in a moment ({detail})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<redis::RedisError> for StoreError {
+    fn from(error: redis::RedisError) -> Self {
+        Self::Unavailable(error.to_string())
+    }
+}
+
+/// Links in Redis, through one multiplexed connection that reconnects by
+/// itself: concurrent requests share it, pipelined.
+#[derive(Clone)]
+pub struct LinkStore {
+    connection: ConnectionManager,
+    scheme: KeyScheme,
+    min_generated_len: usize,
+    claim: Script,
+}
+
+impl LinkStore {
+    /// Prepares the store without connecting: the writer starts even while
+    /// Redis is away, and answers 503 until it is back.
+    pub fn new(settings: &Settings) -> Result<Self, StoreError> {
+        let client = redis::Client::open(settings.config.redis.url.as_str())?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(settings.connect_timeout()))
+            .set_response_timeout(Some(settings.write_timeout()))
+            .set_number_of_retries(1)
+            .set_min_delay(std::time::Duration::from_millis(50))
+            .set_max_delay(std::time::Duration::from_millis(500));
+        let connection = ConnectionManager::new_lazy_with_config(client, config)?;
+        Ok(Self {
+            connection,
+            scheme: settings.scheme.clone(),
+            min_generated_len: settings
+                .config
+                .min_generated_key_length
+                .max(settings.scheme.min_generated_len()),
+            claim: Script::new(CLAIM_SCRIPT),
+        })
+    }
+
+    /// Stores `url` under the shortest free prefix of its digest key.
+    /// `url` must already be validated.
+    pub async fn insert_generated(&self, url: &str) -> Result<Inserted, StoreError> {
+        let digest = digest_key(url);
+        let split = self.scheme.split();
+        let candidates: Vec<&str> = (self.min_generated_len..=digest.len())
+            .map(|len| &digest[split..len])
+            .collect();
+        let hash = format!("{}{}", self.scheme.prefix(), &digest[..split]);
+        match self.claim(&hash, url, &candidates).await? {
+            Some((index, created)) => {
+                let key = digest[..self.min_generated_len + index].to_owned();
+                Ok(outcome(key, url, created))
+            }
+            None => Err(StoreError::DigestExhausted),
+        }
+    }
+
+    /// Stores `url` under exactly `key`, unless `key` holds another URL.
+    /// `url` and `key` must already be validated.
+    pub async fn insert_custom(&self, url: &str, key: &str) -> Result<Inserted, StoreError> {
+        let slot = self
+            .scheme
+            .locate(key)
+            .map_err(|e| StoreError::Unavailable(format!("unchecked key: {e}")))?;
+        match self.claim(&slot.hash, url, &[slot.field]).await? {
+            Some((_, created)) => Ok(outcome(key.to_owned(), url, created)),
+            None => Err(StoreError::KeyTaken {
+                key: key.to_owned(),
+            }),
+        }
+    }
+
+    /// The URL stored under `key`, if any; `None` too for keys that break
+    /// the key rules.
+    pub async fn get(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let Ok(slot) = self.scheme.locate(key) else {
+            return Ok(None);
+        };
+        let mut connection = self.connection.clone();
+        let url: Option<String> = redis::cmd("HGET")
+            .arg(&slot.hash)
+            .arg(slot.field)
+            .query_async(&mut connection)
+            .await?;
+        Ok(url)
+    }
+
+    async fn claim(
+        &self,
+        hash: &str,
+        url: &str,
+        fields: &[&str],
+    ) -> Result<Option<(usize, bool)>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mut invocation = self.claim.key(hash);
+        invocation.arg(url).arg(fields);
+        let (position, created): (usize, u8) = invocation.invoke_async(&mut connection).await?;
+        Ok(position.checked_sub(1).map(|index| (index, created == 1)))
+    }
+}
+
+fn outcome(key: String, url: &str, created: bool) -> Inserted {
+    let link = Link {
+        key,
+        url: url.to_owned(),
+    };
+    if created {
+        Inserted::Created(link)
+    } else {
+        Inserted::Existing(link)
+    }
+}
