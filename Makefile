@@ -5,7 +5,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps deps-test build run test test-rust test-vtc test-run lint vcl clean
+.PHONY: all deps deps-test build run test test-rust test-vtc test-run lint vcl vcl/shortlink.vcl clean
 
 all: build
 
@@ -17,19 +17,23 @@ deps-test:
 
 ## build: the VMOD (target/release/libvmod_shortlink.so) and everything else, release mode
 build: deps
-	$(CARGO) build --release --workspace
+	@$(CARGO) build --release --workspace
 
-## run: Redis on 127.0.0.1:6380 and Varnish on 127.0.0.1:6081, in the foreground
+## run: Redis on 127.0.0.1:6380, Varnish on 127.0.0.1:6081, the writer on 127.0.0.1:8080
 run: build
 	exec scripts/run.sh
 
-## vcl: the VCL that `make run` loads
-vcl:
-	@cat vcl/shortlink.vcl
+## vcl: the VCL that `make run` loads, generated from its configuration
+vcl: build
+	@scripts/run.sh --print-vcl
+
+## vcl/shortlink.vcl: the VCL for the default configuration, as shipped
+vcl/shortlink.vcl: build
+	target/release/shortlink vcl > $@
 
 ## test: every test: Rust unit tests, the VTC suites, the `make run` smoke test, clippy
 test: deps-test
-	$(CARGO) build --release --workspace
+	@$(CARGO) build --release --workspace
 	$(CARGO) test --release --workspace --no-fail-fast
 	scripts/smoke-run.sh
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Starts Redis and Varnish in the foreground for local use, and stops both
-# on Ctrl-C or SIGTERM. `make run` builds first, then runs this.
+# Starts Redis, Varnish and the writer in the foreground for local use, and
+# stops all three on Ctrl-C or SIGTERM. `make run` builds first, then runs
+# this; `scripts/run.sh --print-vcl` prints the VCL it would load.
 #
 # Environment (defaults in brackets):
 #   REDIS_PORT     [6380]   port of the Redis this starts
-#   REDIS_URL      [redis://127.0.0.1:$REDIS_PORT/0]  what Varnish looks links up in
+#   REDIS_URL      [redis://127.0.0.1:$REDIS_PORT/0]  where links are stored
 #   VARNISH_PORT   [6081]   port Varnish answers on
 #   VARNISH_LISTEN [127.0.0.1:$VARNISH_PORT]
-#   VAR_DIR        [./var]  Redis data and Varnish's working directory
+#   WRITER_PORT    [8080]   port of the writer's web form and API
+#   SHORTLINK_CONFIG        a writer configuration to use as it is, instead
+#                           of one made from the variables above
+#   VAR_DIR        [./var]  Redis data, Varnish's working directory, configs
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,11 +19,35 @@ redis_port=${REDIS_PORT:-6380}
 redis_url=${REDIS_URL:-redis://127.0.0.1:$redis_port/0}
 varnish_port=${VARNISH_PORT:-6081}
 varnish_listen=${VARNISH_LISTEN:-127.0.0.1:$varnish_port}
+writer_port=${WRITER_PORT:-8080}
 var_dir=${VAR_DIR:-$root/var}
+shortlink=$root/target/release/shortlink
 mkdir -p "$var_dir/redis" "$var_dir/run"
 var_dir=$(cd "$var_dir" && pwd)
 
 say() { printf '==> %s\n' "$*" >&2; }
+
+config=${SHORTLINK_CONFIG:-$var_dir/run/shortlink.toml}
+if [ -z "${SHORTLINK_CONFIG:-}" ]; then
+    cat >"$config" <<TOML
+# Made by scripts/run.sh from its environment; see writer/shortlink.example.toml.
+listen = "127.0.0.1:$writer_port"
+public_base_url = "http://$varnish_listen/l/"
+
+[redis]
+url = "$redis_url"
+
+[varnish]
+purge_url = "http://$varnish_listen"
+vmod = "$root/target/release/libvmod_shortlink.so"
+TOML
+fi
+vcl="$var_dir/run/shortlink.vcl"
+"$shortlink" vcl --config "$config" >"$vcl"
+if [ "${1:-}" = --print-vcl ]; then
+    cat "$vcl"
+    exit 0
+fi
 
 pids=()
 stop_all() {
@@ -32,26 +60,25 @@ trap stop_all EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+wait_until() { # what, pid, command...
+    local what=$1 pid=$2
+    shift 2
+    for _ in $(seq 150); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        if ! kill -0 "$pid" 2>/dev/null; then break; fi
+        sleep 0.1
+    done
+    say "$what did not come up; see its messages above"
+    exit 1
+}
+
 say "starting Redis on 127.0.0.1:$redis_port (data in $var_dir/redis)"
 redis-server "$root/redis/redis.conf" --port "$redis_port" --dir "$var_dir/redis" \
     --pidfile "$var_dir/run/redis.pid" --logfile "" &
 pids+=($!)
-ready=0
-for _ in $(seq 100); do
-    if [ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ]; then ready=1; break; fi
-    kill -0 "${pids[0]}" 2>/dev/null || break
-    sleep 0.05
-done
-if [ "$ready" -ne 1 ]; then
-    say "Redis did not come up on port $redis_port; see its messages above (port taken? set REDIS_PORT)"
-    exit 1
-fi
+wait_until "Redis (port $redis_port free? set REDIS_PORT)" "${pids[-1]}" \
+    sh -c "[ \"\$(redis-cli -p $redis_port ping)\" = PONG ]"
 
-# The shipped VCL names the default Redis; point a copy at this one.
-vcl="$var_dir/run/shortlink.vcl"
-sed "s|redis://127.0.0.1:6380/0|$redis_url|" "$root/vcl/shortlink.vcl" >"$vcl"
-
-vmod_path="$root/target/release:$(pkg-config --variable=vmoddir varnishapi)"
 # As root, varnishd compiles and runs the VCL as its own unprivileged users,
 # which cannot read a checkout under a private home directory: run unjailed
 # then, rather than fail.
@@ -61,29 +88,30 @@ if [ "$(id -u)" -eq 0 ] && id varnish >/dev/null 2>&1 &&
     say "Varnish's own users cannot read this checkout: running varnishd without its jail"
     jail=(-j none)
 fi
-say "starting Varnish on $varnish_listen"
+say "starting Varnish on $varnish_listen with the VCL generated from $config"
 varnishd -F "${jail[@]}" -a "$varnish_listen" -n "$var_dir/varnish" -f "$vcl" \
-    -p vmod_path="$vmod_path" -T 127.0.0.1:0 -s malloc,256m &
+    -T 127.0.0.1:0 -s malloc,256m &
 pids+=($!)
+wait_until "Varnish (port ${varnish_listen##*:} free? set VARNISH_PORT)" "${pids[-1]}" \
+    curl -fs "http://$varnish_listen/"
 
-ready=0
-for _ in $(seq 150); do
-    if curl -fs "http://$varnish_listen/" >/dev/null 2>&1; then ready=1; break; fi
-    kill -0 "${pids[1]}" 2>/dev/null || break
-    sleep 0.1
-done
-if [ "$ready" -ne 1 ]; then
-    say "Varnish did not come up on $varnish_listen; see its messages above"
-    exit 1
-fi
+say "starting the writer"
+"$shortlink" serve --config "$config" &
+pids+=($!)
+writer_listen=$(sed -n 's/^listen = "\(.*\)"$/\1/p' "$config")
+writer_listen=${writer_listen:-127.0.0.1:8080}
+wait_until "the writer (port ${writer_listen##*:} free? set WRITER_PORT)" "${pids[-1]}" \
+    curl -fs "http://$writer_listen/"
+
 cat >&2 <<MSG
-==> ready. Try:
-      redis-cli -p $redis_port HSET short:Lm 25 https://example.org/
-      curl -i http://$varnish_listen/l/Lm25
-    Counters: varnishstat -n $var_dir/varnish -1 -f 'shortlink.*'
+==> ready.
+    Shorten a link:  http://$writer_listen/   (or: $shortlink add URL --config $config)
+    By hand:         redis-cli -p $redis_port HSET short:Lm 25 https://example.org/
+    Follow it:       curl -i http://$varnish_listen/l/Lm25
+    Counters:        varnishstat -n $var_dir/varnish -1 -f 'shortlink.*'
     Ctrl-C stops everything.
 MSG
 
-# Whichever exits first brings the other down.
+# Whichever exits first brings the others down.
 wait -n "${pids[@]}"
 say "a server exited; stopping the rest"

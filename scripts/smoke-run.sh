@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # End-to-end check of `make run`: it starts, serves a link added by hand with
-# redis-cli, and leaves no process behind when sent SIGTERM.
+# redis-cli and one added through the writer, and leaves no process behind
+# when sent SIGTERM.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 redis_port=$(free_port)
 varnish_port=$(free_port)
+writer_port=$(free_port)
 log=$tmp/run.log
 
 fail() { echo "smoke-run: FAILED: $*" >&2; tail -30 "$log" >&2 || true; exit 1; }
 
-VAR_DIR=$tmp/var REDIS_PORT=$redis_port VARNISH_PORT=$varnish_port \
+VAR_DIR=$tmp/var REDIS_PORT=$redis_port VARNISH_PORT=$varnish_port WRITER_PORT=$writer_port \
     make -s -C "$root" run >"$log" 2>&1 &
 make_pid=$!
-cleanup() { kill -TERM "$make_pid" 2>/dev/null || true; pkill -f "$tmp/var" 2>/dev/null || true; rm -rf "$tmp"; }
+cleanup() { created=$(curl -s -H 'Content-Type: application/json' -d '{"url": "https://example.org/via-writer"}' \
+    "http://127.0.0.1:$writer_port/api/links")
+short=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["short_url"])' <<<"$created") ||
+    fail "the writer answered: $created"
+headers=$(curl -s -o /dev/null -D - "$short")
+grep -qi '^Location: https://example.org/via-writer' <<<"$headers" || fail "$short answered: $headers"
+
+kill -TERM "$make_pid" 2>/dev/null || true; pkill -f "$tmp/var" 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 for _ in $(seq 300); do
-    curl -fs "http://127.0.0.1:$varnish_port/" >/dev/null 2>&1 && break
+    curl -fs "http://127.0.0.1:$writer_port/" >/dev/null 2>&1 && break
     kill -0 "$make_pid" 2>/dev/null || fail "make run exited early"
     sleep 0.2
 done
@@ -28,6 +37,13 @@ headers=$(curl -s -o /dev/null -D - "http://127.0.0.1:$varnish_port/l/Sm0ke")
 grep -q '^HTTP/1.1 301' <<<"$headers" || fail "expected a 301, got: $headers"
 grep -qi '^Location: https://example.org/smoke' <<<"$headers" || fail "wrong Location: $headers"
 
+created=$(curl -s -H 'Content-Type: application/json' -d '{"url": "https://example.org/via-writer"}' \
+    "http://127.0.0.1:$writer_port/api/links")
+short=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["short_url"])' <<<"$created") ||
+    fail "the writer answered: $created"
+headers=$(curl -s -o /dev/null -D - "$short")
+grep -qi '^Location: https://example.org/via-writer' <<<"$headers" || fail "$short answered: $headers"
+
 kill -TERM "$make_pid"
 for _ in $(seq 100); do kill -0 "$make_pid" 2>/dev/null || break; sleep 0.1; done
 sleep 0.5
@@ -35,4 +51,4 @@ if pgrep -f "$tmp/var" >/dev/null; then
     pgrep -af "$tmp/var" >&2
     fail "processes left behind after SIGTERM"
 fi
-echo "smoke-run: make run served a hand-added link and stopped cleanly"
+echo "smoke-run: make run served links added by hand and through the writer, and stopped cleanly"

@@ -170,11 +170,6 @@ impl KeyScheme {
         MIN_KEY_LEN.max(self.split + 1)
     }
 
-    /// Shortest key the writer generates under this scheme.
-    pub fn min_generated_len(&self) -> usize {
-        MIN_GENERATED_LEN.max(self.min_len())
-    }
-
     /// Checks `key` against the rules without touching Redis.
     pub fn check(&self, key: &str) -> Result<(), KeyError> {
         let len = key.len();
@@ -370,8 +365,6 @@ mod tests {
         assert_eq!(scheme.min_len(), 4);
         assert!(scheme.check("abc").is_err());
         assert_eq!(scheme.locate("abcd").unwrap().field, "d");
-        assert_eq!(KeyScheme::new("s:", 4).unwrap().min_generated_len(), 5);
-        assert_eq!(KeyScheme::default().min_generated_len(), 4);
     }
 
     #[test]

@@ -16,24 +16,26 @@
 //!   (a command: `start|stop|cont|kill|cli ARGS`).
 
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use libtest_mimic::{Arguments, Failed, Trial};
+use test_support::{command_output, release_dir, repo_root, RedisServer};
 
 /// Password of the ACL user `shortlink` every suite's Redis has, beside the
 /// password-less default user.
 const TEST_PASSWORD: &str = "s3cret-for-tests";
 
+/// Extra Redis configuration: a unix socket and a user with a password, so
+/// every form of Redis URL can be tested.
+const TEST_REDIS_ACL: &str = "unixsocket redis.sock\nunixsocketperm 777\n\
+                              user shortlink on >s3cret-for-tests ~* +@all\n";
+
 fn main() -> ExitCode {
     let args = Arguments::from_args();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("crate lives in the workspace")
-        .to_path_buf();
-    let setup = match Setup::new(&root) {
+    let root = repo_root();
+    let setup = match Setup::new() {
         Ok(setup) => setup,
         Err(message) => {
             eprintln!("error: {message}");
@@ -50,7 +52,7 @@ fn main() -> ExitCode {
         if files.is_empty() {
             continue;
         }
-        let server = match RedisServer::start(&setup, suite) {
+        let server = match RedisServer::start(&setup.work.join(suite), TEST_REDIS_ACL) {
             Ok(server) => server,
             Err(message) => {
                 eprintln!("error: {message}");
@@ -95,7 +97,6 @@ fn main() -> ExitCode {
 }
 
 struct Setup {
-    root: PathBuf,
     writer: PathBuf,
     work: PathBuf,
     vmod_path: String,
@@ -119,10 +120,8 @@ impl Setup {
         Ok(file)
     }
 
-    fn new(root: &Path) -> Result<Self, String> {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| root.join("target"), PathBuf::from);
-        let release = target.join("release");
+    fn new() -> Result<Self, String> {
+        let release = release_dir();
         for built in ["libvmod_shortlink.so", "shortlink"] {
             if !release.join(built).exists() {
                 return Err(format!(
@@ -133,10 +132,8 @@ impl Setup {
         }
         let varnish_vmods = command_output("pkg-config", &["--variable=vmoddir", "varnishapi"])
             .map_err(|e| format!("cannot find Varnish's VMOD directory: {e}"))?;
-        let work = target.join("vtc-work").join(std::process::id().to_string());
-        fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+        let work = test_support::work_dir("vtc")?;
         Ok(Self {
-            root: root.to_path_buf(),
             writer: release.join("shortlink"),
             work,
             vmod_path: format!("{}:{}", release.display(), varnish_vmods.trim()),
@@ -150,11 +147,6 @@ impl Setup {
             "shortlink-short-ttl",
             "ttl_s = 2\nnegative_ttl_s = 1\n",
         )?;
-        let redisctl = format!(
-            "{} {}",
-            self.root.join("varnish-tests/redisctl").display(),
-            redis.config.display()
-        );
         Ok(vec![
             ("vcl".into(), vcl_file.display().to_string()),
             ("vcl_short_ttl".into(), short_file.display().to_string()),
@@ -163,7 +155,7 @@ impl Setup {
             ("redis_port".into(), redis.port.to_string()),
             ("redis_socket".into(), redis.dir.join("redis.sock").display().to_string()),
             ("redis_password".into(), TEST_PASSWORD.into()),
-            ("redisctl".into(), redisctl),
+            ("redisctl".into(), redis.redisctl_command()),
         ])
     }
 }
@@ -210,82 +202,4 @@ fn run_varnishtest(file: &Path, macros: &[(String, String)], work: &Path) -> Res
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n") + "\n"
-}
-
-fn command_output(program: &str, args: &[&str]) -> Result<String, String> {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|e| format!("{program}: {e}"))?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(format!("{program} {args:?} failed: {}", output.status))
-    }
-}
-
-/// A `redis-server` of one suite, on a free loopback port, stopped on drop.
-struct RedisServer {
-    dir: PathBuf,
-    config: PathBuf,
-    port: u16,
-    url: String,
-    redisctl: PathBuf,
-}
-
-impl RedisServer {
-    fn start(setup: &Setup, suite: &str) -> Result<Self, String> {
-        let dir = setup.work.join(suite);
-        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let port = free_port()?;
-        let config = dir.join("redis.conf");
-        fs::write(
-            &config,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndaemonize yes\npidfile {dir}/redis.pid\n\
-                 dir {dir}\nlogfile {dir}/redis.log\nsave \"\"\nappendonly no\n\
-                 unixsocket {dir}/redis.sock\nunixsocketperm 777\n\
-                 user shortlink on >{TEST_PASSWORD} ~* +@all\n",
-                dir = dir.display()
-            ),
-        )
-        .map_err(|e| format!("{}: {e}", config.display()))?;
-        let server = Self {
-            dir,
-            config,
-            port,
-            url: format!("redis://127.0.0.1:{port}/0"),
-            redisctl: setup.root.join("varnish-tests/redisctl"),
-        };
-        server.ctl("start")?;
-        Ok(server)
-    }
-
-    fn ctl(&self, action: &str) -> Result<(), String> {
-        let status = Command::new(&self.redisctl)
-            .arg(&self.config)
-            .arg(action)
-            .status()
-            .map_err(|e| format!("{}: {e}", self.redisctl.display()))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("redisctl {action} failed ({status}); see {}/redis.log", self.dir.display()))
-        }
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        if let Err(message) = self.ctl("shutdown") {
-            eprintln!("warning: {message}");
-        }
-    }
-}
-
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(|e| format!("no free loopback port: {e}"))
 }

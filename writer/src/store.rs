@@ -122,10 +122,7 @@ impl LinkStore {
         Ok(Self {
             connection,
             scheme: settings.scheme.clone(),
-            min_generated_len: settings
-                .config
-                .min_generated_key_length
-                .max(settings.scheme.min_generated_len()),
+            min_generated_len: settings.config.min_generated_key_length,
             claim: Script::new(CLAIM_SCRIPT),
         })
     }
