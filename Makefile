@@ -31,11 +31,12 @@ vcl: build
 vcl/shortlink.vcl: build
 	target/release/shortlink vcl > $@
 
-## test: every test: Rust unit tests, the VTC suites, the `make run` smoke test, clippy
+## test: every test: unit and integration tests, VTC suites, `make run` smoke test, hadolint, clippy
 test: deps-test
 	@$(CARGO) build --release --workspace
 	$(CARGO) test --release --workspace --no-fail-fast
 	scripts/smoke-run.sh
+	target/tools/venv/bin/hadolint --config docker/.hadolint.yaml docker/*.Dockerfile
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 clean:

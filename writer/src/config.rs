@@ -352,6 +352,13 @@ mod tests {
     }
 
     #[test]
+    fn the_compose_configuration_is_valid() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docker/shortlink.toml");
+        let settings = Settings::load(Some(Path::new(path))).unwrap();
+        assert_eq!(settings.config.redis.url, "redis://redis:6379/0");
+    }
+
+    #[test]
     fn unknown_fields_are_named() {
         let error = parse("listne = \"127.0.0.1:1\"").unwrap_err().0;
         assert!(error.contains("unknown field `listne`"), "{error}");

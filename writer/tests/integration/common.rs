@@ -431,6 +431,10 @@ pub fn api_malformed_requests(suite: &Suite) -> Result<(), String> {
                     .set_payload("https://example.org/"),
                 415,
             ),
+            (
+                json(&format!("{{\"url\": \"https://example.org/{}\"}}", "x".repeat(20_000))),
+                413,
+            ),
         ] {
             let (status, body) = call!(app, request);
             ensure(status == expected && body["error"].is_string(), || {
@@ -441,6 +445,32 @@ pub fn api_malformed_requests(suite: &Suite) -> Result<(), String> {
     })?;
     let stored = suite.hashes("t-bad:")?;
     ensure(stored.is_empty(), || format!("malformed input was stored: {stored:?}"))
+}
+
+pub fn api_redis_unreachable(suite: &Suite) -> Result<(), String> {
+    let mut settings = suite.settings("t-away:", 2);
+    settings.config.redis.url = format!("redis://127.0.0.1:{}/0", free_port()?);
+    let started = std::time::Instant::now();
+    actix_web::rt::System::new().block_on(async {
+        let shortener = Shortener::new(settings).map_err(|e| e.to_string())?;
+        let app = actix_test::init_service(
+            App::new()
+                .app_data(web::Data::new(shortener))
+                .configure(shortlink_writer::web::routes),
+        )
+        .await;
+        let request = actix_test::TestRequest::post()
+            .uri("/api/links")
+            .set_json(serde_json::json!({ "url": "https://example.org/away" }));
+        let (status, body) = call!(app, request);
+        ensure(
+            status == 503 && body["error"].as_str().is_some_and(|e| e.contains("unreachable")),
+            || format!("{status} {body}"),
+        )
+    })?;
+    ensure(started.elapsed() < Duration::from_secs(5), || {
+        format!("the 503 took {:?}", started.elapsed())
+    })
 }
 
 pub fn form_submit_and_errors(suite: &Suite) -> Result<(), String> {

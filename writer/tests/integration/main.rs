@@ -62,6 +62,7 @@ fn main() -> ExitCode {
         ("api::create_and_get", common::api_create_and_get),
         ("api::every_validation_rule", common::api_every_validation_rule),
         ("api::malformed_requests", common::api_malformed_requests),
+        ("api::redis_unreachable", common::api_redis_unreachable),
         ("form::submit_and_errors", common::form_submit_and_errors),
         ("e2e::api_link_served_after_cached_404", common::api_link_served_after_cached_404),
         ("e2e::form_link_served_at_once", common::form_link_served_at_once),

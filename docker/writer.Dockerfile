@@ -1,0 +1,16 @@
+# The shortlink writer: web form and JSON API on port 8080.
+# Build from the repository root:
+#   docker build -f docker/writer.Dockerfile -t shortlink-writer .
+
+FROM rust:1-slim-trixie AS build
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked -p shortlink-writer
+
+FROM debian:trixie-slim
+RUN useradd --system --no-create-home --uid 10001 shortlink
+COPY --from=build /src/target/release/shortlink /usr/local/bin/shortlink
+COPY docker/shortlink.toml /etc/shortlink/shortlink.toml
+USER 10001
+EXPOSE 8080
+CMD ["shortlink", "serve", "--config", "/etc/shortlink/shortlink.toml"]
