@@ -307,6 +307,22 @@ pub fn check_redirect_target(url: &str) -> Result<(), TargetError> {
     Ok(())
 }
 
+/// Escapes `text` for HTML element content and quoted attribute values.
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
     let head = text.get(..prefix.len())?;
     head.eq_ignore_ascii_case(prefix)
@@ -422,6 +438,14 @@ mod tests {
         // standard alphabet: they must come out as '-' and '_'.
         let key = digest_key("abc");
         assert_eq!(key, "qZk-NkcGgWq6PiVxeFDCbJzQ2J0");
+    }
+
+    #[test]
+    fn html_escaping() {
+        assert_eq!(
+            escape_html("<a href=\"x\">&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use shortlink_keys::{check_redirect_target, KeyScheme};
+use shortlink_keys::{check_redirect_target, escape_html, KeyScheme};
 use varnish::vcl::{Ctx, LogTag, StrOrBytes, VclBackend, VclError, VclResponse};
 use varnish::Vsc;
 
@@ -156,26 +156,11 @@ const NOT_FOUND_PAGE: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta cha
 <p>This short link does not exist. Check it for typing mistakes.</p></body></html>\n";
 
 fn redirect_page(url: &str) -> String {
-    let href = html_escape(url);
+    let href = escape_html(url);
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Moved</title>\
 </head><body><p>This link leads to <a href=\"{href}\">{href}</a>.</p></body></html>\n"
     )
-}
-
-fn html_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 /// The native backend Varnish fetches from.

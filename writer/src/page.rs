@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use shortlink_keys::escape_html as escape;
+
 /// What the page shows: the inputs as typed, and the result or the errors.
 #[derive(Debug, Default)]
 pub struct FormView {
@@ -160,22 +162,6 @@ fn field(page: &mut String, f: &Field<'_>) {
         }
     }
     page.push_str("</div>\n");
-}
-
-/// Escapes text for HTML element content and quoted attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -83,21 +83,9 @@ async fn steps(
     client.goto(&suite.writer_url).await.map_err(fail("open the form"))?;
 
     // A wrong URL first: the error shows next to the field, the text stays.
-    let field = client.find(Locator::Id("url")).await.map_err(fail("find the URL field"))?;
-    field.send_keys("not a url").await.map_err(fail("type"))?;
-    client
-        .find(Locator::Css("button[type=submit]"))
-        .await
-        .map_err(fail("find the button"))?
-        .click()
-        .await
-        .map_err(fail("submit"))?;
-    let error = client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css("#url-help.error"))
-        .await
-        .map_err(fail("wait for the error"))?
+    submit_url(client, "not a url").await?;
+    let error = wait_for(client, Locator::Css("#url-help.error"))
+        .await?
         .text()
         .await
         .map_err(fail("read the error"))?;
@@ -116,22 +104,8 @@ async fn steps(
     }
 
     // Then the real one.
-    let field = client.find(Locator::Id("url")).await.map_err(fail("find the URL field"))?;
-    field.clear().await.map_err(fail("clear"))?;
-    field.send_keys(&suite.landing_url).await.map_err(fail("type"))?;
-    client
-        .find(Locator::Css("button[type=submit]"))
-        .await
-        .map_err(fail("find the button"))?
-        .click()
-        .await
-        .map_err(fail("submit"))?;
-    let link = client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Id("short-link"))
-        .await
-        .map_err(fail("wait for the short link"))?;
+    submit_url(client, &suite.landing_url).await?;
+    let link = wait_for(client, Locator::Id("short-link")).await?;
     let short = link.text().await.map_err(fail("read the short link"))?;
     let copy_visible = client
         .find(Locator::Css("button.copy"))
@@ -152,12 +126,8 @@ async fn steps(
 
     // Follow it: Varnish redirects, Chromium lands on the test's page.
     link.click().await.map_err(fail("follow the short link"))?;
-    let heading = client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Id("landed"))
-        .await
-        .map_err(fail("land on the target page"))?
+    let heading = wait_for(client, Locator::Id("landed"))
+        .await?
         .text()
         .await
         .map_err(fail("read the target page"))?;
@@ -166,4 +136,33 @@ async fn steps(
         return Err(format!("landed on {url} with {heading:?}"));
     }
     Ok(())
+}
+
+/// Replaces the URL field's text with `url` and submits the form.
+async fn submit_url(client: &fantoccini::Client, url: &str) -> Result<(), String> {
+    let field = client
+        .find(Locator::Id("url"))
+        .await
+        .map_err(|e| format!("find the URL field: {e}"))?;
+    field.clear().await.map_err(|e| format!("clear the URL field: {e}"))?;
+    field.send_keys(url).await.map_err(|e| format!("type the URL: {e}"))?;
+    client
+        .find(Locator::Css("button[type=submit]"))
+        .await
+        .map_err(|e| format!("find the submit button: {e}"))?
+        .click()
+        .await
+        .map_err(|e| format!("submit: {e}"))
+}
+
+async fn wait_for(
+    client: &fantoccini::Client,
+    locator: Locator<'_>,
+) -> Result<fantoccini::elements::Element, String> {
+    client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(locator)
+        .await
+        .map_err(|e| format!("wait for {locator:?}: {e}"))
 }

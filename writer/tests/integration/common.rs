@@ -306,6 +306,18 @@ pub fn concurrent_same_url(suite: &Suite) -> Result<(), String> {
     })
 }
 
+/// The writer's routes in an in-process actix service.
+macro_rules! api_app {
+    ($shortener:expr) => {
+        actix_test::init_service(
+            App::new()
+                .app_data(web::Data::new($shortener))
+                .configure(shortlink_writer::web::routes),
+        )
+        .await
+    };
+}
+
 macro_rules! call {
     ($app:expr, $request:expr) => {{
         let response = actix_test::call_service(&$app, $request.to_request()).await;
@@ -325,12 +337,7 @@ where
 
 pub fn api_create_and_get(suite: &Suite) -> Result<(), String> {
     api_app_test(suite, "t-api:", |shortener| async move {
-        let app = actix_test::init_service(
-            App::new()
-                .app_data(web::Data::new(shortener))
-                .configure(shortlink_writer::web::routes),
-        )
-        .await;
+        let app = api_app!(shortener);
         let url = "https://example.org/api";
         let post = || {
             actix_test::TestRequest::post()
@@ -369,12 +376,7 @@ pub fn api_create_and_get(suite: &Suite) -> Result<(), String> {
 
 pub fn api_every_validation_rule(suite: &Suite) -> Result<(), String> {
     api_app_test(suite, "t-valid:", |shortener| async move {
-        let app = actix_test::init_service(
-            App::new()
-                .app_data(web::Data::new(shortener))
-                .configure(shortlink_writer::web::routes),
-        )
-        .await;
+        let app = api_app!(shortener);
         let long = format!("https://example.org/{}", "x".repeat(2100));
         let cases = [
             (serde_json::json!({ "url": "" }), "url"),
@@ -407,12 +409,7 @@ pub fn api_every_validation_rule(suite: &Suite) -> Result<(), String> {
 
 pub fn api_malformed_requests(suite: &Suite) -> Result<(), String> {
     api_app_test(suite, "t-bad:", |shortener| async move {
-        let app = actix_test::init_service(
-            App::new()
-                .app_data(web::Data::new(shortener))
-                .configure(shortlink_writer::web::routes),
-        )
-        .await;
+        let app = api_app!(shortener);
         let json = |body: &str| {
             actix_test::TestRequest::post()
                 .uri("/api/links")
@@ -453,12 +450,7 @@ pub fn api_redis_unreachable(suite: &Suite) -> Result<(), String> {
     let started = std::time::Instant::now();
     actix_web::rt::System::new().block_on(async {
         let shortener = Shortener::new(settings).map_err(|e| e.to_string())?;
-        let app = actix_test::init_service(
-            App::new()
-                .app_data(web::Data::new(shortener))
-                .configure(shortlink_writer::web::routes),
-        )
-        .await;
+        let app = api_app!(shortener);
         let request = actix_test::TestRequest::post()
             .uri("/api/links")
             .set_json(serde_json::json!({ "url": "https://example.org/away" }));
