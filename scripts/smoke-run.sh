@@ -16,14 +16,11 @@ fail() { echo "smoke-run: FAILED: $*" >&2; tail -30 "$log" >&2 || true; exit 1; 
 VAR_DIR=$tmp/var REDIS_PORT=$redis_port VARNISH_PORT=$varnish_port WRITER_PORT=$writer_port \
     make -s -C "$root" run >"$log" 2>&1 &
 make_pid=$!
-cleanup() { created=$(curl -s -H 'Content-Type: application/json' -d '{"url": "https://example.org/via-writer"}' \
-    "http://127.0.0.1:$writer_port/api/links")
-short=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["short_url"])' <<<"$created") ||
-    fail "the writer answered: $created"
-headers=$(curl -s -o /dev/null -D - "$short")
-grep -qi '^Location: https://example.org/via-writer' <<<"$headers" || fail "$short answered: $headers"
-
-kill -TERM "$make_pid" 2>/dev/null || true; pkill -f "$tmp/var" 2>/dev/null || true; rm -rf "$tmp"; }
+cleanup() {
+    kill -TERM "$make_pid" 2>/dev/null || true
+    pkill -f "$tmp/var" 2>/dev/null || true
+    rm -rf "$tmp"
+}
 trap cleanup EXIT
 
 for _ in $(seq 300); do
