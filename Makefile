@@ -5,7 +5,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps deps-test build run test test-rust test-vtc test-run lint vcl vcl/shortlink.vcl clean
+.PHONY: all deps deps-test build run test bench test-rust test-vtc test-run lint vcl vcl/shortlink.vcl clean
 
 all: build
 
@@ -36,8 +36,14 @@ test: deps-test
 	@$(CARGO) build --release --workspace
 	$(CARGO) test --release --workspace --no-fail-fast
 	scripts/smoke-run.sh
+	BENCH_QUICK=1 python3 bench/bench.py
 	target/tools/venv/bin/hadolint --config docker/.hadolint.yaml docker/*.Dockerfile
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+
+## bench: every redirect path against Varnish's ceiling; writes target/bench/latest.json
+bench: build
+	@scripts/install-deps.sh bench
+	python3 bench/bench.py
 
 clean:
 	$(CARGO) clean

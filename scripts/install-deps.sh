@@ -83,10 +83,7 @@ want() { for p in "$@"; do have_pkg "$p" || missing+=("$p"); done; }
 
 want pkg-config libclang-dev clang redis-server redis-tools curl python3 ca-certificates
 case "$purpose" in
-    test|bench) want chromium chromium-driver python3-venv ;;
-esac
-case "$purpose" in
-    bench) want wrk ;;
+    test|bench) want chromium chromium-driver python3-venv wrk ;;
 esac
 
 if ! varnish_ok; then
@@ -94,7 +91,7 @@ if ! varnish_ok; then
         add_trixie_pin
         apt_update
         say "installing varnish and libvarnishapi-dev from trixie"
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t trixie varnish libvarnishapi-dev
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t trixie varnish libvarnishapi-dev >/dev/null
     else
         missing+=(varnish libvarnishapi-dev)
     fi
@@ -103,7 +100,7 @@ fi
 if [ "${#missing[@]}" -gt 0 ]; then
     apt_update
     say "installing: ${missing[*]}"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 varnish_ok || { say "Varnish $min_varnish or newer with its headers is still missing"; exit 1; }
