@@ -5,7 +5,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps deps-test build run test bench test-rust test-vtc test-run lint vcl vcl/shortlink.vcl clean
+.PHONY: all deps deps-test build run test bench vcl vcl/shortlink.vcl clean
 
 all: build
 

@@ -8,6 +8,9 @@ it starts is stopped when it ends, whatever happens.
 
 BENCH_QUICK=1 runs a short version (a smoke check; its figures mean little).
 BENCH_RUNS=N repeats each scenario N times and reports the median (default 3).
+BENCH_DURATION=S and BENCH_LINKS=N override the run length and the link count,
+and BENCH_SCENARIOS=ceiling,miss runs only those (no JSON is written then):
+for profiling one path at length.
 """
 
 import base64
@@ -31,11 +34,12 @@ WRK_DIR = ROOT / "bench" / "wrk"
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 RUNS = int(os.environ.get("BENCH_RUNS", "1" if QUICK else "3"))
-DURATION = 2 if QUICK else 10
+DURATION = int(os.environ.get("BENCH_DURATION", "2" if QUICK else "10"))
 CONNECTIONS = 64
 THREADS = 2
-LINKS = 20_000 if QUICK else 1_000_000
+LINKS = int(os.environ.get("BENCH_LINKS", "20000" if QUICK else "1000000"))
 HIT_LINKS = 1_000 if QUICK else 10_000
+ONLY = [name for name in os.environ.get("BENCH_SCENARIOS", "").split(",") if name]
 SPLIT = 2
 PREFIX = "short:"
 
@@ -135,7 +139,8 @@ def start_redis(processes, name, port):
     data = WORK / name
     data.mkdir(parents=True, exist_ok=True)
     processes.start(["redis-server", str(ROOT / "redis" / "redis.conf"), "--port", str(port),
-                     "--dir", str(data), "--daemonize", "no"], f"{name}.log")
+                     "--dir", str(data), "--daemonize", "no",
+                     "--unixsocket", str(data / "redis.sock"), "--unixsocketperm", "700"], f"{name}.log")
     wait_for_port(port, name)
 
 
@@ -211,11 +216,15 @@ def run(processes):
         ["redis-cli", "-p", str(redis_port), "OBJECT", "ENCODING", PREFIX + links[0][0][:SPLIT]],
         capture_output=True, text=True).stdout.strip()
 
+    # Varnish and Redis share the machine: a unix socket spares both the
+    # loopback TCP stack on every lookup.
+    redis_url = (f"redis://127.0.0.1:{redis_port}/0" if os.environ.get("BENCH_REDIS") == "tcp"
+                 else f"unix://{WORK / 'redis' / 'redis.sock'}?db=0")
     config = WORK / "shortlink.toml"
     config.write_text(
         f'listen = "127.0.0.1:{writer_port}"\n'
         f'public_base_url = "http://127.0.0.1:{varnish_port}/l/"\n'
-        f'[redis]\nurl = "redis://127.0.0.1:{redis_port}/0"\n'
+        f'[redis]\nurl = "{redis_url}"\n{os.environ.get("BENCH_REDIS_EXTRA", "")}\n'
         f'[varnish]\npurge_url = "http://127.0.0.1:{varnish_port}"\n'
         f'vmod = "{RELEASE / "libvmod_shortlink.so"}"\n')
     vcl = WORK / "shortlink.vcl"
@@ -245,12 +254,21 @@ def run(processes):
     scenarios = {}
 
     def scenario(name, measure, prepare=None):
+        if ONLY and name not in ONLY:
+            return
         runs = []
         for _ in range(RUNS):
             if prepare:
                 prepare()
             runs.append(measure())
         scenarios[name] = median_of(runs)
+        counters = json.loads(subprocess.run(
+            ["varnishstat", "-n", str(workdir), "-j", "-f", "shortlink.*"],
+            capture_output=True, text=True).stdout or "{}").get("counters", {})
+        lookups = counters.get("shortlink.links.lookups", {}).get("value", 0)
+        trips = counters.get("shortlink.links.round_trips", {}).get("value", 0)
+        if trips:
+            say(f"{name}: so far {lookups} lookups in {trips} Redis round trips ({lookups / trips:.1f} per trip)")
         s = scenarios[name]
         say(f"{name}: {s['rps']:.0f} req/s, p99 {s['p99_ms']} ms, errors {s['errors']} (runs {s['runs_rps']})")
 
@@ -272,6 +290,8 @@ def run(processes):
     say("zipf: s = 1.0 over every link, from an empty cache")
     scenario("zipf", lambda: wrk(base, "links.lua", ["zipf", str(all_keys), str(THREADS)]), prepare=empty_cache)
 
+    if ONLY:
+        return 0
     say("writer: inserts through the JSON API, 16 clients")
     run_ids = iter(range(1000))
     writer_runs = [wrk(f"http://127.0.0.1:{writer_port}", "insert.lua", [f"r{next(run_ids)}-{os.getpid()}"],

@@ -53,7 +53,11 @@ impl Resolver {
             }
         };
         stats.lookups.fetch_add(1, Ordering::Relaxed);
-        match self.pool.hget(&slot) {
+        let outcome = self.pool.hget(&slot);
+        stats
+            .round_trips
+            .store(self.pool.round_trips(), Ordering::Relaxed);
+        match outcome {
             Ok(Some(value)) => {
                 let verdict = std::str::from_utf8(&value)
                     .map_err(|_| "value is not UTF-8".to_owned())

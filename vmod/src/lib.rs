@@ -78,11 +78,14 @@ mod shortlink {
             split: i64,
             /// How long opening a Redis connection may take. Default `200ms`.
             connect_timeout: Option<Duration>,
-            /// How long one lookup may take, waiting for a free connection
-            /// included; past it the fetch fails with a 503. Default `200ms`.
+            /// How long one lookup may take, queueing for the next pipelined
+            /// round trip included; past it the fetch fails with a 503.
+            /// Default `200ms`.
             command_timeout: Option<Duration>,
-            /// Most Redis connections kept open at once; lookups beyond this
-            /// wait for a free one (within `command_timeout`).
+            /// Most Redis connections kept open. Concurrent lookups are
+            /// pipelined by one I/O thread onto one connection at a time, so
+            /// a few suffice; the rest are spares while a broken one is
+            /// replaced.
             #[default(16)]
             pool_size: i64,
             /// Status of a found link's redirect: 301 (the default), 302, 307

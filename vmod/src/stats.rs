@@ -13,6 +13,13 @@ pub struct LinkStats {
     #[counter]
     pub lookups: AtomicU64,
 
+    /// Round trips to Redis
+    ///
+    /// Concurrent lookups share one pipelined round trip: lookups divided by
+    /// this is the average batch.
+    #[counter]
+    pub round_trips: AtomicU64,
+
     /// Lookups that found a link
     #[counter]
     pub found: AtomicU64,

@@ -23,6 +23,9 @@ pub struct Config {
     pub max_url_length: usize,
     /// Shortest key generated from a URL's digest.
     pub min_generated_key_length: usize,
+    /// How many links the store is expected to hold, to check that the
+    /// split keeps every hash in Redis's compact encoding.
+    pub expected_links: u64,
     pub redis: RedisConfig,
     pub redirect: RedirectConfig,
     pub varnish: VarnishConfig,
@@ -84,6 +87,7 @@ impl Default for Config {
             public_base_url: "http://127.0.0.1:6081/l/".into(),
             max_url_length: 2048,
             min_generated_key_length: shortlink_keys::MIN_GENERATED_LEN,
+            expected_links: 1_000_000,
             redis: RedisConfig::default(),
             redirect: RedirectConfig::default(),
             varnish: VarnishConfig::default(),
@@ -219,6 +223,37 @@ impl Settings {
 
     pub fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.config.redis.write_timeout_ms)
+    }
+
+    /// A warning when `expected_links` spread over the split's hashes would
+    /// put more fields in a hash than Redis keeps compact
+    /// (`hash-max-listpack-entries`, 512 in the shipped `redis/redis.conf`).
+    /// Past that, Redis converts the hash to a hashtable, which costs several
+    /// times the memory per link.
+    pub fn listpack_warning(&self, max_listpack_entries: u64) -> Option<String> {
+        let split = self.scheme.split();
+        let hashes = 64_u64.pow(u32::try_from(split).unwrap_or(4));
+        let per_hash = self.config.expected_links.div_ceil(hashes);
+        // Keys spread evenly but not exactly: leave a margin for the fullest hashes.
+        let fullest = per_hash + per_hash / 4 + 8;
+        if fullest <= max_listpack_entries {
+            return None;
+        }
+        let better = (split + 1..=shortlink_keys::MAX_SPLIT).find(|s| {
+            let hashes = 64_u64.pow(u32::try_from(*s).unwrap_or(4));
+            let per_hash = self.config.expected_links.div_ceil(hashes);
+            per_hash + per_hash / 4 + 8 <= max_listpack_entries
+        });
+        let advice = better.map_or_else(
+            || "raise hash-max-listpack-entries in Redis's configuration".to_owned(),
+            |s| format!("use redis.split = {s} for a new store"),
+        );
+        Some(format!(
+            "{} expected links over {hashes} hashes (split {split}) is about {per_hash} per hash, \
+             more than the {max_listpack_entries} Redis keeps compact \
+             (hash-max-listpack-entries): links would take several times the memory; {advice}",
+            self.config.expected_links
+        ))
     }
 
     /// The public short link of `key`.
@@ -385,6 +420,26 @@ mod tests {
             let error = parse(text).unwrap_err().0;
             assert!(error.contains(expected), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn split_advice_for_link_counts() {
+        let with = |links: u64, split: usize| {
+            let mut config = Config {
+                expected_links: links,
+                ..Config::default()
+            };
+            config.redis.split = split;
+            config.min_generated_key_length = split + 2;
+            Settings::new(config).unwrap().listpack_warning(512)
+        };
+        assert_eq!(with(1_000_000, 2), None);
+        let warning = with(10_000_000, 2).unwrap();
+        assert!(warning.contains("use redis.split = 3"), "{warning}");
+        assert_eq!(with(10_000_000, 3), None);
+        assert_eq!(with(100_000_000, 3), None);
+        assert!(with(100_000_000, 2).unwrap().contains("split = 3"));
+        assert!(with(1_000_000_000_000, 4).unwrap().contains("raise hash-max-listpack-entries"));
     }
 
     #[test]

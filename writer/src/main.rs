@@ -89,7 +89,25 @@ fn add(settings: Settings, url: &str, key: Option<&str>) -> Result<(), String> {
     })
 }
 
+/// Warns when the split would push hashes out of Redis's compact encoding,
+/// with the limit Redis itself reports, or the shipped one if it is away.
+fn check_split(settings: &Settings) {
+    let limit = redis::Client::open(settings.config.redis.url.as_str())
+        .and_then(|client| client.get_connection_with_timeout(settings.connect_timeout()))
+        .and_then(|mut connection| {
+            redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("hash-max-listpack-entries")
+                .query::<(String, u64)>(&mut connection)
+        })
+        .map_or(512, |(_, limit)| limit);
+    if let Some(warning) = settings.listpack_warning(limit) {
+        log::warn!("{warning}");
+    }
+}
+
 fn serve(settings: Settings) -> Result<(), String> {
+    check_split(&settings);
     let listen = settings.config.listen;
     actix_web::rt::System::new().block_on(async move {
         let shortener = web::Data::new(Shortener::new(settings).map_err(|e| e.to_string())?);
