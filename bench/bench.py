@@ -230,12 +230,23 @@ def run(processes):
     vcl = WORK / "shortlink.vcl"
     vcl.write_text(subprocess.run([str(RELEASE / "shortlink"), "vcl", "--config", str(config)],
                                   capture_output=True, text=True, check=True).stdout)
+    # The ceiling answers the very bytes a real redirect carries (status,
+    # headers, page), so the comparison measures the path, not the size.
+    ceiling_url = "https://example.org/p/1"
+    ceiling_page = ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Moved</title>'
+                    f'</head><body><p>This link leads to <a href="{ceiling_url}">{ceiling_url}</a>.</p>'
+                    '</body></html>\n')
     ceiling_vcl = WORK / "ceiling.vcl"
     ceiling_vcl.write_text(
         'vcl 4.1;\nbackend default none;\n'
         'sub vcl_recv { return (synth(301, "Moved Permanently")); }\n'
-        'sub vcl_synth {\n    set resp.http.Location = "https://example.org/p/1";\n'
-        '    set resp.http.Cache-Control = "public, max-age=86400";\n    return (deliver);\n}\n')
+        'sub vcl_synth {\n'
+        f'    set resp.http.Location = "{ceiling_url}";\n'
+        '    set resp.http.Cache-Control = "public, max-age=86400";\n'
+        '    set resp.http.Content-Type = "text/html; charset=utf-8";\n'
+        '    set resp.http.X-Cache = "HIT";\n'
+        f'    synthetic({{"{ceiling_page}"}});\n'
+        '    return (deliver);\n}\n')
     workdir = WORK / "varnish"
     processes.start(["varnishd", "-F", "-j", "none", "-a", f"127.0.0.1:{varnish_port}", "-n", str(workdir),
                      "-f", str(vcl), "-T", "127.0.0.1:0", "-s", "malloc,1g"], "varnishd.log")
