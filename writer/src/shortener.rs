@@ -30,17 +30,17 @@ impl std::error::Error for ShortenError {}
 pub struct Shortener {
     pub settings: Arc<Settings>,
     store: LinkStore,
-    purger: Purger,
+    purger: Arc<Purger>,
 }
 
 impl Shortener {
     pub fn new(settings: Settings) -> Result<Self, StoreError> {
         let store = LinkStore::new(&settings)?;
-        let purger = Purger::new(
+        let purger = Arc::new(Purger::new(
             &settings.config.varnish.purge_url,
             &settings.link_path,
             settings.write_timeout(),
-        );
+        ));
         Ok(Self {
             settings: Arc::new(settings),
             store,

@@ -522,6 +522,36 @@ pub fn api_link_served_after_cached_404(suite: &Suite) -> Result<(), String> {
     })
 }
 
+/// The writer keeps its PURGE connections; one that Varnish closed while
+/// idle must not cost a purge.
+pub fn purge_survives_idle_close(suite: &Suite) -> Result<(), String> {
+    let agent = Suite::agent();
+    let insert = |url: &str| -> Result<String, String> {
+        let mut response = agent
+            .post(format!("{}/api/links", suite.writer_url))
+            .send_json(serde_json::json!({ "url": url }))
+            .map_err(|e| e.to_string())?;
+        let body: serde_json::Value = response.body_mut().read_json().map_err(|e| e.to_string())?;
+        body["short_url"].as_str().map(str::to_owned).ok_or_else(|| body.to_string())
+    };
+    insert("https://example.org/e2e/idle/first")?;
+    let workdir = suite.varnish.workdir.display().to_string();
+    test_support::command_output("varnishadm", &["-n", &workdir, "param.set", "timeout_idle", "0.5"])?;
+    std::thread::sleep(Duration::from_millis(1500));
+    let url = "https://example.org/e2e/idle/second";
+    let short = format!("{}/l/{}", suite.varnish.base_url(), &digest_key(url)[..4]);
+    ensure(get(&agent, &short)?.0 == 404, || "expected a cached 404 first".into())?;
+    let result = insert(url).and_then(|printed| {
+        ensure(printed == short, || format!("{printed} != {short}"))?;
+        let (status, location) = get(&agent, &short)?;
+        ensure(status == 301 && location.as_deref() == Some(url), || {
+            format!("after insert over a closed connection: {status} {location:?}")
+        })
+    });
+    test_support::command_output("varnishadm", &["-n", &workdir, "param.reset", "timeout_idle"])?;
+    result
+}
+
 pub fn form_link_served_at_once(suite: &Suite) -> Result<(), String> {
     let agent = Suite::agent();
     let url = "https://example.org/e2e/form";

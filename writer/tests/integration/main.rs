@@ -66,6 +66,7 @@ fn main() -> ExitCode {
         ("form::submit_and_errors", common::form_submit_and_errors),
         ("e2e::api_link_served_after_cached_404", common::api_link_served_after_cached_404),
         ("e2e::form_link_served_at_once", common::form_link_served_at_once),
+        ("e2e::purge_survives_idle_close", common::purge_survives_idle_close),
         ("e2e::cli_add_and_vcl", common::cli_add_and_vcl),
         ("vcl::compiles_for_several_configurations", compiles_for_several_configurations),
         ("browser::form_to_landing_page", browser::form_to_landing_page),
