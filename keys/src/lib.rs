@@ -240,7 +240,9 @@ pub enum TargetError {
     Empty,
     TooLong,
     /// A control character, space, DEL or non-ASCII byte at this position.
-    UnsafeByte { position: usize },
+    UnsafeByte {
+        position: usize,
+    },
     /// Anything but `http://` or `https://`.
     Scheme,
     /// No host after the scheme.
@@ -291,10 +293,7 @@ pub fn check_redirect_target(url: &str) -> Result<(), TargetError> {
     let rest = strip_prefix_ignore_case(url, "https://")
         .or_else(|| strip_prefix_ignore_case(url, "http://"))
         .ok_or(TargetError::Scheme)?;
-    let authority = rest
-        .split(['/', '?', '#'])
-        .next()
-        .unwrap_or_default();
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host_and_port = authority.rsplit('@').next().unwrap_or_default();
     let host = if host_and_port.starts_with('[') {
         host_and_port
@@ -387,8 +386,19 @@ mod tests {
     fn hostile_keys_are_refused() {
         let scheme = KeyScheme::default();
         for key in [
-            "..", "../etc", "a/b/c", "%2F%2F", "abc%0d", "abc\r\nX: y", "abc def", "abc.def",
-            "abç", "ключи", "abc=", "abc+/", "abc\0",
+            "..",
+            "../etc",
+            "a/b/c",
+            "%2F%2F",
+            "abc%0d",
+            "abc\r\nX: y",
+            "abc def",
+            "abc.def",
+            "abç",
+            "ключи",
+            "abc=",
+            "abc+/",
+            "abc\0",
         ] {
             assert!(scheme.check(key).is_err(), "{key:?} was accepted");
         }
@@ -478,11 +488,26 @@ mod tests {
                 "https://example.org/\r\nSet-Cookie: x=y",
                 TargetError::UnsafeByte { position: 20 },
             ),
-            ("https://example.org/\n", TargetError::UnsafeByte { position: 20 }),
-            ("https://exa mple.org/", TargetError::UnsafeByte { position: 11 }),
-            (" https://example.org/", TargetError::UnsafeByte { position: 0 }),
-            ("https://exämple.org/", TargetError::UnsafeByte { position: 10 }),
-            ("https://example.org/\x7f", TargetError::UnsafeByte { position: 20 }),
+            (
+                "https://example.org/\n",
+                TargetError::UnsafeByte { position: 20 },
+            ),
+            (
+                "https://exa mple.org/",
+                TargetError::UnsafeByte { position: 11 },
+            ),
+            (
+                " https://example.org/",
+                TargetError::UnsafeByte { position: 0 },
+            ),
+            (
+                "https://exämple.org/",
+                TargetError::UnsafeByte { position: 10 },
+            ),
+            (
+                "https://example.org/\x7f",
+                TargetError::UnsafeByte { position: 20 },
+            ),
         ];
         for (url, expected) in cases {
             assert_eq!(check_redirect_target(url), Err(expected), "{url:?}");

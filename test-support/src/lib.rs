@@ -49,7 +49,9 @@ pub fn wait_for_port(port: u16, within: Duration) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Err(format!("nothing listens on 127.0.0.1:{port} after {within:?}"))
+    Err(format!(
+        "nothing listens on 127.0.0.1:{port} after {within:?}"
+    ))
 }
 
 /// Output of a command that must succeed.

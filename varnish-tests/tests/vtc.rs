@@ -104,7 +104,12 @@ struct Setup {
 
 impl Setup {
     /// Writes a writer configuration for `redis` and the VCL generated from it.
-    fn generate_vcl(&self, redis: &RedisServer, name: &str, redirect: &str) -> Result<PathBuf, String> {
+    fn generate_vcl(
+        &self,
+        redis: &RedisServer,
+        name: &str,
+        redirect: &str,
+    ) -> Result<PathBuf, String> {
         let config = redis.dir.join(format!("{name}.toml"));
         fs::write(
             &config,
@@ -153,7 +158,10 @@ impl Setup {
             ("vmod_path".into(), self.vmod_path.clone()),
             ("redis_url".into(), redis.url.clone()),
             ("redis_port".into(), redis.port.to_string()),
-            ("redis_socket".into(), redis.dir.join("redis.sock").display().to_string()),
+            (
+                "redis_socket".into(),
+                redis.dir.join("redis.sock").display().to_string(),
+            ),
             ("redis_password".into(), TEST_PASSWORD.into()),
             ("redisctl".into(), redis.redisctl_command()),
         ])

@@ -198,7 +198,9 @@ impl redirector {
 fn redirect_status(status: i64) -> Result<u16, String> {
     match status {
         301 | 302 | 307 | 308 => Ok(u16::try_from(status).unwrap_or(301)),
-        _ => Err(format!("status {status} is not a redirect: use 301, 302, 307 or 308")),
+        _ => Err(format!(
+            "status {status} is not a redirect: use 301, 302, 307 or 308"
+        )),
     }
 }
 

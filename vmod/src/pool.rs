@@ -275,14 +275,21 @@ impl RedisPool {
             ready: Condvar::new(),
         });
         {
-            let mut queue = self.shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut queue = self
+                .shared
+                .queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             queue.waiting.push(Arc::clone(&lookup));
             // The I/O thread only sleeps on an empty queue.
             if queue.waiting.len() == 1 {
                 self.shared.wake.notify_one();
             }
         }
-        let mut outcome = lookup.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut outcome = lookup
+            .outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(outcome) = outcome.take() {
                 return outcome;
@@ -323,7 +330,10 @@ fn io_loop(shared: &Shared) {
         let mut batch = {
             let mut queue = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
             while queue.waiting.is_empty() && !queue.stopping {
-                queue = shared.wake.wait(queue).unwrap_or_else(PoisonError::into_inner);
+                queue = shared
+                    .wake
+                    .wait(queue)
+                    .unwrap_or_else(PoisonError::into_inner);
             }
             if queue.stopping {
                 return;
@@ -355,7 +365,11 @@ fn serve(
     connection: &mut Option<r2d2::PooledConnection<ConnectionManager>>,
     batch: &[Arc<Lookup>],
 ) {
-    let deadline = batch.iter().map(|l| l.deadline).min().unwrap_or_else(Instant::now);
+    let deadline = batch
+        .iter()
+        .map(|l| l.deadline)
+        .min()
+        .unwrap_or_else(Instant::now);
     let mut pipeline = redis::pipe();
     pipeline.ignore_errors();
     for lookup in batch {

@@ -187,7 +187,11 @@ impl Settings {
             )));
         }
         let link_path = public_base.path().to_owned();
-        if link_path == "/" || !link_path.bytes().all(|b| b.is_ascii_alphanumeric() || b"/-_.".contains(&b)) {
+        if link_path == "/"
+            || !link_path
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/-_.".contains(&b))
+        {
             return Err(ConfigError(format!(
                 "public_base_url path {link_path:?} must be a non-root path of letters, digits and - _ . /, such as /l/"
             )));
@@ -264,7 +268,9 @@ impl Settings {
 
 /// Text that goes into a VCL string literal: printable ASCII, no `"`.
 fn vcl_safe(value: &str) -> bool {
-    value.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'"')
+    value
+        .bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"')
 }
 
 fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
@@ -281,7 +287,9 @@ fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
         ("write_timeout_ms", redis.write_timeout_ms),
     ] {
         if !(1..=60_000).contains(&value) {
-            return Err(ConfigError(format!("redis.{name} {value} must be 1 to 60000")));
+            return Err(ConfigError(format!(
+                "redis.{name} {value} must be 1 to 60000"
+            )));
         }
     }
     if !(1..=1024).contains(&redis.pool_size) {
@@ -439,7 +447,9 @@ mod tests {
         assert_eq!(with(10_000_000, 3), None);
         assert_eq!(with(100_000_000, 3), None);
         assert!(with(100_000_000, 2).unwrap().contains("split = 3"));
-        assert!(with(1_000_000_000_000, 4).unwrap().contains("raise hash-max-listpack-entries"));
+        assert!(with(1_000_000_000_000, 4)
+            .unwrap()
+            .contains("raise hash-max-listpack-entries"));
     }
 
     #[test]

@@ -77,7 +77,11 @@ pub fn render(view: &FormView) -> String {
          redirects to it.</p>\n"
     );
     if let Some(message) = &view.general_error {
-        let _ = writeln!(page, "<p class=\"error\" role=\"alert\">{}</p>", escape(message));
+        let _ = writeln!(
+            page,
+            "<p class=\"error\" role=\"alert\">{}</p>",
+            escape(message)
+        );
     }
     page.push_str("<form method=\"post\" action=\"/\" novalidate>\n");
     field(
@@ -121,7 +125,10 @@ pub fn render(view: &FormView) -> String {
             escape(&outcome.long_url)
         );
     }
-    let _ = write!(page, "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n");
+    let _ = write!(
+        page,
+        "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
+    );
     page
 }
 
@@ -158,7 +165,11 @@ fn field(page: &mut String, f: &Field<'_>) {
             );
         }
         None => {
-            let _ = writeln!(page, "<p class=\"hint\" id=\"{}-help\">{}</p>", f.name, f.hint);
+            let _ = writeln!(
+                page,
+                "<p class=\"hint\" id=\"{}-help\">{}</p>",
+                f.name, f.hint
+            );
         }
     }
     page.push_str("</div>\n");
@@ -178,7 +189,9 @@ mod tests {
         });
         assert!(page.contains("value=\"https://x/&quot;&gt;&lt;script&gt;\""));
         assert!(page.contains("value=\"k&#39;ey\""));
-        assert!(page.contains("<p class=\"error\" id=\"url-help\" role=\"alert\">bad &lt;url&gt;</p>"));
+        assert!(
+            page.contains("<p class=\"error\" id=\"url-help\" role=\"alert\">bad &lt;url&gt;</p>")
+        );
         assert!(page.contains("aria-invalid=\"true\""));
         assert!(!page.contains("<script>\"") && !page.contains("\"><script>"));
     }

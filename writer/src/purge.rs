@@ -56,7 +56,10 @@ impl Purger {
         let Some((address, host)) = &self.target else {
             return Ok(());
         };
-        let request = format!("PURGE {}{key} HTTP/1.1\r\nHost: {host}\r\n\r\n", self.link_path);
+        let request = format!(
+            "PURGE {}{key} HTTP/1.1\r\nHost: {host}\r\n\r\n",
+            self.link_path
+        );
         let attempt = async {
             // A kept connection may have been closed by Varnish meanwhile:
             // then the purge is sent again on a new one.
@@ -117,7 +120,10 @@ async fn exchange(stream: &mut TcpStream, request: &str) -> io::Result<Answer> {
             break end + 4;
         }
         if buffer.len() > 16 * 1024 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "response head too long"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "response head too long",
+            ));
         }
         let mut chunk = [0u8; 1024];
         let n = stream.read(&mut chunk).await?;
@@ -135,7 +141,9 @@ async fn exchange(stream: &mut TcpStream, request: &str) -> io::Result<Answer> {
         head.lines()
             .find_map(|line| line.strip_prefix(name).map(|value| value.trim().to_owned()))
     };
-    let length: usize = header("content-length:").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let length: usize = header("content-length:")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let keep_alive = header("connection:").is_none_or(|v| v != "close")
         && header("transfer-encoding:").is_none();
     let mut body_read = buffer.len() - head_end;
@@ -154,5 +162,7 @@ async fn exchange(stream: &mut TcpStream, request: &str) -> io::Result<Answer> {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window == needle)
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
 }

@@ -112,7 +112,10 @@ mod tests {
     #[test]
     fn canonical_forms() {
         let s = settings();
-        assert_eq!(normalize_url("https://Example.ORG", &s).unwrap(), "https://example.org/");
+        assert_eq!(
+            normalize_url("https://Example.ORG", &s).unwrap(),
+            "https://example.org/"
+        );
         assert_eq!(
             normalize_url("https://example.org/caf\u{e9}?q=\u{e9}", &s).unwrap(),
             "https://example.org/caf%C3%A9?q=%C3%A9"

@@ -83,7 +83,9 @@ impl ResponseError for ApiError {
 impl From<ShortenError> for ApiError {
     fn from(error: ShortenError) -> Self {
         let (status, field) = match &error {
-            ShortenError::Invalid(invalid) => (StatusCode::UNPROCESSABLE_ENTITY, Some(invalid.field)),
+            ShortenError::Invalid(invalid) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, Some(invalid.field))
+            }
             ShortenError::Store(StoreError::KeyTaken { .. }) => (StatusCode::CONFLICT, Some("key")),
             ShortenError::Store(StoreError::DigestExhausted) => (StatusCode::CONFLICT, Some("url")),
             ShortenError::Store(StoreError::Unavailable(_)) => {

@@ -23,7 +23,10 @@ pub fn form_to_landing_page(suite: &Suite) -> Result<(), String> {
     let port = free_port()?;
     let driver = Command::new("chromedriver")
         .arg(format!("--port={port}"))
-        .arg(format!("--log-path={}", suite.dir.join("chromedriver.log").display()))
+        .arg(format!(
+            "--log-path={}",
+            suite.dir.join("chromedriver.log").display()
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -80,7 +83,10 @@ async fn steps(
         let what = what.to_owned();
         move |e: fantoccini::error::CmdError| format!("{what}: {e}")
     };
-    client.goto(&suite.writer_url).await.map_err(fail("open the form"))?;
+    client
+        .goto(&suite.writer_url)
+        .await
+        .map_err(fail("open the form"))?;
 
     // A wrong URL first: the error shows next to the field, the text stays.
     submit_url(client, "not a url").await?;
@@ -144,8 +150,14 @@ async fn submit_url(client: &fantoccini::Client, url: &str) -> Result<(), String
         .find(Locator::Id("url"))
         .await
         .map_err(|e| format!("find the URL field: {e}"))?;
-    field.clear().await.map_err(|e| format!("clear the URL field: {e}"))?;
-    field.send_keys(url).await.map_err(|e| format!("type the URL: {e}"))?;
+    field
+        .clear()
+        .await
+        .map_err(|e| format!("clear the URL field: {e}"))?;
+    field
+        .send_keys(url)
+        .await
+        .map_err(|e| format!("type the URL: {e}"))?;
     client
         .find(Locator::Css("button[type=submit]"))
         .await

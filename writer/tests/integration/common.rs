@@ -94,7 +94,9 @@ impl Suite {
 
     /// Every hash name under `prefix` in Redis.
     pub fn hashes(&self, prefix: &str) -> Result<Vec<String>, String> {
-        let out = self.redis.cli(&["--scan", "--pattern", &format!("{prefix}*")])?;
+        let out = self
+            .redis
+            .cli(&["--scan", "--pattern", &format!("{prefix}*")])?;
         Ok(out.lines().map(str::to_owned).collect())
     }
 
@@ -182,7 +184,11 @@ pub fn same_url_same_key(suite: &Suite) -> Result<(), String> {
         matches!(&again, Inserted::Existing(link) if link.key == expected),
         || format!("second insert: {again:?}"),
     )?;
-    let stored = suite.redis.cli(&["HGET", &format!("t-same:{}", &expected[..2]), &expected[2..]])?;
+    let stored = suite.redis.cli(&[
+        "HGET",
+        &format!("t-same:{}", &expected[..2]),
+        &expected[2..],
+    ])?;
     ensure(stored.trim() == url, || format!("Redis holds {stored:?}"))
 }
 
@@ -191,12 +197,21 @@ pub fn grows_on_collision(suite: &Suite) -> Result<(), String> {
     let digest = digest_key(url);
     let hash = format!("t-grow:{}", &digest[..2]);
     // Someone else's URL already sits in the 4- and 5-character slots.
-    suite.redis.cli(&["HSET", &hash, &digest[2..4], "https://other.example/4"])?;
-    suite.redis.cli(&["HSET", &hash, &digest[2..5], "https://other.example/5"])?;
+    suite
+        .redis
+        .cli(&["HSET", &hash, &digest[2..4], "https://other.example/4"])?;
+    suite
+        .redis
+        .cli(&["HSET", &hash, &digest[2..5], "https://other.example/5"])?;
     let inserted = shorten_once(suite, "t-grow:", url, None).map_err(|e| e.to_string())?;
     ensure(
         matches!(&inserted, Inserted::Created(link) if link.key == digest[..6]),
-        || format!("expected the 6-character key {}, got {inserted:?}", &digest[..6]),
+        || {
+            format!(
+                "expected the 6-character key {}, got {inserted:?}",
+                &digest[..6]
+            )
+        },
     )?;
     let again = shorten_once(suite, "t-grow:", url, None).map_err(|e| e.to_string())?;
     ensure(
@@ -210,13 +225,31 @@ pub fn grows_on_collision(suite: &Suite) -> Result<(), String> {
 }
 
 pub fn custom_keys(suite: &Suite) -> Result<(), String> {
-    let first = shorten_once(suite, "t-custom:", "https://example.org/talk", Some("my-talk"));
-    ensure(matches!(first, Ok(Inserted::Created(ref l)) if l.key == "my-talk"), || {
-        format!("{first:?}")
+    let first = shorten_once(
+        suite,
+        "t-custom:",
+        "https://example.org/talk",
+        Some("my-talk"),
+    );
+    ensure(
+        matches!(first, Ok(Inserted::Created(ref l)) if l.key == "my-talk"),
+        || format!("{first:?}"),
+    )?;
+    let again = shorten_once(
+        suite,
+        "t-custom:",
+        "https://example.org/talk",
+        Some("my-talk"),
+    );
+    ensure(matches!(again, Ok(Inserted::Existing(_))), || {
+        format!("{again:?}")
     })?;
-    let again = shorten_once(suite, "t-custom:", "https://example.org/talk", Some("my-talk"));
-    ensure(matches!(again, Ok(Inserted::Existing(_))), || format!("{again:?}"))?;
-    let taken = shorten_once(suite, "t-custom:", "https://example.org/other", Some("my-talk"));
+    let taken = shorten_once(
+        suite,
+        "t-custom:",
+        "https://example.org/other",
+        Some("my-talk"),
+    );
     ensure(
         matches!(taken, Err(ShortenError::Store(StoreError::KeyTaken { ref key })) if key == "my-talk"),
         || format!("{taken:?}"),
@@ -258,7 +291,9 @@ pub fn concurrent_distinct_urls(suite: &Suite) -> Result<(), String> {
             let Ok(Inserted::Created(link)) = inserted else {
                 return Err(format!("{url}: {inserted:?}"));
             };
-            ensure(keys.insert(link.key.clone()), || format!("key {} given twice", link.key))?;
+            ensure(keys.insert(link.key.clone()), || {
+                format!("key {} given twice", link.key)
+            })?;
             longer += usize::from(link.key.len() > 3);
             links.push((url, link.key));
         }
@@ -273,10 +308,14 @@ pub fn concurrent_distinct_urls(suite: &Suite) -> Result<(), String> {
         }
         Ok::<_, String>(())
     })?;
-    ensure(keys.len() == 3200, || format!("{} links stored", keys.len()))?;
+    ensure(keys.len() == 3200, || {
+        format!("{} links stored", keys.len())
+    })?;
     // With 3200 URLs in 64^3 three-character keys, some digests collide;
     // those links must have grown past three characters.
-    ensure(longer > 0, || "no collision happened; the test proves nothing".into())?;
+    ensure(longer > 0, || {
+        "no collision happened; the test proves nothing".into()
+    })?;
     eprintln!("    {longer} of 3200 links needed a longer key");
     Ok(())
 }
@@ -299,7 +338,10 @@ pub fn concurrent_same_url(suite: &Suite) -> Result<(), String> {
         .into_iter()
         .map(|t| t.join().expect("thread"))
         .collect::<Result<_, _>>()?;
-    let created = results.iter().filter(|r| matches!(r, Inserted::Created(_))).count();
+    let created = results
+        .iter()
+        .filter(|r| matches!(r, Inserted::Created(_)))
+        .count();
     let keys: HashSet<_> = results.iter().map(|r| r.link().key.clone()).collect();
     ensure(created == 1 && keys.len() == 1, || {
         format!("{created} creations, keys {keys:?}")
@@ -347,7 +389,9 @@ pub fn api_create_and_get(suite: &Suite) -> Result<(), String> {
         let (status, body) = call!(app, post());
         let key = digest_key(url)[..4].to_owned();
         ensure(status == 201, || format!("{status} {body}"))?;
-        ensure(body["key"] == key.as_str() && body["url"] == url, || body.to_string())?;
+        ensure(body["key"] == key.as_str() && body["url"] == url, || {
+            body.to_string()
+        })?;
         ensure(
             body["short_url"] == format!("http://127.0.0.1:6081/l/{key}").as_str(),
             || body.to_string(),
@@ -385,26 +429,50 @@ pub fn api_every_validation_rule(suite: &Suite) -> Result<(), String> {
             (serde_json::json!({ "url": "javascript:alert(1)" }), "url"),
             (serde_json::json!({ "url": "https://" }), "url"),
             (serde_json::json!({ "url": " https://example.org/" }), "url"),
-            (serde_json::json!({ "url": "https://example.org/a b" }), "url"),
-            (serde_json::json!({ "url": "https://example.org/\r\nX: y" }), "url"),
+            (
+                serde_json::json!({ "url": "https://example.org/a b" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org/\r\nX: y" }),
+                "url",
+            ),
             (serde_json::json!({ "url": long }), "url"),
-            (serde_json::json!({ "url": "http://127.0.0.1:6081/l/abcd" }), "url"),
-            (serde_json::json!({ "url": "https://example.org/", "key": "ab" }), "key"),
-            (serde_json::json!({ "url": "https://example.org/", "key": "a/b/c" }), "key"),
-            (serde_json::json!({ "url": "https://example.org/", "key": "k".repeat(65) }), "key"),
+            (
+                serde_json::json!({ "url": "http://127.0.0.1:6081/l/abcd" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org/", "key": "ab" }),
+                "key",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org/", "key": "a/b/c" }),
+                "key",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org/", "key": "k".repeat(65) }),
+                "key",
+            ),
         ];
         for (input, field) in cases {
-            let request = actix_test::TestRequest::post().uri("/api/links").set_json(&input);
+            let request = actix_test::TestRequest::post()
+                .uri("/api/links")
+                .set_json(&input);
             let (status, body) = call!(app, request);
             ensure(status == 422 && body["field"] == field, || {
                 format!("{input}: {status} {body}")
             })?;
-            ensure(body["error"].as_str().is_some_and(|e| e.len() > 10), || body.to_string())?;
+            ensure(body["error"].as_str().is_some_and(|e| e.len() > 10), || {
+                body.to_string()
+            })?;
         }
         Ok(())
     })?;
     let stored = suite.hashes("t-valid:")?;
-    ensure(stored.is_empty(), || format!("refused input was stored: {stored:?}"))
+    ensure(stored.is_empty(), || {
+        format!("refused input was stored: {stored:?}")
+    })
 }
 
 pub fn api_malformed_requests(suite: &Suite) -> Result<(), String> {
@@ -429,7 +497,10 @@ pub fn api_malformed_requests(suite: &Suite) -> Result<(), String> {
                 415,
             ),
             (
-                json(&format!("{{\"url\": \"https://example.org/{}\"}}", "x".repeat(20_000))),
+                json(&format!(
+                    "{{\"url\": \"https://example.org/{}\"}}",
+                    "x".repeat(20_000)
+                )),
                 413,
             ),
         ] {
@@ -441,7 +512,9 @@ pub fn api_malformed_requests(suite: &Suite) -> Result<(), String> {
         Ok(())
     })?;
     let stored = suite.hashes("t-bad:")?;
-    ensure(stored.is_empty(), || format!("malformed input was stored: {stored:?}"))
+    ensure(stored.is_empty(), || {
+        format!("malformed input was stored: {stored:?}")
+    })
 }
 
 pub fn api_redis_unreachable(suite: &Suite) -> Result<(), String> {
@@ -456,7 +529,10 @@ pub fn api_redis_unreachable(suite: &Suite) -> Result<(), String> {
             .set_json(serde_json::json!({ "url": "https://example.org/away" }));
         let (status, body) = call!(app, request);
         ensure(
-            status == 503 && body["error"].as_str().is_some_and(|e| e.contains("unreachable")),
+            status == 503
+                && body["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("unreachable")),
             || format!("{status} {body}"),
         )
     })?;
@@ -474,22 +550,33 @@ pub fn form_submit_and_errors(suite: &Suite) -> Result<(), String> {
         .into_body()
         .read_to_string()
         .map_err(|e| e.to_string())?;
-    ensure(page.contains("<form method=\"post\" action=\"/\""), || page.clone())?;
+    ensure(page.contains("<form method=\"post\" action=\"/\""), || {
+        page.clone()
+    })?;
     let mut response = agent
         .post(&suite.writer_url)
         .send_form([("url", "notaurl"), ("key", "")])
         .map_err(|e| e.to_string())?;
     let status = response.status().as_u16();
-    let page = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
+    let page = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
     ensure(status == 422, || format!("invalid URL answered {status}"))?;
-    ensure(page.contains("value=\"notaurl\""), || "the typed URL was lost".into())?;
-    ensure(page.contains("id=\"url-help\" role=\"alert\">the URL must be absolute"), || {
-        "no error next to the URL field".into()
-    })
+    ensure(page.contains("value=\"notaurl\""), || {
+        "the typed URL was lost".into()
+    })?;
+    ensure(
+        page.contains("id=\"url-help\" role=\"alert\">the URL must be absolute"),
+        || "no error next to the URL field".into(),
+    )
 }
 
 fn get(agent: &ureq::Agent, url: &str) -> Result<(u16, Option<String>), String> {
-    let response = agent.get(url).call().map_err(|e| format!("GET {url}: {e}"))?;
+    let response = agent
+        .get(url)
+        .call()
+        .map_err(|e| format!("GET {url}: {e}"))?;
     let location = response
         .headers()
         .get("location")
@@ -504,8 +591,12 @@ pub fn api_link_served_after_cached_404(suite: &Suite) -> Result<(), String> {
     let key = &digest_key(url)[..4];
     let short = format!("{}/l/{key}", suite.varnish.base_url());
     // Asked for before it exists: Varnish caches the 404.
-    ensure(get(&agent, &short)?.0 == 404, || "expected 404 before insert".into())?;
-    ensure(get(&agent, &short)?.0 == 404, || "expected cached 404".into())?;
+    ensure(get(&agent, &short)?.0 == 404, || {
+        "expected 404 before insert".into()
+    })?;
+    ensure(get(&agent, &short)?.0 == 404, || {
+        "expected cached 404".into()
+    })?;
     let mut response = agent
         .post(format!("{}/api/links", suite.writer_url))
         .send_json(serde_json::json!({ "url": url }))
@@ -532,15 +623,23 @@ pub fn purge_survives_idle_close(suite: &Suite) -> Result<(), String> {
             .send_json(serde_json::json!({ "url": url }))
             .map_err(|e| e.to_string())?;
         let body: serde_json::Value = response.body_mut().read_json().map_err(|e| e.to_string())?;
-        body["short_url"].as_str().map(str::to_owned).ok_or_else(|| body.to_string())
+        body["short_url"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| body.to_string())
     };
     insert("https://example.org/e2e/idle/first")?;
     let workdir = suite.varnish.workdir.display().to_string();
-    test_support::command_output("varnishadm", &["-n", &workdir, "param.set", "timeout_idle", "0.5"])?;
+    test_support::command_output(
+        "varnishadm",
+        &["-n", &workdir, "param.set", "timeout_idle", "0.5"],
+    )?;
     std::thread::sleep(Duration::from_millis(1500));
     let url = "https://example.org/e2e/idle/second";
     let short = format!("{}/l/{}", suite.varnish.base_url(), &digest_key(url)[..4]);
-    ensure(get(&agent, &short)?.0 == 404, || "expected a cached 404 first".into())?;
+    ensure(get(&agent, &short)?.0 == 404, || {
+        "expected a cached 404 first".into()
+    })?;
     let result = insert(url).and_then(|printed| {
         ensure(printed == short, || format!("{printed} != {short}"))?;
         let (status, location) = get(&agent, &short)?;
@@ -548,7 +647,10 @@ pub fn purge_survives_idle_close(suite: &Suite) -> Result<(), String> {
             format!("after insert over a closed connection: {status} {location:?}")
         })
     });
-    test_support::command_output("varnishadm", &["-n", &workdir, "param.reset", "timeout_idle"])?;
+    test_support::command_output(
+        "varnishadm",
+        &["-n", &workdir, "param.reset", "timeout_idle"],
+    )?;
     result
 }
 
@@ -557,12 +659,17 @@ pub fn form_link_served_at_once(suite: &Suite) -> Result<(), String> {
     let url = "https://example.org/e2e/form";
     let key = &digest_key(url)[..4];
     let short = format!("{}/l/{key}", suite.varnish.base_url());
-    ensure(get(&agent, &short)?.0 == 404, || "expected 404 before insert".into())?;
+    ensure(get(&agent, &short)?.0 == 404, || {
+        "expected 404 before insert".into()
+    })?;
     let mut response = agent
         .post(&suite.writer_url)
         .send_form([("url", url), ("key", "")])
         .map_err(|e| e.to_string())?;
-    let page = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
+    let page = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
     ensure(page.contains(&format!("href=\"{short}\"")), || page.clone())?;
     let (status, location) = get(&agent, &short)?;
     ensure(status == 301 && location.as_deref() == Some(url), || {
@@ -573,9 +680,10 @@ pub fn form_link_served_at_once(suite: &Suite) -> Result<(), String> {
 pub fn cli_add_and_vcl(suite: &Suite) -> Result<(), String> {
     let agent = Suite::agent();
     let config = suite.config_file.display().to_string();
-    ensure(get(&agent, &format!("{}/l/from-cli", suite.varnish.base_url()))?.0 == 404, || {
-        "expected 404 before insert".into()
-    })?;
+    ensure(
+        get(&agent, &format!("{}/l/from-cli", suite.varnish.base_url()))?.0 == 404,
+        || "expected 404 before insert".into(),
+    )?;
     let printed = run_writer(&[
         "add",
         "https://example.org/e2e/cli",
@@ -592,15 +700,26 @@ pub fn cli_add_and_vcl(suite: &Suite) -> Result<(), String> {
         || format!("{status} {location:?}"),
     )?;
     let conflict = Command::new(WRITER)
-        .args(["add", "https://example.org/other", "--key", "from-cli", "--config", &config])
+        .args([
+            "add",
+            "https://example.org/other",
+            "--key",
+            "from-cli",
+            "--config",
+            &config,
+        ])
         .output()
         .map_err(|e| e.to_string())?;
     let stderr = String::from_utf8_lossy(&conflict.stderr);
-    ensure(!conflict.status.success() && stderr.contains("already taken"), || {
-        format!("conflicting add: {} {stderr}", conflict.status)
-    })?;
+    ensure(
+        !conflict.status.success() && stderr.contains("already taken"),
+        || format!("conflicting add: {} {stderr}", conflict.status),
+    )?;
     let vcl = run_writer(&["vcl", "--config", &config])?;
-    ensure(vcl.contains(&format!("redis = \"{}\"", suite.redis.url)), || vcl.clone())
+    ensure(
+        vcl.contains(&format!("redis = \"{}\"", suite.redis.url)),
+        || vcl.clone(),
+    )
 }
 
 /// Runs `varnishd -C` on the VCL of `config_toml`, as Varnish would load it.
