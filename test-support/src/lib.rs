@@ -20,6 +20,18 @@ pub fn release_dir() -> PathBuf {
         .join("release")
 }
 
+/// A `vmod_path` that finds `shortlink` in the release build and Varnish's
+/// own VMODs (`std`) where Varnish installed them.
+pub fn vmod_path() -> Result<String, String> {
+    let varnish_vmods = command_output("pkg-config", &["--variable=vmoddir", "varnishapi"])
+        .map_err(|e| format!("cannot find Varnish's VMOD directory: {e}"))?;
+    Ok(format!(
+        "{}:{}",
+        release_dir().display(),
+        varnish_vmods.trim()
+    ))
+}
+
 /// A fresh directory for one test run's files, under `target/test-work/`.
 pub fn work_dir(name: &str) -> Result<PathBuf, String> {
     let dir = release_dir()
@@ -159,11 +171,7 @@ impl Varnish {
     /// Starts Varnish with `vcl` on `port`.
     pub fn start_on(dir: &Path, vcl: &Path, port: u16) -> Result<Self, String> {
         let workdir = dir.join("varnish");
-        let vmod_path = format!(
-            "{}:{}",
-            release_dir().display(),
-            command_output("pkg-config", &["--variable=vmoddir", "varnishapi"])?.trim()
-        );
+        let vmod_path = vmod_path()?;
         let log = fs::File::create(dir.join("varnishd.log")).map_err(|e| e.to_string())?;
         let child = Command::new("varnishd")
             .args(["-F", "-j", "none", "-a"])

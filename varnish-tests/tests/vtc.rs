@@ -29,8 +29,11 @@ const TEST_PASSWORD: &str = "s3cret-for-tests";
 
 /// Extra Redis configuration: a unix socket and a user with a password, so
 /// every form of Redis URL can be tested.
-const TEST_REDIS_ACL: &str = "unixsocket redis.sock\nunixsocketperm 777\n\
-                              user shortlink on >s3cret-for-tests ~* +@all\n";
+fn test_redis_acl() -> String {
+    format!(
+        "unixsocket redis.sock\nunixsocketperm 777\nuser shortlink on >{TEST_PASSWORD} ~* +@all\n"
+    )
+}
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
@@ -52,7 +55,7 @@ fn main() -> ExitCode {
         if files.is_empty() {
             continue;
         }
-        let server = match RedisServer::start(&setup.work.join(suite), TEST_REDIS_ACL) {
+        let server = match RedisServer::start(&setup.work.join(suite), &test_redis_acl()) {
             Ok(server) => server,
             Err(message) => {
                 eprintln!("error: {message}");
@@ -135,13 +138,10 @@ impl Setup {
                 ));
             }
         }
-        let varnish_vmods = command_output("pkg-config", &["--variable=vmoddir", "varnishapi"])
-            .map_err(|e| format!("cannot find Varnish's VMOD directory: {e}"))?;
-        let work = test_support::work_dir("vtc")?;
         Ok(Self {
             writer: release.join("shortlink"),
-            work,
-            vmod_path: format!("{}:{}", release.display(), varnish_vmods.trim()),
+            work: test_support::work_dir("vtc")?,
+            vmod_path: test_support::vmod_path()?,
         })
     }
 

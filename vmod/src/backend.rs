@@ -1,7 +1,6 @@
 //! The native backend: turns a fetch of `/any/path/<key>` into a redirect,
 //! a 404, or a failed fetch, without any HTTP server behind Varnish.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
@@ -54,6 +53,8 @@ impl Resolver {
         };
         stats.lookups.fetch_add(1, Ordering::Relaxed);
         let outcome = self.pool.hget(&slot);
+        // The I/O thread counts round trips but cannot hold the Vsc (it is
+        // not Send): each lookup publishes the count.
         stats
             .round_trips
             .store(self.pool.round_trips(), Ordering::Relaxed);
@@ -175,11 +176,14 @@ pub struct LinkBackend {
 impl VclBackend<Body> for LinkBackend {
     fn get_response(&self, ctx: &mut Ctx) -> Result<Option<Body>, VclError> {
         // A panic must not unwind into Varnish: it would take the child down.
-        catch_unwind(AssertUnwindSafe(|| self.resolver.respond(ctx))).unwrap_or_else(|_| {
-            Err(VclError::Str(
-                "shortlink: internal error while answering (see varnishd's stderr)",
-            ))
-        })
+        crate::without_panic(
+            || self.resolver.respond(ctx),
+            || {
+                Err(VclError::Str(
+                    "shortlink: internal error while answering (see varnishd's stderr)",
+                ))
+            },
+        )
     }
 
     fn healthy(&self, _ctx: &mut Ctx) -> (bool, SystemTime) {

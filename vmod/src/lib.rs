@@ -41,7 +41,6 @@ pub use backend::{key_of, Resolution};
 /// ```
 #[varnish::vmod(docs = "API.md")]
 mod shortlink {
-    use std::panic::{catch_unwind, AssertUnwindSafe};
     use std::time::Duration;
 
     use shortlink_keys::KeyScheme;
@@ -51,7 +50,7 @@ mod shortlink {
 
     use crate::backend::{LinkBackend, Resolution, Resolver, Settings};
     use crate::pool::{PoolSettings, RedisPool};
-    use crate::{header_value, positive, redirect_status, redirector};
+    use crate::{header_value, positive, redirect_status, redirector, without_panic};
 
     impl redirector {
         /// Create a short-link store backed by Redis.
@@ -102,39 +101,42 @@ mod shortlink {
             #[default("public, max-age=86400")]
             cache_control: &str,
         ) -> Result<Self, VclError> {
-            catch_unwind(AssertUnwindSafe(|| {
-                let settings = Settings {
-                    scheme: KeyScheme::new(prefix, usize::try_from(split).unwrap_or(0))
-                        .map_err(|e| format!("shortlink: {name}: {e}"))?,
-                    status: redirect_status(status)
-                        .map_err(|e| format!("shortlink: {name}: {e}"))?,
-                    ttl: ttl.unwrap_or(Duration::from_hours(24)),
-                    negative_ttl: negative_ttl.unwrap_or(Duration::from_mins(1)),
-                    cache_control: header_value(cache_control)
-                        .map_err(|e| format!("shortlink: {name}: cache_control {e}"))?,
-                };
-                let pool_size = u32::try_from(pool_size)
-                    .ok()
-                    .filter(|size| (1..=1024).contains(size))
-                    .ok_or_else(|| {
-                        format!("shortlink: {name}: pool_size {pool_size} must be 1 to 1024")
-                    })?;
-                let pool = RedisPool::new(&PoolSettings {
-                    url: redis,
-                    connect_timeout: positive(connect_timeout, "connect_timeout", name)?,
-                    command_timeout: positive(command_timeout, "command_timeout", name)?,
-                    size: pool_size,
-                })
-                .map_err(|e| format!("shortlink: {name}: {e}"))?;
-                let resolver = Resolver {
-                    settings,
-                    pool,
-                    stats: Vsc::new("shortlink", name),
-                };
-                let backend = Backend::new(ctx, "shortlink", name, LinkBackend { resolver }, true)?;
-                Ok(Self { backend })
-            }))
-            .unwrap_or_else(|_| Err(VclError::Str("shortlink: internal error in vcl_init")))
+            without_panic(
+                || {
+                    let settings = Settings {
+                        scheme: KeyScheme::new(prefix, usize::try_from(split).unwrap_or(0))
+                            .map_err(|e| format!("shortlink: {name}: {e}"))?,
+                        status: redirect_status(status)
+                            .map_err(|e| format!("shortlink: {name}: {e}"))?,
+                        ttl: ttl.unwrap_or(Duration::from_hours(24)),
+                        negative_ttl: negative_ttl.unwrap_or(Duration::from_mins(1)),
+                        cache_control: header_value(cache_control)
+                            .map_err(|e| format!("shortlink: {name}: cache_control {e}"))?,
+                    };
+                    let pool_size = u32::try_from(pool_size)
+                        .ok()
+                        .filter(|size| (1..=1024).contains(size))
+                        .ok_or_else(|| {
+                            format!("shortlink: {name}: pool_size {pool_size} must be 1 to 1024")
+                        })?;
+                    let pool = RedisPool::new(&PoolSettings {
+                        url: redis,
+                        connect_timeout: positive(connect_timeout, "connect_timeout", name)?,
+                        command_timeout: positive(command_timeout, "command_timeout", name)?,
+                        size: pool_size,
+                    })
+                    .map_err(|e| format!("shortlink: {name}: {e}"))?;
+                    let resolver = Resolver {
+                        settings,
+                        pool,
+                        stats: Vsc::new("shortlink", name),
+                    };
+                    let backend =
+                        Backend::new(ctx, "shortlink", name, LinkBackend { resolver }, true)?;
+                    Ok(Self { backend })
+                },
+                || Err(VclError::Str("shortlink: internal error in vcl_init")),
+            )
         }
 
         /// The Varnish backend that answers short-link fetches.
@@ -161,8 +163,10 @@ mod shortlink {
         /// the key is unknown, breaks the key rules, holds an unsafe value,
         /// or Redis does not answer (logged as an `Error` record).
         pub fn lookup(&self, ctx: &mut Ctx, key: &str) -> String {
-            let outcome = catch_unwind(AssertUnwindSafe(|| self.resolver().resolve(key)))
-                .unwrap_or_else(|_| Err("internal error".to_owned()));
+            let outcome = without_panic(
+                || self.resolver().resolve(key),
+                || Err("internal error".to_owned()),
+            );
             match outcome {
                 Ok(Resolution::Found(url)) => url,
                 Ok(Resolution::Missing | Resolution::Rejected(_)) => String::new(),
@@ -195,6 +199,13 @@ impl redirector {
     }
 }
 
+/// Runs `work`, answering `on_panic()` instead if it panics: a panic must
+/// never unwind into Varnish, where it would take the child process down.
+/// Every entry point Varnish calls, and the Redis I/O thread, goes through it.
+pub(crate) fn without_panic<T>(work: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| on_panic())
+}
+
 fn redirect_status(status: i64) -> Result<u16, String> {
     match status {
         301 | 302 | 307 | 308 => Ok(u16::try_from(status).unwrap_or(301)),
@@ -217,5 +228,17 @@ fn header_value(value: &str) -> Result<String, String> {
         Ok(value.to_owned())
     } else {
         Err(format!("{value:?} must be non-empty printable ASCII"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_panic;
+
+    #[test]
+    fn a_panic_becomes_the_fallback_answer() {
+        let answer: Result<u8, &str> = without_panic(|| panic!("a bug"), || Err("internal error"));
+        assert_eq!(answer, Err("internal error"));
+        assert_eq!(without_panic(|| Ok::<u8, &str>(7), || Err("unused")), Ok(7));
     }
 }

@@ -3,7 +3,6 @@
 //! absent Redis costs a Varnish worker at most the command timeout.
 
 use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -130,7 +129,7 @@ fn now_ms() -> u64 {
 }
 
 /// Why a lookup got no answer from Redis.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum LookupError {
     /// No answer within the command timeout (or no free connection in time).
     Timeout(String),
@@ -139,13 +138,6 @@ pub enum LookupError {
     /// Redis answered with an error, such as `WRONGTYPE` for a hash name
     /// that holds something else.
     Answer(String),
-}
-
-impl LookupError {
-    /// Whether the error says Redis itself is away, rather than one bad answer.
-    pub fn means_unhealthy(&self) -> bool {
-        !matches!(self, Self::Answer(_))
-    }
 }
 
 impl fmt::Display for LookupError {
@@ -346,8 +338,15 @@ fn io_loop(shared: &Shared) {
         batch.retain(|lookup| lookup.deadline > now && Arc::strong_count(lookup) > 1);
         if !batch.is_empty() {
             // A panic here must not end the thread every lookup depends on.
-            let served = catch_unwind(AssertUnwindSafe(|| serve(shared, &mut connection, &batch)));
-            if served.is_err() {
+            let served = crate::without_panic(
+                || {
+                    serve(shared, &mut connection, &batch);
+                    true
+                },
+                || false,
+            );
+            if !served {
+                // The exchange may have stopped halfway: never reuse its stream.
                 connection = None;
                 for lookup in &batch {
                     lookup.fulfil(Err(LookupError::Unreachable("internal error".into())));
@@ -420,13 +419,9 @@ fn serve(
             }
         }
     };
-    shared.health.set(!failure.means_unhealthy());
-    let message = failure.to_string();
+    // Only the connection failed here: answer errors arrive per lookup above.
+    shared.health.set(false);
     for lookup in batch {
-        lookup.fulfil(Err(match failure {
-            LookupError::Timeout(_) => LookupError::Timeout(message.clone()),
-            LookupError::Unreachable(_) => LookupError::Unreachable(message.clone()),
-            LookupError::Answer(_) => LookupError::Answer(message.clone()),
-        }));
+        lookup.fulfil(Err(failure.clone()));
     }
 }

@@ -20,8 +20,8 @@ use url::Url;
 /// thread, so idle connections are kept per thread.
 #[derive(Debug)]
 pub struct Purger {
-    /// Address to connect to and `Host` to send; `None` when purging is off.
-    target: Option<(String, String)>,
+    /// `host:port` to connect to, sent as `Host` too; `None` when purging is off.
+    authority: Option<String>,
     link_path: String,
     timeout: Duration,
     idle: Mutex<HashMap<ThreadId, Vec<TcpStream>>>,
@@ -33,18 +33,17 @@ const MAX_IDLE_PER_THREAD: usize = 32;
 impl Purger {
     /// `purge_url` is checked by the configuration: empty or `http://host[:port]`.
     pub fn new(purge_url: &str, link_path: &str, timeout: Duration) -> Self {
-        let target = Url::parse(purge_url).ok().and_then(|url| {
+        let authority = Url::parse(purge_url).ok().and_then(|url| {
             let host = url.host_str()?.to_owned();
             let port = url.port_or_known_default()?;
-            let authority = if host.contains(':') {
+            Some(if host.contains(':') {
                 format!("[{host}]:{port}")
             } else {
                 format!("{host}:{port}")
-            };
-            Some((authority.clone(), authority))
+            })
         });
         Self {
-            target,
+            authority,
             link_path: link_path.to_owned(),
             timeout,
             idle: Mutex::new(HashMap::new()),
@@ -53,11 +52,11 @@ impl Purger {
 
     /// Purges `key`; the error says why Varnish did not confirm it.
     pub async fn purge(&self, key: &str) -> Result<(), String> {
-        let Some((address, host)) = &self.target else {
+        let Some(address) = &self.authority else {
             return Ok(());
         };
         let request = format!(
-            "PURGE {}{key} HTTP/1.1\r\nHost: {host}\r\n\r\n",
+            "PURGE {}{key} HTTP/1.1\r\nHost: {address}\r\n\r\n",
             self.link_path
         );
         let attempt = async {

@@ -2,7 +2,7 @@
 
 use actix_web::error::JsonPayloadError;
 use actix_web::http::{header, StatusCode};
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{web, HttpResponse, ResponseError};
 use serde::{Deserialize, Serialize};
 
 use crate::page::{render, FormView, Outcome};
@@ -166,7 +166,7 @@ pub struct FormInput {
     key: String,
 }
 
-async fn form_page(_req: HttpRequest) -> HttpResponse {
+async fn form_page() -> HttpResponse {
     html(StatusCode::OK, &render(&FormView::default()))
 }
 

@@ -729,11 +729,7 @@ pub fn compiles(dir: &Path, name: &str, config_toml: &str) -> Result<(), String>
     let vcl = run_writer(&["vcl", "--config", &config.display().to_string()])?;
     let file = dir.join(format!("{name}.vcl"));
     fs::write(&file, vcl).map_err(|e| e.to_string())?;
-    let vmod_path = format!(
-        "{}:{}",
-        release_dir().display(),
-        test_support::command_output("pkg-config", &["--variable=vmoddir", "varnishapi"])?.trim()
-    );
+    let vmod_path = test_support::vmod_path()?;
     test_support::command_output(
         "varnishd",
         &[
