@@ -31,13 +31,14 @@ vcl: build
 vcl/shortlink.vcl: build
 	target/release/shortlink vcl > $@
 
-## test: every test: unit and integration tests, VTC suites, `make run` smoke test, hadolint, clippy
+## test: every test: unit and integration tests, VTC suites, `make run` smoke test, hadolint, rustfmt, clippy
 test: deps-test
 	@$(CARGO) build --release --workspace
 	$(CARGO) test --release --workspace --no-fail-fast
 	scripts/smoke-run.sh
 	BENCH_QUICK=1 python3 bench/bench.py
 	target/tools/venv/bin/hadolint --config docker/.hadolint.yaml docker/*.Dockerfile
+	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 ## bench: every redirect path against Varnish's ceiling; writes target/bench/latest.json
