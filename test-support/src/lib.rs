@@ -20,16 +20,26 @@ pub fn release_dir() -> PathBuf {
         .join("release")
 }
 
-/// A `vmod_path` that finds `shortlink` in the release build and Varnish's
-/// own VMODs (`std`) where Varnish installed them.
-pub fn vmod_path() -> Result<String, String> {
+/// The `varnishd` arguments every test Varnish runs with:
+///
+/// - `-j none`: run as root, varnishd compiles and loads VCL as its own
+///   unprivileged users, who cannot read a checkout inside a private
+///   directory (a clone under `mktemp -d`, or root's home);
+/// - a `vmod_path` that finds `shortlink` in the release build and Varnish's
+///   own VMODs (`std`) where Varnish installed them.
+pub fn varnishd_args() -> Result<Vec<String>, String> {
     let varnish_vmods = command_output("pkg-config", &["--variable=vmoddir", "varnishapi"])
         .map_err(|e| format!("cannot find Varnish's VMOD directory: {e}"))?;
-    Ok(format!(
-        "{}:{}",
-        release_dir().display(),
-        varnish_vmods.trim()
-    ))
+    Ok(vec![
+        "-j".into(),
+        "none".into(),
+        "-p".into(),
+        format!(
+            "vmod_path={}:{}",
+            release_dir().display(),
+            varnish_vmods.trim()
+        ),
+    ])
 }
 
 /// A fresh directory for one test run's files, under `target/test-work/`.
@@ -171,17 +181,16 @@ impl Varnish {
     /// Starts Varnish with `vcl` on `port`.
     pub fn start_on(dir: &Path, vcl: &Path, port: u16) -> Result<Self, String> {
         let workdir = dir.join("varnish");
-        let vmod_path = vmod_path()?;
         let log = fs::File::create(dir.join("varnishd.log")).map_err(|e| e.to_string())?;
         let child = Command::new("varnishd")
-            .args(["-F", "-j", "none", "-a"])
+            .args(varnishd_args()?)
+            .args(["-F", "-a"])
             .arg(format!("127.0.0.1:{port}"))
             .arg("-n")
             .arg(&workdir)
             .arg("-f")
             .arg(vcl)
-            .args(["-T", "127.0.0.1:0", "-s", "malloc,64m", "-p"])
-            .arg(format!("vmod_path={vmod_path}"))
+            .args(["-T", "127.0.0.1:0", "-s", "malloc,64m"])
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log)

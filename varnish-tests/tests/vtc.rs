@@ -10,7 +10,8 @@
 //! Every test sees these macros:
 //! - `${vcl}`: the generated VCL, default settings but the suite's Redis;
 //! - `${vcl_short_ttl}`: the same with a 2s TTL and 1s negative TTL;
-//! - `${vmod_path}`: a `vmod_path` that finds `shortlink` and Varnish's own VMODs;
+//! - `${varnishd_args}`: what every `varnish` needs (`-arg "${varnishd_args}"`):
+//!   no jail, and a `vmod_path` that finds `shortlink` and Varnish's own VMODs;
 //! - `${redis_url}`, `${redis_port}`, `${redis_socket}` (its unix socket),
 //!   `${redis_password}` (of the ACL user `shortlink`), and `${redisctl}`
 //!   (a command: `start|stop|cont|kill|cli ARGS`).
@@ -102,7 +103,7 @@ fn main() -> ExitCode {
 struct Setup {
     writer: PathBuf,
     work: PathBuf,
-    vmod_path: String,
+    varnishd_args: String,
 }
 
 impl Setup {
@@ -141,7 +142,7 @@ impl Setup {
         Ok(Self {
             writer: release.join("shortlink"),
             work: test_support::work_dir("vtc")?,
-            vmod_path: test_support::vmod_path()?,
+            varnishd_args: test_support::varnishd_args()?.join(" "),
         })
     }
 
@@ -155,7 +156,7 @@ impl Setup {
         Ok(vec![
             ("vcl".into(), vcl_file.display().to_string()),
             ("vcl_short_ttl".into(), short_file.display().to_string()),
-            ("vmod_path".into(), self.vmod_path.clone()),
+            ("varnishd_args".into(), self.varnishd_args.clone()),
             ("redis_url".into(), redis.url.clone()),
             ("redis_port".into(), redis.port.to_string()),
             (

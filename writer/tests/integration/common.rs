@@ -729,19 +729,16 @@ pub fn compiles(dir: &Path, name: &str, config_toml: &str) -> Result<(), String>
     let vcl = run_writer(&["vcl", "--config", &config.display().to_string()])?;
     let file = dir.join(format!("{name}.vcl"));
     fs::write(&file, vcl).map_err(|e| e.to_string())?;
-    let vmod_path = test_support::vmod_path()?;
-    test_support::command_output(
-        "varnishd",
-        &[
-            "-C",
-            "-n",
-            &dir.join(format!("{name}-varnish")).display().to_string(),
-            "-p",
-            &format!("vmod_path={vmod_path}"),
-            "-f",
-            &file.display().to_string(),
-        ],
-    )
-    .map(drop)
-    .map_err(|e| format!("{name}: {e}"))
+    let mut args = test_support::varnishd_args()?;
+    args.extend([
+        "-C".into(),
+        "-n".into(),
+        dir.join(format!("{name}-varnish")).display().to_string(),
+        "-f".into(),
+        file.display().to_string(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    test_support::command_output("varnishd", &args)
+        .map(drop)
+        .map_err(|e| format!("{name}: {e}"))
 }
