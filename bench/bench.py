@@ -10,7 +10,10 @@ BENCH_QUICK=1 runs a short version (a smoke check; its figures mean little).
 BENCH_RUNS=N repeats each scenario N times and reports the median (default 3).
 BENCH_DURATION=S and BENCH_LINKS=N override the run length and the link count,
 and BENCH_SCENARIOS=ceiling,miss runs only those (no JSON is written then):
-for profiling one path at length.
+for profiling one path at length. Varnish reaches Redis over Redis's unix
+socket; BENCH_REDIS=tcp makes it use loopback TCP instead, and
+BENCH_REDIS_EXTRA adds lines to the [redis] section of the writer's
+configuration (and so to the VMOD's settings), e.g. "pool_size = 64".
 """
 
 import base64
