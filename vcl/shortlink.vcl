@@ -30,18 +30,18 @@ sub vcl_init {
 }
 
 sub vcl_recv {
-    if (req.url == "/" || req.url == "/health") {
-        return (synth(200, "OK"));
-    }
-    if (req.url !~ "^/l/") {
-        return (synth(404, "Not Found"));
-    }
-    # Tracking parameters must not split the cache: /l/Lm25?utm=x is /l/Lm25.
-    set req.url = regsub(req.url, "[?#].*$", "");
-    # The key rule, checked before any lookup: keys that break it never
-    # reach the VMOD, let alone Redis.
+    # A bare short link passes one regex; anything else takes the long way.
     if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}$") {
-        return (synth(404, "Not Found"));
+        if (req.url == "/" || req.url == "/health") {
+            return (synth(200, "OK"));
+        }
+        # Tracking parameters must not split the cache: /l/Lm25?utm=x is /l/Lm25.
+        set req.url = regsub(req.url, "[?#].*$", "");
+        # The key rule, checked before any lookup: keys that break it never
+        # reach the VMOD, let alone Redis.
+        if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}$") {
+            return (synth(404, "Not Found"));
+        }
     }
     if (req.method == "PURGE") {
         if (client.ip !~ shortlink_purgers) {
