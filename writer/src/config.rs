@@ -21,6 +21,10 @@ pub struct Config {
     pub public_base_url: String,
     /// Longest long URL accepted, in bytes.
     pub max_url_length: usize,
+    /// Largest request body accepted, JSON or form, in bytes.
+    pub max_body_bytes: usize,
+    /// Accept long URLs whose host is loopback, private or link-local.
+    pub allow_private_targets: bool,
     /// Shortest key generated from a URL's digest.
     pub min_generated_key_length: usize,
     /// How many links the store is expected to hold, to check that the
@@ -29,6 +33,8 @@ pub struct Config {
     pub redis: RedisConfig,
     pub redirect: RedirectConfig,
     pub varnish: VarnishConfig,
+    pub access: AccessConfig,
+    pub rate_limit: RateLimitConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -80,17 +86,79 @@ pub struct VarnishConfig {
     pub vmod: String,
 }
 
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessConfig {
+    /// Bearer tokens that may create links without a rate limit. Required
+    /// when the writer listens on anything but loopback.
+    pub tokens: Vec<AccessToken>,
+    /// Refuse link creation without a token even on loopback.
+    pub require_token: bool,
+}
+
+/// A bearer token from the configuration. Its `Debug` hides it, so no log
+/// line or error message can carry it.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct AccessToken(String);
+
+impl AccessToken {
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AccessToken(<hidden>)")
+    }
+}
+
+/// Shortest token accepted: 32 hex digits are 128 bits.
+pub const MIN_TOKEN_LEN: usize = 32;
+
+/// Environment variable with more tokens, separated by commas or spaces, so
+/// a token need not be written into a configuration file.
+pub const TOKENS_ENV: &str = "SHORTLINK_TOKENS";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitConfig {
+    /// Links one client address may create per minute, on average; 0 turns
+    /// the limit off. Holders of a token are never limited.
+    pub links_per_minute: u32,
+    /// Links a client may create at once before the average applies.
+    pub burst: u32,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self {
+            links_per_minute: 60,
+            burst: 20,
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_base_url: "http://127.0.0.1:6081/l/".into(),
             max_url_length: 2048,
+            max_body_bytes: 16 * 1024,
+            allow_private_targets: false,
             min_generated_key_length: shortlink_keys::MIN_GENERATED_LEN,
             expected_links: 1_000_000,
             redis: RedisConfig::default(),
             redirect: RedirectConfig::default(),
             varnish: VarnishConfig::default(),
+            access: AccessConfig::default(),
+            rate_limit: RateLimitConfig::default(),
         }
     }
 }
@@ -154,9 +222,10 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Reads and checks `path`; `None` means all defaults.
+    /// Reads and checks `path`; `None` means all defaults. Tokens in the
+    /// environment variable `SHORTLINK_TOKENS` are added to the file's.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
-        let config = match path {
+        let mut config: Config = match path {
             None => Config::default(),
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -165,6 +234,14 @@ impl Settings {
                     .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?
             }
         };
+        if let Ok(tokens) = std::env::var(TOKENS_ENV) {
+            config.access.tokens.extend(
+                tokens
+                    .split([',', ' ', '\n'])
+                    .filter(|t| !t.is_empty())
+                    .map(AccessToken::new),
+            );
+        }
         Self::new(config)
     }
 
@@ -210,9 +287,21 @@ impl Settings {
                 shortlink_keys::MAX_TARGET_LEN
             )));
         }
+        if !(1024..=1024 * 1024).contains(&config.max_body_bytes) {
+            return Err(ConfigError(format!(
+                "max_body_bytes {} must be 1024 to 1048576",
+                config.max_body_bytes
+            )));
+        }
         check_redis(&config.redis)?;
         check_redirect(&config.redirect)?;
         check_varnish(&config.varnish)?;
+        check_access(&config.access)?;
+        if config.rate_limit.links_per_minute > 0 && config.rate_limit.burst == 0 {
+            return Err(ConfigError(
+                "rate_limit.burst must be at least 1 while links_per_minute is set".into(),
+            ));
+        }
         Ok(Self {
             config,
             scheme,
@@ -258,6 +347,26 @@ impl Settings {
              (hash-max-listpack-entries): links would take several times the memory; {advice}",
             self.config.expected_links
         ))
+    }
+
+    /// Why `serve` must not start: write endpoints reachable from other
+    /// machines with no token to guard them.
+    pub fn serve_refusal(&self) -> Option<String> {
+        let listen = self.config.listen;
+        if listen.ip().is_loopback() || !self.config.access.tokens.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "listen = \"{listen}\" is reachable from other machines, so creating links \
+             needs a bearer token: add [access] tokens = [\"...\"] to the configuration \
+             or set {TOKENS_ENV} (make one with `openssl rand -hex 32`), or listen on 127.0.0.1"
+        ))
+    }
+
+    /// Whether link creation needs a token: always when listening beyond
+    /// loopback.
+    pub fn token_required(&self) -> bool {
+        self.config.access.require_token || !self.config.listen.ip().is_loopback()
     }
 
     /// The public short link of `key`.
@@ -357,6 +466,26 @@ fn check_varnish(varnish: &VarnishConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
+fn check_access(access: &AccessConfig) -> Result<(), ConfigError> {
+    for (n, token) in access.tokens.iter().enumerate() {
+        let token = token.expose();
+        // The token itself never goes into the message.
+        if token.len() < MIN_TOKEN_LEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ConfigError(format!(
+                "access.tokens: token {} must be at least {MIN_TOKEN_LEN} printable \
+                 characters without spaces (make one with `openssl rand -hex 32`)",
+                n + 1
+            )));
+        }
+    }
+    if access.require_token && access.tokens.is_empty() {
+        return Err(ConfigError(
+            "access.require_token is set but access.tokens is empty: add a token".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// An ACL entry as address and optional prefix length.
 pub fn parse_acl_entry(entry: &str) -> Option<(IpAddr, Option<u8>)> {
     let (address, prefix) = match entry.split_once('/') {
@@ -424,6 +553,13 @@ mod tests {
             ("max_url_length = 10", "max_url_length"),
             ("[varnish]\npurge_acl = [\"localhost\"]", "purge_acl"),
             ("[varnish]\nvmod = \"../x.so\"", "varnish.vmod"),
+            ("max_body_bytes = 10", "max_body_bytes"),
+            (
+                "[access]\ntokens = [\"short\"]",
+                "token 1 must be at least 32",
+            ),
+            ("[access]\nrequire_token = true", "access.tokens is empty"),
+            ("[rate_limit]\nburst = 0", "rate_limit.burst"),
         ] {
             let error = parse(text).unwrap_err().0;
             assert!(error.contains(expected), "{text}: {error}");
@@ -450,6 +586,35 @@ mod tests {
         assert!(with(1_000_000_000_000, 4)
             .unwrap()
             .contains("raise hash-max-listpack-entries"));
+    }
+
+    #[test]
+    fn tokens_never_show() {
+        let token = "0123456789abcdef0123456789abcdef-secret";
+        let settings = parse(&format!("[access]\ntokens = [\"{token}\"]")).unwrap();
+        assert!(!format!("{settings:?}").contains("secret"));
+        let error = parse("[access]\ntokens = [\"secret-but-short\"]")
+            .unwrap_err()
+            .0;
+        assert!(!error.contains("secret"), "{error}");
+    }
+
+    #[test]
+    fn listening_beyond_loopback_needs_a_token() {
+        let open = parse("listen = \"0.0.0.0:8080\"").unwrap();
+        assert!(open.token_required());
+        let refusal = open.serve_refusal().unwrap();
+        assert!(refusal.contains("needs a bearer token"), "{refusal}");
+        let guarded = parse(&format!(
+            "listen = \"[::]:8080\"\n[access]\ntokens = [\"{}\"]",
+            "t".repeat(32)
+        ))
+        .unwrap();
+        assert_eq!(guarded.serve_refusal(), None);
+        assert!(guarded.token_required());
+        let local = parse("").unwrap();
+        assert_eq!(local.serve_refusal(), None);
+        assert!(!local.token_required());
     }
 
     #[test]

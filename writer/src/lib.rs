@@ -2,6 +2,7 @@
 //! and generates the VCL Varnish serves them with.
 
 pub mod config;
+pub mod guard;
 pub mod page;
 pub mod purge;
 pub mod shortener;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use actix_web::{middleware, web, App, HttpServer};
 use clap::{Parser, Subcommand};
 use shortlink_writer::config::Settings;
+use shortlink_writer::guard::Guard;
 use shortlink_writer::shortener::Shortener;
 use shortlink_writer::store::Inserted;
 use shortlink_writer::{vcl, web as routes};
@@ -107,16 +108,23 @@ fn check_split(settings: &Settings) {
 }
 
 fn serve(settings: Settings) -> Result<(), String> {
+    if let Some(refusal) = settings.serve_refusal() {
+        return Err(refusal);
+    }
     check_split(&settings);
     let listen = settings.config.listen;
+    let max_body_bytes = settings.config.max_body_bytes;
+    let guard = web::Data::new(Guard::new(&settings)?);
     actix_web::rt::System::new().block_on(async move {
         let shortener = web::Data::new(Shortener::new(settings).map_err(|e| e.to_string())?);
         log::info!("writer listening on http://{listen}/");
         HttpServer::new(move || {
             App::new()
                 .app_data(shortener.clone())
+                .app_data(guard.clone())
+                // The request line and status only: no header, so no token.
                 .wrap(middleware::Logger::new("%a \"%r\" %s %b %Dms"))
-                .configure(routes::routes)
+                .configure(|config| routes::routes(config, max_body_bytes))
         })
         .bind(listen)
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?

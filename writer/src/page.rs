@@ -13,7 +13,12 @@ pub struct FormView {
     pub url_error: Option<String>,
     pub key_error: Option<String>,
     pub general_error: Option<String>,
+    pub token_error: Option<String>,
     pub outcome: Option<Outcome>,
+    /// Form token, sent back with the post (against cross-site posts).
+    pub csrf: String,
+    /// Ask for an access token: the writer needs one to create links.
+    pub ask_token: bool,
 }
 
 #[derive(Debug)]
@@ -83,7 +88,12 @@ pub fn render(view: &FormView) -> String {
             escape(message)
         );
     }
-    page.push_str("<form method=\"post\" action=\"/\" novalidate>\n");
+    let _ = writeln!(
+        page,
+        "<form method=\"post\" action=\"/\" novalidate>\n\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\">",
+        escape(&view.csrf)
+    );
     field(
         &mut page,
         &Field {
@@ -108,6 +118,20 @@ pub fn render(view: &FormView) -> String {
             extra: " autocomplete=\"off\" spellcheck=\"false\" pattern=\"[A-Za-z0-9_\\-]{3,64}\"",
         },
     );
+    if view.ask_token || view.token_error.is_some() {
+        field(
+            &mut page,
+            &Field {
+                name: "token",
+                label: "Access token",
+                kind: "password",
+                value: "",
+                error: view.token_error.as_deref(),
+                hint: "This shortener creates links for holders of an access token.",
+                extra: " autocomplete=\"current-password\" required",
+            },
+        );
+    }
     page.push_str("<button type=\"submit\">Shorten</button>\n</form>\n");
     if let Some(outcome) = &view.outcome {
         let short = escape(&outcome.short_url);
@@ -193,7 +217,19 @@ mod tests {
             page.contains("<p class=\"error\" id=\"url-help\" role=\"alert\">bad &lt;url&gt;</p>")
         );
         assert!(page.contains("aria-invalid=\"true\""));
+        assert!(!page.contains("name=\"token\""));
         assert!(!page.contains("<script>\"") && !page.contains("\"><script>"));
+    }
+
+    #[test]
+    fn the_form_carries_its_token_and_asks_for_an_access_token() {
+        let page = render(&FormView {
+            csrf: "abc-_1".into(),
+            ask_token: true,
+            ..FormView::default()
+        });
+        assert!(page.contains("<input type=\"hidden\" name=\"csrf\" value=\"abc-_1\">"));
+        assert!(page.contains("name=\"token\" type=\"password\" value=\"\""));
     }
 
     #[test]

@@ -2,8 +2,10 @@
 
 use std::fmt;
 
+use std::net::{Ipv4Addr, Ipv6Addr};
+
 use shortlink_keys::check_redirect_target;
-use url::Url;
+use url::{Host, Url};
 
 use crate::config::Settings;
 
@@ -51,6 +53,11 @@ pub fn normalize_url(input: &str, settings: &Settings) -> Result<String, Invalid
             describe(c)
         )));
     }
+    if input.starts_with("//") {
+        return Err(Invalid::url(
+            "the URL is scheme-relative (it starts with //); put https: or http: in front",
+        ));
+    }
     let url = Url::parse(input).map_err(|e| match e {
         url::ParseError::RelativeUrlWithoutBase => {
             Invalid::url("the URL must be absolute, starting with http:// or https://")
@@ -63,14 +70,35 @@ pub fn normalize_url(input: &str, settings: &Settings) -> Result<String, Invalid
             url.scheme()
         )));
     }
-    if url.host_str().is_none_or(str::is_empty) {
+    let Some(host) = url.host().filter(|h| !matches!(h, Host::Domain(""))) else {
         return Err(Invalid::url("the URL has no host name"));
+    };
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Invalid::url(
+            "the URL contains a user name or password (user:pass@); remove them, as \
+             everyone who gets the short link would see them",
+        ));
+    }
+    if url.port() == Some(0) {
+        return Err(Invalid::url(
+            "the URL's port 0 is not a port; use 1 to 65535",
+        ));
     }
     let base = &settings.public_base;
-    if url.host() == base.host() && url.port_or_known_default() == base.port_or_known_default() {
+    if Some(&host) == base.host().as_ref()
+        && url.port_or_known_default() == base.port_or_known_default()
+    {
         return Err(Invalid::url(
             "the URL points at this shortener itself; shorten the final destination instead",
         ));
+    }
+    if !settings.config.allow_private_targets {
+        if let Some(kind) = non_public(&host) {
+            return Err(Invalid::url(format!(
+                "the URL's host {host} is {kind}, which visitors from the internet cannot \
+                 reach; link to a public host"
+            )));
+        }
     }
     let normalized = String::from(url);
     if normalized.len() > max {
@@ -89,6 +117,70 @@ pub fn check_custom_key(key: &str, settings: &Settings) -> Result<(), Invalid> {
         field: "key",
         message: format!("the {e}"),
     })
+}
+
+/// What makes `host` unreachable from the internet, if anything. Names are
+/// judged by their form, not resolved: the writer never fetches the URL, and
+/// a name's address can change after the check.
+fn non_public(host: &Host<&str>) -> Option<&'static str> {
+    match host {
+        Host::Ipv4(ip) => non_public_v4(*ip),
+        Host::Ipv6(ip) => non_public_v6(*ip),
+        Host::Domain(name) => {
+            let name = name.trim_end_matches('.');
+            let under = |zone: &str| {
+                name == zone
+                    || name
+                        .strip_suffix(zone)
+                        .is_some_and(|rest| rest.ends_with('.'))
+            };
+            if under("localhost") {
+                Some("a loopback name")
+            } else if under("local") {
+                Some("a link-local name")
+            } else if under("internal") || under("home.arpa") || under("lan") {
+                Some("a private name")
+            } else if !name.contains('.') {
+                Some("an intranet name without a domain")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let [a, b, ..] = ip.octets();
+    if ip.is_loopback() {
+        Some("a loopback address")
+    } else if ip.is_private() || (a == 100 && (64..128).contains(&b)) {
+        // 100.64.0.0/10 is carrier-grade NAT: private to an ISP.
+        Some("a private address")
+    } else if ip.is_link_local() {
+        Some("a link-local address")
+    } else if a == 0 || ip.is_broadcast() || ip.is_multicast() {
+        Some("not a host address")
+    } else {
+        None
+    }
+}
+
+fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return non_public_v4(v4);
+    }
+    let first = ip.segments()[0];
+    if ip.is_loopback() {
+        Some("a loopback address")
+    } else if first & 0xfe00 == 0xfc00 {
+        Some("a private address")
+    } else if first & 0xffc0 == 0xfe80 {
+        Some("a link-local address")
+    } else if ip.is_unspecified() || ip.is_multicast() {
+        Some("not a host address")
+    } else {
+        None
+    }
 }
 
 fn describe(c: char) -> String {
@@ -152,6 +244,18 @@ mod tests {
             ("https://[::1", "not valid"),
             ("https://example.org:99999/", "not valid"),
             ("http://127.0.0.1:6081/l/abcd", "this shortener itself"),
+            ("//example.org/page", "scheme-relative"),
+            ("https://user:pass@example.org/", "user name or password"),
+            ("https://user@example.org/", "user name or password"),
+            ("https://:pass@example.org/", "user name or password"),
+            ("https://example.org:0/", "port 0"),
+            ("https://example.org:-1/", "not valid"),
+            ("https://example.org:8o/", "not valid"),
+            ("https://example.org/\u{0}", "U+0000"),
+            ("https://example.org/\u{85}", "U+0085"),
+            ("https://example.org/\u{a0}", "U+00A0"),
+            ("https://example.org/\u{2028}", "U+2028"),
+            ("https://example.org/\u{3000}", "U+3000"),
         ] {
             let error = normalize_url(input, &s).unwrap_err();
             assert_eq!(error.field, "url");
@@ -160,9 +264,65 @@ mod tests {
     }
 
     #[test]
-    fn other_ports_of_the_same_host_are_fine() {
+    fn hosts_the_internet_cannot_reach_are_refused() {
         let s = settings();
+        for (input, kind) in [
+            ("http://127.0.0.1:9000/page", "loopback"),
+            ("http://127.1/", "loopback"),
+            ("http://2130706433/", "loopback"),
+            ("http://0x7f.0.0.1/", "loopback"),
+            ("http://[::1]/", "loopback"),
+            ("http://[::ffff:127.0.0.1]/", "loopback"),
+            ("http://localhost:8080/", "loopback name"),
+            ("http://LocalHost./", "loopback name"),
+            ("http://api.localhost/", "loopback name"),
+            ("http://10.1.2.3/", "private"),
+            ("http://172.16.0.1/", "private"),
+            ("http://172.31.255.255/", "private"),
+            ("http://192.168.1.1/admin", "private"),
+            ("http://100.64.0.1/", "private"),
+            ("http://[fd00::1]/", "private"),
+            ("http://[::ffff:10.0.0.1]/", "private"),
+            ("http://router.internal/", "private name"),
+            ("http://nas.home.arpa/", "private name"),
+            ("http://169.254.169.254/latest/meta-data/", "link-local"),
+            ("http://[fe80::1]/", "link-local"),
+            ("http://printer.local/", "link-local name"),
+            ("http://0.0.0.0/", "not a host address"),
+            ("http://[::]/", "not a host address"),
+            ("http://255.255.255.255/", "not a host address"),
+            ("http://224.0.0.1/", "not a host address"),
+            ("http://intranet/", "intranet name"),
+        ] {
+            let error = normalize_url(input, &s).unwrap_err();
+            assert!(error.message.contains(kind), "{input:?}: {error}");
+        }
+        for public in [
+            "http://172.32.0.1/",
+            "http://100.128.0.1/",
+            "http://8.8.8.8/",
+            "http://[2001:4860:4860::8888]/",
+            "http://localhost.example.org/",
+            "http://local.example/",
+            "http://example.local.org/",
+        ] {
+            assert!(normalize_url(public, &s).is_ok(), "{public}");
+        }
+    }
+
+    #[test]
+    fn private_hosts_can_be_allowed() {
+        let s = Settings::new(Config {
+            allow_private_targets: true,
+            ..Config::default()
+        })
+        .unwrap();
         assert!(normalize_url("http://127.0.0.1:9000/page", &s).is_ok());
+        assert!(normalize_url("http://intranet/", &s).is_ok());
+        // The shortener itself stays refused.
+        let error = normalize_url("http://127.0.0.1:6081/l/abcd", &s).unwrap_err();
+        assert!(error.message.contains("this shortener itself"), "{error}");
+        assert!(normalize_url("http://u:p@10.0.0.1/", &s).is_err());
     }
 
     #[test]

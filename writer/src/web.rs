@@ -1,26 +1,30 @@
 //! HTTP interfaces: the JSON API under `/api/links` and the web form at `/`.
 
-use actix_web::error::JsonPayloadError;
+use actix_web::cookie::{Cookie, SameSite};
+use actix_web::error::{JsonPayloadError, UrlencodedError};
 use actix_web::http::{header, StatusCode};
-use actix_web::{web, HttpResponse, ResponseError};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use serde::{Deserialize, Serialize};
 
+use crate::guard::{new_form_cookie, Guard, Refusal, CSRF_COOKIE};
 use crate::page::{render, FormView, Outcome};
 use crate::shortener::{ShortenError, Shortener};
 use crate::store::{Inserted, Link, StoreError};
 
-/// Largest request body accepted, JSON or form.
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
-
-/// Routes of the writer, for `App::configure`.
-pub fn routes(config: &mut web::ServiceConfig) {
+/// Routes of the writer, for `App::configure`; bodies over `max_body_bytes`
+/// get 413. The app must also hold a `Shortener` and a `Guard`.
+pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
     config
         .app_data(
             web::JsonConfig::default()
-                .limit(MAX_BODY_BYTES)
-                .error_handler(|error, _req| json_error(&error).into()),
+                .limit(max_body_bytes)
+                .error_handler(move |error, _req| json_error(&error, max_body_bytes).into()),
         )
-        .app_data(web::FormConfig::default().limit(MAX_BODY_BYTES))
+        .app_data(
+            web::FormConfig::default()
+                .limit(max_body_bytes)
+                .error_handler(move |error, _req| form_error(&error, max_body_bytes).into()),
+        )
         .route("/", web::get().to(form_page))
         .route("/", web::post().to(form_submit))
         .route("/api/links", web::post().to(create_link))
@@ -58,6 +62,22 @@ pub struct ApiError {
     status: StatusCode,
     message: String,
     field: Option<&'static str>,
+    /// `Retry-After` seconds, for 429.
+    retry_after_s: Option<u64>,
+    /// `WWW-Authenticate` challenge, for 401.
+    challenge: Option<&'static str>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: String) -> Self {
+        Self {
+            status,
+            message,
+            field: None,
+            retry_after_s: None,
+            challenge: None,
+        }
+    }
 }
 
 impl std::fmt::Display for ApiError {
@@ -76,7 +96,15 @@ impl ResponseError for ApiError {
         if let Some(field) = self.field {
             body["field"] = field.into();
         }
-        HttpResponse::build(self.status).json(body)
+        let mut response = HttpResponse::build(self.status);
+        if let Some(seconds) = self.retry_after_s {
+            body["retry_after_s"] = seconds.into();
+            response.insert_header((header::RETRY_AFTER, seconds.to_string()));
+        }
+        if let Some(challenge) = self.challenge {
+            response.insert_header((header::WWW_AUTHENTICATE, challenge));
+        }
+        response.json(body)
     }
 }
 
@@ -94,14 +122,35 @@ impl From<ShortenError> for ApiError {
             }
         };
         Self {
-            status,
-            message: error.to_string(),
             field,
+            ..Self::new(status, error.to_string())
         }
     }
 }
 
-fn json_error(error: &JsonPayloadError) -> ApiError {
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        let mut error = Self::new(StatusCode::FORBIDDEN, refusal.to_string());
+        match refusal {
+            Refusal::TokenMissing => {
+                error.status = StatusCode::UNAUTHORIZED;
+                error.challenge = Some("Bearer realm=\"shortlink\"");
+            }
+            Refusal::TokenInvalid => {
+                error.status = StatusCode::UNAUTHORIZED;
+                error.challenge = Some("Bearer realm=\"shortlink\", error=\"invalid_token\"");
+            }
+            Refusal::RateLimited { retry_after_s } => {
+                error.status = StatusCode::TOO_MANY_REQUESTS;
+                error.retry_after_s = Some(retry_after_s);
+            }
+            Refusal::CrossSite(_) => {}
+        }
+        error
+    }
+}
+
+fn json_error(error: &JsonPayloadError, max_body_bytes: usize) -> ApiError {
     let (status, message) = match error {
         JsonPayloadError::ContentType => (
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -109,7 +158,7 @@ fn json_error(error: &JsonPayloadError) -> ApiError {
         ),
         JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => (
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is over {MAX_BODY_BYTES} bytes"),
+            format!("the request body is over {max_body_bytes} bytes"),
         ),
         JsonPayloadError::Deserialize(e) => (
             StatusCode::BAD_REQUEST,
@@ -120,17 +169,33 @@ fn json_error(error: &JsonPayloadError) -> ApiError {
             format!("the request body could not be read: {other}"),
         ),
     };
-    ApiError {
-        status,
-        message,
-        field: None,
+    ApiError::new(status, message)
+}
+
+fn form_error(error: &UrlencodedError, max_body_bytes: usize) -> ApiError {
+    match error {
+        UrlencodedError::Overflow { .. } => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the form is over {max_body_bytes} bytes"),
+        ),
+        UrlencodedError::ContentType => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the form as application/x-www-form-urlencoded".to_owned(),
+        ),
+        other => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the form could not be read: {other}"),
+        ),
     }
 }
 
 async fn create_link(
+    request: HttpRequest,
     shortener: web::Data<Shortener>,
+    guard: web::Data<Guard>,
     body: web::Json<NewLink>,
 ) -> Result<HttpResponse, ApiError> {
+    guard.admit(&request, None)?;
     let inserted = shortener.shorten(&body.url, body.key.as_deref()).await?;
     let status = match inserted {
         Inserted::Created(_) => StatusCode::CREATED,
@@ -149,11 +214,10 @@ async fn get_link(
     let key = key.into_inner();
     match shortener.get(&key).await {
         Ok(Some(link)) => Ok(HttpResponse::Ok().json(LinkBody::new(&link, &shortener))),
-        Ok(None) => Err(ApiError {
-            status: StatusCode::NOT_FOUND,
-            message: format!("there is no link with the key {key:?}"),
-            field: None,
-        }),
+        Ok(None) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("there is no link with the key {key:?}"),
+        )),
         Err(error) => Err(ShortenError::Store(error).into()),
     }
 }
@@ -164,19 +228,49 @@ pub struct FormInput {
     url: String,
     #[serde(default)]
     key: String,
+    /// The form token the page carried (against cross-site posts).
+    #[serde(default)]
+    csrf: String,
+    /// An access token typed by the user, when the writer needs one.
+    #[serde(default)]
+    token: String,
 }
 
-async fn form_page() -> HttpResponse {
-    html(StatusCode::OK, &render(&FormView::default()))
+async fn form_page(request: HttpRequest, guard: web::Data<Guard>) -> HttpResponse {
+    form_response(&request, &guard, StatusCode::OK, FormView::default())
 }
 
-async fn form_submit(shortener: web::Data<Shortener>, form: web::Form<FormInput>) -> HttpResponse {
+async fn form_submit(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Guard>,
+    form: web::Form<FormInput>,
+) -> HttpResponse {
     let key = form.key.trim();
     let mut view = FormView {
         url: form.url.clone(),
         key: form.key.clone(),
         ..FormView::default()
     };
+    let admitted = guard
+        .check_form_post(&request, &form.csrf)
+        .and_then(|()| guard.admit(&request, Some(&form.token)));
+    if let Err(refusal) = admitted {
+        let token_problem = matches!(refusal, Refusal::TokenMissing | Refusal::TokenInvalid);
+        let error = ApiError::from(refusal);
+        if token_problem {
+            view.token_error = Some(error.message);
+        } else {
+            view.general_error = Some(error.message);
+        }
+        let mut response = form_response(&request, &guard, error.status, view);
+        if let Some(seconds) = error.retry_after_s {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, seconds.into());
+        }
+        return response;
+    }
     let status = match shortener.shorten(&form.url, Some(key)).await {
         Ok(inserted) => {
             let created = matches!(inserted, Inserted::Created(_));
@@ -205,12 +299,51 @@ async fn form_submit(shortener: web::Data<Shortener>, form: web::Form<FormInput>
             api.status
         }
     };
-    html(status, &render(&view))
+    form_response(&request, &guard, status, view)
 }
 
-fn html(status: StatusCode, body: &str) -> HttpResponse {
-    HttpResponse::build(status)
+/// The form page, with a form token for the browser's cookie; a browser
+/// without a cookie (or with a malformed one) gets a new one.
+fn form_response(
+    request: &HttpRequest,
+    guard: &Guard,
+    status: StatusCode,
+    mut view: FormView,
+) -> HttpResponse {
+    let existing = request
+        .cookie(CSRF_COOKIE)
+        .map(|c| c.value().to_owned())
+        .filter(|v| {
+            v.len() == 43
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+        });
+    let (cookie, is_new) = match existing {
+        Some(cookie) => (cookie, false),
+        None => match new_form_cookie() {
+            Ok(cookie) => (cookie, true),
+            Err(message) => {
+                log::error!("{message}");
+                return HttpResponse::InternalServerError().body(message);
+            }
+        },
+    };
+    view.csrf = guard.form_token(&cookie);
+    view.ask_token = guard.token_required();
+    let mut response = HttpResponse::build(status);
+    response
         .content_type("text/html; charset=utf-8")
-        .insert_header((header::CACHE_CONTROL, "no-store"))
-        .body(body.to_owned())
+        .insert_header((header::CACHE_CONTROL, "no-store"));
+    if is_new {
+        let secure = request.connection_info().scheme() == "https";
+        response.cookie(
+            Cookie::build(CSRF_COOKIE, cookie)
+                .path("/")
+                .http_only(true)
+                .same_site(SameSite::Strict)
+                .secure(secure)
+                .finish(),
+        );
+    }
+    response.body(render(&view))
 }

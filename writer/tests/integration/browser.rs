@@ -8,7 +8,7 @@ use fantoccini::{ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use test_support::{free_port, wait_for_port};
 
-use crate::common::Suite;
+use crate::common::{Suite, CROSS_SITE_URL};
 
 struct ChromeDriver(Child);
 
@@ -140,6 +140,28 @@ async fn steps(
     let url = client.current_url().await.map_err(fail("read the URL"))?;
     if heading != "You landed" || url.as_str() != suite.landing_url {
         return Err(format!("landed on {url} with {heading:?}"));
+    }
+
+    // A page on another origin submits the form by script: refused.
+    let attack = suite.landing_url.replace("/welcome", "/attack");
+    client
+        .goto(&attack)
+        .await
+        .map_err(fail("open the hostile page"))?;
+    let alert = wait_for(client, Locator::Css("p.error[role=alert]"))
+        .await?
+        .text()
+        .await
+        .map_err(fail("read the refusal"))?;
+    if !alert.contains("another site") {
+        return Err(format!("the cross-site post was answered with {alert:?}"));
+    }
+    let key = shortlink_keys::digest_key(CROSS_SITE_URL);
+    let stored = suite
+        .redis
+        .cli(&["HGET", &format!("short:{}", &key[..2]), &key[2..4]])?;
+    if !stored.trim().is_empty() {
+        return Err(format!("the cross-site post stored {stored:?}"));
     }
     Ok(())
 }

@@ -10,12 +10,15 @@ use std::time::Duration;
 
 use actix_web::{test as actix_test, web, App};
 use shortlink_keys::digest_key;
-use shortlink_writer::config::{Config, Settings};
+use shortlink_writer::config::{AccessToken, Config, Settings};
 use shortlink_writer::shortener::{ShortenError, Shortener};
 use shortlink_writer::store::{Inserted, StoreError};
 use test_support::{free_port, release_dir, wait_for_port, work_dir, RedisServer, Varnish};
 
 pub type Test = fn(&Suite) -> Result<(), String>;
+
+/// The access token of the suite's writer.
+pub const TEST_TOKEN: &str = "test-token-0123456789abcdef0123456789";
 
 pub const WRITER: &str = env!("CARGO_BIN_EXE_shortlink");
 
@@ -42,9 +45,12 @@ impl Suite {
             format!(
                 "listen = \"127.0.0.1:{writer_port}\"\n\
                  public_base_url = \"http://127.0.0.1:{varnish_port}/l/\"\n\
+                 # The browser test's landing page is on loopback.\n\
+                 allow_private_targets = true\n\
                  [redis]\nurl = \"{}\"\n\
                  [varnish]\npurge_url = \"http://127.0.0.1:{varnish_port}\"\n\
-                 vmod = \"{}\"\n",
+                 vmod = \"{}\"\n\
+                 [access]\ntokens = [\"{TEST_TOKEN}\"]\n",
                 redis.url,
                 release_dir().join("libvmod_shortlink.so").display()
             ),
@@ -64,9 +70,10 @@ impl Suite {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cannot start the writer: {e}"))?;
+        let writer_url = format!("http://127.0.0.1:{writer_port}");
         let suite = Self {
-            landing_url: start_landing_server()?,
-            writer_url: format!("http://127.0.0.1:{writer_port}"),
+            landing_url: start_landing_server(&writer_url)?,
+            writer_url,
             dir,
             redis,
             varnish,
@@ -80,11 +87,23 @@ impl Suite {
     /// Settings for in-process tests: this suite's Redis, keys under `prefix`,
     /// no purging (these tests have no Varnish of their own).
     pub fn settings(&self, prefix: &str, split: usize) -> Settings {
+        self.settings_with(prefix, split, |_| {})
+    }
+
+    /// [`Self::settings`], changed by `edit`.
+    pub fn settings_with(
+        &self,
+        prefix: &str,
+        split: usize,
+        edit: impl FnOnce(&mut Config),
+    ) -> Settings {
         let mut config = Config::default();
         config.redis.url.clone_from(&self.redis.url);
         prefix.clone_into(&mut config.redis.hash_prefix);
         config.redis.split = split;
         config.varnish.purge_url = String::new();
+        config.access.tokens = vec![AccessToken::new(TEST_TOKEN)];
+        edit(&mut config);
         Settings::new(config).expect("test settings are valid")
     }
 
@@ -121,19 +140,32 @@ pub fn run_writer(args: &[&str]) -> Result<String, String> {
     test_support::command_output(WRITER, args)
 }
 
-/// A page the test's short links lead to.
-fn start_landing_server() -> Result<String, String> {
+/// A page the test's short links lead to, on an origin of its own; its
+/// `/attack` page posts the writer's form from there, as a hostile site would.
+fn start_landing_server(writer_url: &str) -> Result<String, String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let attack = format!(
+        "<!DOCTYPE html><html><head><title>Win a prize</title></head><body>\
+         <form method=\"post\" action=\"{writer_url}/\">\
+         <input name=\"url\" value=\"{CROSS_SITE_URL}\"></form>\
+         <script>document.forms[0].submit()</script></body></html>"
+    );
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let mut reader = BufReader::new(&stream);
             let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let is_attack = line.starts_with("GET /attack ");
             while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
                 line.clear();
             }
-            let body = "<!DOCTYPE html><html><head><title>Landed</title></head>\
-                        <body><h1 id=\"landed\">You landed</h1></body></html>";
+            let body = if is_attack {
+                attack.as_str()
+            } else {
+                "<!DOCTYPE html><html><head><title>Landed</title></head>\
+                 <body><h1 id=\"landed\">You landed</h1></body></html>"
+            };
             let _ = write!(
                 &stream,
                 "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\
@@ -145,7 +177,10 @@ fn start_landing_server() -> Result<String, String> {
     Ok(format!("http://127.0.0.1:{port}/welcome"))
 }
 
-fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+/// The URL the landing server's `/attack` page tries to shorten.
+pub const CROSS_SITE_URL: &str = "https://example.org/planted-by-another-site";
+
+pub fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -153,7 +188,7 @@ fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
         .block_on(future)
 }
 
-fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
+pub fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
     if condition {
         Ok(())
     } else {
@@ -351,11 +386,16 @@ pub fn concurrent_same_url(suite: &Suite) -> Result<(), String> {
 /// The writer's routes in an in-process actix service.
 macro_rules! api_app {
     ($shortener:expr) => {
-        actix_test::init_service(
+        actix_test::init_service({
+            let shortener = $shortener;
+            let guard = shortlink_writer::guard::Guard::new(&shortener.settings)
+                .expect("a guard for the test settings");
+            let max_body_bytes = shortener.settings.config.max_body_bytes;
             App::new()
-                .app_data(web::Data::new($shortener))
-                .configure(shortlink_writer::web::routes),
-        )
+                .app_data(web::Data::new(shortener))
+                .app_data(web::Data::new(guard))
+                .configure(|config| shortlink_writer::web::routes(config, max_body_bytes))
+        })
         .await
     };
 }
@@ -440,6 +480,33 @@ pub fn api_every_validation_rule(suite: &Suite) -> Result<(), String> {
             (serde_json::json!({ "url": long }), "url"),
             (
                 serde_json::json!({ "url": "http://127.0.0.1:6081/l/abcd" }),
+                "url",
+            ),
+            (serde_json::json!({ "url": "//example.org/x" }), "url"),
+            (
+                serde_json::json!({ "url": "https://user:pass@example.org/" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org:0/" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org:70000/" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "http://localhost:8080/" }),
+                "url",
+            ),
+            (serde_json::json!({ "url": "http://10.0.0.1/" }), "url"),
+            (serde_json::json!({ "url": "http://[::1]/" }), "url"),
+            (
+                serde_json::json!({ "url": "http://169.254.169.254/latest" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org/\u{0}" }),
                 "url",
             ),
             (
@@ -553,15 +620,12 @@ pub fn form_submit_and_errors(suite: &Suite) -> Result<(), String> {
     ensure(page.contains("<form method=\"post\" action=\"/\""), || {
         page.clone()
     })?;
-    let mut response = agent
-        .post(&suite.writer_url)
-        .send_form([("url", "notaurl"), ("key", "")])
-        .map_err(|e| e.to_string())?;
-    let status = response.status().as_u16();
-    let page = response
-        .body_mut()
-        .read_to_string()
-        .map_err(|e| e.to_string())?;
+    let (status, page) = post_form(
+        &agent,
+        &suite.writer_url,
+        &[("url", "notaurl"), ("key", "")],
+        &[],
+    )?;
     ensure(status == 422, || format!("invalid URL answered {status}"))?;
     ensure(page.contains("value=\"notaurl\""), || {
         "the typed URL was lost".into()
@@ -572,7 +636,56 @@ pub fn form_submit_and_errors(suite: &Suite) -> Result<(), String> {
     )
 }
 
-fn get(agent: &ureq::Agent, url: &str) -> Result<(u16, Option<String>), String> {
+/// Loads the form as a browser would (its cookie and form token), then
+/// posts `fields` with them and with `headers`.
+pub fn post_form(
+    agent: &ureq::Agent,
+    writer_url: &str,
+    fields: &[(&str, &str)],
+    headers: &[(&str, &str)],
+) -> Result<(u16, String), String> {
+    let (cookie, csrf) = form_credentials(agent, writer_url)?;
+    let mut request = agent
+        .post(writer_url)
+        .header("cookie", format!("shortlink_csrf={cookie}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut fields = fields.to_vec();
+    fields.push(("csrf", &csrf));
+    let mut response = request.send_form(fields).map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let page = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    Ok((status, page))
+}
+
+/// The form cookie and form token a fresh browser gets with the page.
+pub fn form_credentials(agent: &ureq::Agent, writer_url: &str) -> Result<(String, String), String> {
+    let mut response = agent.get(writer_url).call().map_err(|e| e.to_string())?;
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("shortlink_csrf="))
+        .and_then(|v| v.split(';').next())
+        .map(str::to_owned)
+        .ok_or("the form page set no shortlink_csrf cookie")?;
+    let page = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    let csrf = page
+        .split_once("name=\"csrf\" value=\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(value, _)| value.to_owned())
+        .ok_or("the form has no csrf field")?;
+    Ok((cookie, csrf))
+}
+
+pub fn get(agent: &ureq::Agent, url: &str) -> Result<(u16, Option<String>), String> {
     let response = agent
         .get(url)
         .call()
@@ -662,15 +775,11 @@ pub fn form_link_served_at_once(suite: &Suite) -> Result<(), String> {
     ensure(get(&agent, &short)?.0 == 404, || {
         "expected 404 before insert".into()
     })?;
-    let mut response = agent
-        .post(&suite.writer_url)
-        .send_form([("url", url), ("key", "")])
-        .map_err(|e| e.to_string())?;
-    let page = response
-        .body_mut()
-        .read_to_string()
-        .map_err(|e| e.to_string())?;
-    ensure(page.contains(&format!("href=\"{short}\"")), || page.clone())?;
+    let (status, page) = post_form(&agent, &suite.writer_url, &[("url", url), ("key", "")], &[])?;
+    ensure(
+        status == 201 && page.contains(&format!("href=\"{short}\"")),
+        || format!("{status} {page}"),
+    )?;
     let (status, location) = get(&agent, &short)?;
     ensure(status == 301 && location.as_deref() == Some(url), || {
         format!("{status} {location:?}")

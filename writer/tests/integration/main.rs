@@ -5,8 +5,10 @@
 //! Every server starts once for the whole suite and stops at the end; each
 //! test keeps to a hash prefix (or URLs) of its own, so tests run in parallel.
 
-mod browser;
+#[macro_use]
 mod common;
+mod browser;
+mod security;
 
 use std::process::ExitCode;
 
@@ -90,6 +92,27 @@ fn main() -> ExitCode {
         (
             "browser::form_to_landing_page",
             browser::form_to_landing_page,
+        ),
+        (
+            "security::cross_site_form_posts",
+            security::cross_site_form_posts,
+        ),
+        (
+            "security::tokens_and_rate_limit",
+            security::tokens_and_rate_limit,
+        ),
+        ("security::required_token", security::required_token),
+        (
+            "security::refused_bodies_store_nothing",
+            security::refused_bodies_store_nothing,
+        ),
+        (
+            "security::off_loopback_needs_a_token",
+            security::off_loopback_needs_a_token,
+        ),
+        (
+            "security::tokens_never_logged",
+            security::tokens_never_logged,
         ),
     ];
     let trials = tests
