@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Starts Redis, Varnish and the writer in the foreground for local use, and
-# stops all three on Ctrl-C or SIGTERM. `make run` builds first, then runs
-# this; `scripts/run.sh --print-vcl` prints the VCL it would load.
+# stops all three on Ctrl-C or SIGTERM. Each is supervised: one that dies is
+# started again (Redis from its append-only file, so no acknowledged link is
+# lost). `make run` builds first, then runs this; `scripts/run.sh
+# --print-vcl` prints the VCL it would load.
 #
 # Environment (defaults in brackets):
 #   REDIS_PORT     [6380]   port of the Redis this starts
@@ -60,6 +62,38 @@ trap stop_all EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# Runs a command again whenever it exits, until this script stops it. One
+# that keeps dying at once (a port in use, say) is given up on, which stops
+# everything.
+supervise() { # name, command...
+    local name=$1
+    shift
+    (
+        child=
+        trap '[ -z "$child" ] || kill -TERM "$child" 2>/dev/null; wait 2>/dev/null; exit 0' TERM INT
+        quick_exits=0
+        while true; do
+            started=$SECONDS
+            "$@" &
+            child=$!
+            status=0
+            wait "$child" || status=$?
+            if [ $((SECONDS - started)) -lt 3 ]; then
+                quick_exits=$((quick_exits + 1))
+            else
+                quick_exits=0
+            fi
+            if [ "$quick_exits" -ge 5 ]; then
+                say "$name keeps exiting (status $status); giving up"
+                exit 1
+            fi
+            say "$name exited (status $status); starting it again"
+            sleep 1
+        done
+    ) &
+    pids+=($!)
+}
+
 wait_until() { # what, pid, command...
     local what=$1 pid=$2
     shift 2
@@ -73,9 +107,8 @@ wait_until() { # what, pid, command...
 }
 
 say "starting Redis on 127.0.0.1:$redis_port (data in $var_dir/redis)"
-redis-server "$root/redis/redis.conf" --port "$redis_port" --dir "$var_dir/redis" \
-    --pidfile "$var_dir/run/redis.pid" --logfile "" &
-pids+=($!)
+supervise Redis redis-server "$root/redis/redis.conf" --port "$redis_port" --dir "$var_dir/redis" \
+    --pidfile "$var_dir/run/redis.pid" --logfile ""
 wait_until "Redis (port $redis_port free? set REDIS_PORT)" "${pids[-1]}" \
     sh -c "[ \"\$(redis-cli -p $redis_port ping)\" = PONG ]"
 
@@ -89,15 +122,13 @@ if [ "$(id -u)" -eq 0 ] && id varnish >/dev/null 2>&1 &&
     jail=(-j none)
 fi
 say "starting Varnish on $varnish_listen with the VCL generated from $config"
-varnishd -F "${jail[@]}" -a "$varnish_listen" -n "$var_dir/varnish" -f "$vcl" \
-    -T 127.0.0.1:0 -s malloc,256m &
-pids+=($!)
+supervise Varnish varnishd -F "${jail[@]}" -a "$varnish_listen" -n "$var_dir/varnish" -f "$vcl" \
+    -T 127.0.0.1:0 -s malloc,256m
 wait_until "Varnish (port ${varnish_listen##*:} free? set VARNISH_PORT)" "${pids[-1]}" \
     curl -fs "http://$varnish_listen/"
 
 say "starting the writer"
-"$shortlink" serve --config "$config" &
-pids+=($!)
+supervise "The writer" "$shortlink" serve --config "$config"
 writer_listen=$(sed -n 's/^listen = "\(.*\)"$/\1/p' "$config")
 writer_listen=${writer_listen:-127.0.0.1:8080}
 wait_until "the writer (port ${writer_listen##*:} free? set WRITER_PORT)" "${pids[-1]}" \
@@ -112,6 +143,6 @@ cat >&2 <<MSG
     Ctrl-C stops everything.
 MSG
 
-# Whichever exits first brings the others down.
+# A supervisor that gave up brings the others down.
 wait -n "${pids[@]}"
-say "a server exited; stopping the rest"
+say "a server could not be kept running; stopping the rest"

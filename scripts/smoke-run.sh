@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end check of `make run`: it starts, serves a link added by hand with
-# redis-cli and one added through the writer, and leaves no process behind
+# redis-cli and one added through the writer, brings Redis back by itself
+# after a kill -9 with every acknowledged link, and leaves no process behind
 # when sent SIGTERM.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,6 +42,28 @@ short=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["short_url"])' <
 headers=$(curl -s -o /dev/null -D - "$short")
 grep -qi '^Location: https://example.org/via-writer' <<<"$headers" || fail "$short answered: $headers"
 
+# kill -9 Redis right after an acknowledged insert: make run starts it again
+# from its append-only file, and the link is still there.
+created=$(curl -s -H 'Content-Type: application/json' -d '{"url": "https://example.org/before-crash"}' \
+    "http://127.0.0.1:$writer_port/api/links")
+key=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])' <<<"$created") ||
+    fail "the writer answered: $created"
+redis_pid=$(cat "$tmp/var/run/redis.pid")
+kill -9 "$redis_pid"
+for _ in $(seq 100); do
+    new_pid=$(cat "$tmp/var/run/redis.pid" 2>/dev/null || true)
+    if [ -n "$new_pid" ] && [ "$new_pid" != "$redis_pid" ] &&
+        [ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ]; then
+        break
+    fi
+    sleep 0.1
+done
+[ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ] || fail "Redis did not come back after kill -9"
+stored=$(redis-cli -p "$redis_port" HGET "short:${key:0:2}" "${key:2}")
+[ "$stored" = https://example.org/before-crash ] || fail "the acknowledged link was lost: got '$stored'"
+headers=$(curl -s -o /dev/null -D - "http://127.0.0.1:$varnish_port/l/$key")
+grep -qi '^Location: https://example.org/before-crash' <<<"$headers" || fail "after the restart: $headers"
+
 kill -TERM "$make_pid"
 for _ in $(seq 100); do kill -0 "$make_pid" 2>/dev/null || break; sleep 0.1; done
 sleep 0.5
@@ -48,4 +71,5 @@ if pgrep -f "$tmp/var" >/dev/null; then
     pgrep -af "$tmp/var" >&2
     fail "processes left behind after SIGTERM"
 fi
-echo "smoke-run: make run served links added by hand and through the writer, and stopped cleanly"
+echo "smoke-run: make run served links added by hand and through the writer, brought Redis back" \
+    "after kill -9 with the acknowledged link, and stopped cleanly"
