@@ -52,6 +52,12 @@ sub vcl_recv {
     if (req.method != "GET" && req.method != "HEAD") {
         return (synth(405, "Method Not Allowed"));
     }
+    # A link is read with no request body. Varnish reads one only after the
+    # lookup, too late to refuse a malformed one: refuse any body first.
+    if (req.http.Transfer-Encoding ||
+        (req.http.Content-Length && req.http.Content-Length != "0")) {
+        return (synth(400, "Bad Request"));
+    }
     set req.backend_hint = links.backend();
     # Short links look the same to everyone: cookies and credentials must
     # not turn them into uncacheable passes.
