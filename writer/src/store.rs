@@ -1,6 +1,7 @@
 //! Storing and reading links in Redis, in the layout of `shortlink_keys`.
 
 use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
@@ -18,19 +19,29 @@ use crate::config::Settings;
 /// Redis runs scripts one at a time, so two writers can never both see a
 /// slot free, nor give two URLs the same key.
 ///
-/// `KEYS[1]`: the hash. `ARGV[1]`: the URL. `ARGV[2..]`: candidate fields,
+/// The script also carries a deadline. A writer that gave up waiting has
+/// told its client 503; if Redis was only hung, the script still sits on
+/// its socket and would run when Redis resumes, storing a link nobody was
+/// told about. Past the deadline it stores nothing.
+///
+/// `KEYS[1]`: the hash. `ARGV[1]`: the URL. `ARGV[2]`: the deadline, in
+/// milliseconds of Redis's clock (`TIME`). `ARGV[3..]`: candidate fields,
 /// shortest first. Returns `{n, created}`: the n-th candidate holds the URL
-/// (created = 1 if this call stored it), or `{0, 0}` if every candidate
-/// holds another URL.
+/// (created = 1 if this call stored it), `{0, 0}` if every candidate holds
+/// another URL, or `{-1, 0}` if the deadline had passed.
 const CLAIM_SCRIPT: &str = r"
+local now = redis.call('TIME')
+if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > tonumber(ARGV[2]) then
+    return {-1, 0}
+end
 local url = ARGV[1]
-for i = 2, #ARGV do
+for i = 3, #ARGV do
     local current = redis.call('HGET', KEYS[1], ARGV[i])
     if not current then
         redis.call('HSET', KEYS[1], ARGV[i], url)
-        return {i - 1, 1}
+        return {i - 2, 1}
     elseif current == url then
-        return {i - 1, 0}
+        return {i - 2, 0}
     end
 end
 return {0, 0}
@@ -105,6 +116,7 @@ pub struct LinkStore {
     scheme: KeyScheme,
     min_generated_len: usize,
     claim: Script,
+    write_timeout: Duration,
 }
 
 impl LinkStore {
@@ -116,14 +128,15 @@ impl LinkStore {
             .set_connection_timeout(Some(settings.connect_timeout()))
             .set_response_timeout(Some(settings.write_timeout()))
             .set_number_of_retries(1)
-            .set_min_delay(std::time::Duration::from_millis(50))
-            .set_max_delay(std::time::Duration::from_millis(500));
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
         let connection = ConnectionManager::new_lazy_with_config(client, config)?;
         Ok(Self {
             connection,
             scheme: settings.scheme.clone(),
             min_generated_len: settings.config.min_generated_key_length,
             claim: Script::new(CLAIM_SCRIPT),
+            write_timeout: settings.write_timeout(),
         })
     }
 
@@ -183,9 +196,28 @@ impl LinkStore {
     ) -> Result<Option<(usize, bool)>, StoreError> {
         let mut connection = self.connection.clone();
         let mut invocation = self.claim.key(hash);
-        invocation.arg(url).arg(fields);
-        let (position, created): (usize, u8) = invocation.invoke_async(&mut connection).await?;
-        Ok(position.checked_sub(1).map(|index| (index, created == 1)))
+        invocation.arg(url).arg(self.deadline_ms()).arg(fields);
+        let (position, created): (i64, u8) = invocation.invoke_async(&mut connection).await?;
+        match position {
+            -1 => Err(StoreError::Unavailable(
+                "Redis took longer than the write timeout, so nothing was stored \
+                 (if Redis answers quickly, its clock is ahead of the writer's)"
+                    .into(),
+            )),
+            0 => Ok(None),
+            n => Ok(Some((usize::try_from(n - 1).unwrap_or(0), created == 1))),
+        }
+    }
+
+    /// When a claim sent now must no longer store anything: before the write
+    /// timeout, so that a claim run just in time has a margin to answer.
+    /// Writer and Redis clocks must agree to within that margin (NTP does).
+    fn deadline_ms(&self) -> u128 {
+        let margin = (self.write_timeout / 4).min(Duration::from_millis(250));
+        let deadline = SystemTime::now() + self.write_timeout - margin;
+        deadline
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis())
     }
 }
 
