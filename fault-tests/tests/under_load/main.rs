@@ -1,0 +1,129 @@
+//! Faults under load, against real servers: `redis-server` on the shipped
+//! `redis/redis.conf`, `varnishd` on the VCL `shortlink vcl` generates, and
+//! the `shortlink` writer, all from the release build. A bounded loopback
+//! load generator (plain threads, kept-alive HTTP/1.1) runs through each
+//! fault and records every request; each test prints its figures.
+//!
+//! - `redis_hangs`, `redis_killed_and_restarted`: cached links always 301,
+//!   fresh keys 503 within the lookup timeout, normal within 1 s, same
+//!   Varnish child and VCL;
+//! - `redis_down_while_varnish_starts`: the VCL loads, 503 until Redis is
+//!   up, then 301;
+//! - `writer_with_redis_killed`, `writer_with_redis_hung`:
+//!   inserts answer 201/200 or 503 "unreachable", the store matches what
+//!   was acknowledged;
+//! - `durability_of_acknowledged_links`: no acknowledged link lost to a
+//!   `kill -9` right after the last acknowledgement;
+//! - `varnish_restarted`: a new varnishd serves every link from Redis.
+//!
+//! Faults are destructive and timings matter, so the tests run one at a
+//! time, whatever `--test-threads` says. Each starts its own servers, which
+//! its guards stop even when it fails; a failed test's directory under
+//! `target/test-work/` keeps the servers' logs.
+
+mod http;
+mod inserts;
+mod links;
+mod load;
+mod redirects;
+mod resp;
+mod stack;
+
+use std::process::ExitCode;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use libtest_mimic::{Arguments, Trial};
+
+use stack::Fault;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+type Test = fn() -> Result<(), String>;
+
+fn redis_hangs() -> Result<(), String> {
+    redirects::redis_fault("redis-hangs", Fault::Hang, Duration::from_secs(3))
+}
+
+fn redis_killed() -> Result<(), String> {
+    redirects::redis_fault("redis-killed", Fault::Kill, Duration::from_secs(2))
+}
+
+fn writer_redis_killed() -> Result<(), String> {
+    inserts::writer_redis_away(
+        "writer-redis-killed",
+        Fault::Kill,
+        Duration::from_millis(1500),
+    )
+}
+
+/// Hung longer than the writer's write timeout, so that inserts time out:
+/// an insert answered 503 stays queued on Redis's socket and runs when
+/// Redis resumes, where its deadline must keep it from storing anything.
+fn writer_redis_hung() -> Result<(), String> {
+    inserts::writer_redis_away(
+        "writer-redis-hung",
+        Fault::Hang,
+        Duration::from_millis(4500),
+    )
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    // (name, its directory under target/test-work, test, known to fail)
+    let tests: [(&str, &str, Test, bool); 7] = [
+        ("redis_hangs", "redis-hangs", redis_hangs, false),
+        (
+            "redis_killed_and_restarted",
+            "redis-killed",
+            redis_killed,
+            false,
+        ),
+        (
+            "redis_down_while_varnish_starts",
+            "redis-down-at-start",
+            redirects::redis_down_at_start,
+            false,
+        ),
+        (
+            "writer_with_redis_killed",
+            "writer-redis-killed",
+            writer_redis_killed,
+            false,
+        ),
+        (
+            "writer_with_redis_hung",
+            "writer-redis-hung",
+            writer_redis_hung,
+            false,
+        ),
+        (
+            "durability_of_acknowledged_links",
+            "durability",
+            inserts::durability,
+            false,
+        ),
+        (
+            "varnish_restarted",
+            "varnish-restart",
+            redirects::varnish_restart,
+            false,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, dir, test, known_to_fail)| {
+            Trial::test(name, move || {
+                let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+                test()?;
+                // Passed: its servers are stopped, its logs are not needed.
+                if let Ok(path) = test_support::work_dir(&format!("fault-{dir}")) {
+                    let _ = std::fs::remove_dir_all(path);
+                }
+                Ok(())
+            })
+            .with_ignored_flag(known_to_fail)
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit_code()
+}
