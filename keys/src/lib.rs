@@ -213,7 +213,7 @@ const URL_SAFE_BASE64: &[u8; 64] =
 
 /// The full generated key of `url`: SHA-1 of its bytes in URL-safe base64
 /// without padding. A link's key is the shortest free prefix of this (at
-/// least [`KeyScheme::min_generated_len`] characters), so the same URL
+/// least [`MIN_GENERATED_LEN`] characters by default), so the same URL
 /// always lands on the same key.
 pub fn digest_key(url: &str) -> String {
     let digest = sha1_smol::Sha1::from(url).digest().bytes();
