@@ -5,7 +5,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps deps-test build run test bench vcl vcl/shortlink.vcl clean
+.PHONY: all deps deps-test build run test faults bench vcl vcl/shortlink.vcl clean
 
 all: build
 
@@ -31,15 +31,22 @@ vcl: build
 vcl/shortlink.vcl: build
 	target/release/shortlink vcl > $@
 
-## test: every test: unit and integration tests, VTC suites, `make run` smoke test, hadolint, rustfmt, clippy
+## test: every test: unit and integration tests, VTC suites, `make run` smoke test, `make faults`, hadolint, rustfmt, clippy
 test: deps-test
 	@$(CARGO) build --release --workspace
-	$(CARGO) test --release --workspace --no-fail-fast
+	$(CARGO) test --release --workspace --exclude fault-tests --no-fail-fast
 	scripts/smoke-run.sh
+	@$(MAKE) --no-print-directory faults
 	BENCH_QUICK=1 python3 bench/bench.py
 	target/tools/venv/bin/hadolint --config docker/.hadolint.yaml docker/*.Dockerfile
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+
+## faults: faults under load (Redis hung, killed, down at start; the writer without Redis; kill -9 after acknowledged inserts; Varnish restarted), then every fuzz target for FUZZ_SECONDS (20) each
+faults: deps-test
+	@$(CARGO) build --release --workspace
+	$(CARGO) test --release -p fault-tests
+	scripts/fuzz.sh
 
 ## bench: every redirect path against Varnish's ceiling; writes target/bench/latest.json
 bench: build
