@@ -71,15 +71,12 @@ fn fill(template: &str, values: &[(&str, String)]) -> String {
                 .find(|(placeholder, _)| *placeholder == name)
                 .map(|(_, value)| (value, end))
         });
-        match known {
-            Some((value, end)) => {
-                out.push_str(value);
-                rest = &after[end + 1..];
-            }
-            None => {
-                out.push('@');
-                rest = after;
-            }
+        if let Some((value, end)) = known {
+            out.push_str(value);
+            rest = &after[end + 1..];
+        } else {
+            out.push('@');
+            rest = after;
         }
     }
     out.push_str(rest);
