@@ -645,15 +645,29 @@ pub fn post_form(
     headers: &[(&str, &str)],
 ) -> Result<(u16, String), String> {
     let (cookie, csrf) = form_credentials(agent, writer_url)?;
-    let mut request = agent
-        .post(writer_url)
-        .header("cookie", format!("shortlink_csrf={cookie}"));
+    let mut fields = fields.to_vec();
+    fields.push(("csrf", &csrf));
+    send_form(agent, writer_url, Some(&cookie), &fields, headers)
+}
+
+/// Posts `fields` to `url` with exactly this form cookie and these headers.
+pub fn send_form(
+    agent: &ureq::Agent,
+    url: &str,
+    cookie: Option<&str>,
+    fields: &[(&str, &str)],
+    headers: &[(&str, &str)],
+) -> Result<(u16, String), String> {
+    let mut request = agent.post(url);
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", format!("shortlink_csrf={cookie}"));
+    }
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
-    let mut fields = fields.to_vec();
-    fields.push(("csrf", &csrf));
-    let mut response = request.send_form(fields).map_err(|e| e.to_string())?;
+    let mut response = request
+        .send_form(fields.to_vec())
+        .map_err(|e| e.to_string())?;
     let status = response.status().as_u16();
     let page = response
         .body_mut()

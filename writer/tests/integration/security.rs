@@ -9,7 +9,9 @@ use actix_web::{test as actix_test, web, App};
 use shortlink_keys::digest_key;
 use test_support::{free_port, wait_for_port};
 
-use crate::common::{ensure, form_credentials, get, Suite, TEST_TOKEN, WRITER};
+use crate::common::{
+    ensure, form_credentials, get, post_form, send_form, Suite, TEST_TOKEN, WRITER,
+};
 
 /// Whether the suite's writer stored a link for `url` (under its digest key).
 fn stored(suite: &Suite, url: &str) -> Result<bool, String> {
@@ -43,23 +45,7 @@ fn post(
     fields: &[(&str, &str)],
     headers: &[(&str, &str)],
 ) -> Result<(u16, String), String> {
-    let agent = Suite::agent();
-    let mut request = agent.post(&suite.writer_url);
-    if let Some(cookie) = cookie {
-        request = request.header("cookie", format!("shortlink_csrf={cookie}"));
-    }
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let mut response = request
-        .send_form(fields.to_vec())
-        .map_err(|e| e.to_string())?;
-    let status = response.status().as_u16();
-    let page = response
-        .body_mut()
-        .read_to_string()
-        .map_err(|e| e.to_string())?;
-    Ok((status, page))
+    send_form(&Suite::agent(), &suite.writer_url, cookie, fields, headers)
 }
 
 /// What a form post is sent with: a description, the cookie, the form
@@ -395,21 +381,15 @@ pub fn off_loopback_needs_a_token(suite: &Suite) -> Result<(), String> {
         })?;
         // The form asks for the token, and takes it.
         let page_url = format!("http://127.0.0.1:{port}");
-        let (cookie, csrf) = form_credentials(&agent, &page_url)?;
-        let mut response = agent
-            .post(&page_url)
-            .header("cookie", format!("shortlink_csrf={cookie}"))
-            .send_form([
+        let (status, page) = post_form(
+            &agent,
+            &page_url,
+            &[
                 ("url", "https://example.org/env-form"),
-                ("csrf", &csrf),
                 ("token", TEST_TOKEN),
-            ])
-            .map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
-        let page = response
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| e.to_string())?;
+            ],
+            &[],
+        )?;
         ensure(status == 201 && page.contains("id=\"short-link\""), || {
             format!("form with token: {status}")
         })
