@@ -69,15 +69,14 @@ supervise() { # name, command...
     local name=$1
     shift
     (
-        child=
-        trap '[ -z "$child" ] || kill -TERM "$child" 2>/dev/null; wait 2>/dev/null; exit 0' TERM INT
+        # Whatever runs now, even one started a moment before the signal.
+        trap 'kill -TERM $(jobs -p) 2>/dev/null; wait 2>/dev/null; exit 0' TERM INT
         quick_exits=0
         while true; do
             started=$SECONDS
             "$@" &
-            child=$!
             status=0
-            wait "$child" || status=$?
+            wait $! || status=$?
             if [ $((SECONDS - started)) -lt 3 ]; then
                 quick_exits=$((quick_exits + 1))
             else
@@ -144,5 +143,5 @@ cat >&2 <<MSG
 MSG
 
 # A supervisor that gave up brings the others down.
-wait -n "${pids[@]}"
+wait -n "${pids[@]}" || true
 say "a server could not be kept running; stopping the rest"

@@ -20,6 +20,8 @@ make_pid=$!
 cleanup() {
     kill -TERM "$make_pid" 2>/dev/null || true
     pkill -f "$tmp/var" 2>/dev/null || true
+    # redis-server renames its process title, so pkill -f cannot see it.
+    [ -f "$tmp/var/run/redis.pid" ] && kill -9 "$(cat "$tmp/var/run/redis.pid")" 2>/dev/null || true
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -67,6 +69,11 @@ grep -qi '^Location: https://example.org/before-crash' <<<"$headers" || fail "af
 kill -TERM "$make_pid"
 for _ in $(seq 100); do kill -0 "$make_pid" 2>/dev/null || break; sleep 0.1; done
 sleep 0.5
+last_redis=$(cat "$tmp/var/run/redis.pid" 2>/dev/null || true)
+if [ -n "$last_redis" ] && kill -0 "$last_redis" 2>/dev/null; then
+    fail "Redis (pid $last_redis) left running after SIGTERM"
+fi
+redis-cli -p "$redis_port" ping >/dev/null 2>&1 && fail "Redis still answers after SIGTERM"
 if pgrep -f "$tmp/var" >/dev/null; then
     pgrep -af "$tmp/var" >&2
     fail "processes left behind after SIGTERM"

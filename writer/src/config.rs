@@ -133,6 +133,10 @@ pub struct RateLimitConfig {
     pub links_per_minute: u32,
     /// Links a client may create at once before the average applies.
     pub burst: u32,
+    /// Behind a reverse proxy on this machine, every client arrives from
+    /// loopback: take the address the proxy appended to `X-Forwarded-For`
+    /// instead, for requests from loopback only.
+    pub trust_forwarded_for: bool,
 }
 
 impl Default for RateLimitConfig {
@@ -140,6 +144,7 @@ impl Default for RateLimitConfig {
         Self {
             links_per_minute: 60,
             burst: 20,
+            trust_forwarded_for: false,
         }
     }
 }
@@ -237,7 +242,7 @@ impl Settings {
         if let Ok(tokens) = std::env::var(TOKENS_ENV) {
             config.access.tokens.extend(
                 tokens
-                    .split([',', ' ', '\n'])
+                    .split(|c: char| c == ',' || c.is_whitespace())
                     .filter(|t| !t.is_empty())
                     .map(AccessToken::new),
             );
@@ -287,9 +292,11 @@ impl Settings {
                 shortlink_keys::MAX_TARGET_LEN
             )));
         }
-        if !(1024..=1024 * 1024).contains(&config.max_body_bytes) {
+        // Form encoding can triple a URL: the longest one must still fit.
+        let least_body = (3 * config.max_url_length + 1024).max(1024);
+        if !(least_body..=1024 * 1024).contains(&config.max_body_bytes) {
             return Err(ConfigError(format!(
-                "max_body_bytes {} must be 1024 to 1048576",
+                "max_body_bytes {} must be {least_body} (3 × max_url_length + 1024) to 1048576",
                 config.max_body_bytes
             )));
         }

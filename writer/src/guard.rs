@@ -70,6 +70,7 @@ pub struct Guard {
     token_digests: Vec<[u8; 32]>,
     token_required: bool,
     limiter: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    trust_forwarded_for: bool,
     checks: AtomicU32,
     /// Signs form tokens; new at every start, so a restart expires open forms.
     form_key: [u8; 32],
@@ -91,6 +92,7 @@ impl Guard {
                 .collect(),
             token_required: settings.token_required(),
             limiter,
+            trust_forwarded_for: config.rate_limit.trust_forwarded_for,
             checks: AtomicU32::new(0),
             form_key: random_bytes()?,
         })
@@ -110,7 +112,7 @@ impl Guard {
     ) -> Result<Caller, Refusal> {
         let presented = match bearer(request)? {
             Some(token) => Some(token),
-            None => form_token.filter(|t| !t.is_empty()),
+            None => form_token.map(str::trim).filter(|t| !t.is_empty()),
         };
         if let Some(token) = presented {
             return if self.is_valid(token) {
@@ -125,7 +127,7 @@ impl Guard {
         let Some(limiter) = &self.limiter else {
             return Ok(Caller::Anonymous);
         };
-        let Some(client) = request.peer_addr().map(|a| client_key(a.ip())) else {
+        let Some(client) = self.client_address(request).map(client_key) else {
             return Ok(Caller::Anonymous);
         };
         // Forget clients whose buckets are full again, now and then, so the
@@ -143,6 +145,23 @@ impl Guard {
                     retry_after_s: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
                 }
             })
+    }
+
+    /// The connection's address, or behind a trusted local proxy the last
+    /// address in `X-Forwarded-For`: the one that proxy appended.
+    fn client_address(&self, request: &HttpRequest) -> Option<IpAddr> {
+        let peer = request.peer_addr()?.ip();
+        if !(self.trust_forwarded_for && peer.is_loopback()) {
+            return Some(peer);
+        }
+        let forwarded = request
+            .headers()
+            .get_all("x-forwarded-for")
+            .last()
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit(',').next())
+            .and_then(|v| v.trim().parse().ok());
+        Some(forwarded.unwrap_or(peer))
     }
 
     fn is_valid(&self, token: &str) -> bool {
@@ -166,10 +185,13 @@ impl Guard {
     /// does not belong to the browser's cookie.
     pub fn check_form_post(&self, request: &HttpRequest, form_token: &str) -> Result<(), Refusal> {
         check_same_origin(request)?;
+        let cookie = request.cookie(CSRF_COOKIE).ok_or(Refusal::CrossSite(
+            "this form needs a cookie to prove it came from this site: allow cookies \
+             for this site and submit it again",
+        ))?;
         let stale = Refusal::CrossSite(
             "this form has expired or was sent from another page; submit it again",
         );
-        let cookie = request.cookie(CSRF_COOKIE).ok_or(stale.clone())?;
         let signature = URL_SAFE_NO_PAD
             .decode(form_token)
             .map_err(|_| stale.clone())?;
@@ -227,7 +249,8 @@ fn client_key(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Fetch Metadata first (every current browser sends it), then `Origin`.
+/// Fetch Metadata first (current browsers send it to HTTPS and loopback
+/// origins), then `Origin` (sent with every cross-origin POST).
 fn check_same_origin(request: &HttpRequest) -> Result<(), Refusal> {
     let headers = request.headers();
     if let Some(site) = headers.get("sec-fetch-site") {
@@ -372,6 +395,30 @@ mod tests {
         assert!(guard
             .admit(&from("[2001:db8:0:1::1]").to_http_request(), None)
             .is_ok());
+    }
+
+    #[test]
+    fn a_trusted_local_proxy_names_the_client() {
+        let guard = guard(|c| {
+            c.rate_limit.burst = 1;
+            c.rate_limit.trust_forwarded_for = true;
+        });
+        let via_proxy = |client: &str| {
+            from("127.0.0.1")
+                .insert_header(("x-forwarded-for", format!("203.0.113.9, {client}")))
+                .to_http_request()
+        };
+        assert!(guard.admit(&via_proxy("198.51.100.1"), None).is_ok());
+        assert!(guard.admit(&via_proxy("198.51.100.1"), None).is_err());
+        assert!(guard.admit(&via_proxy("198.51.100.2"), None).is_ok());
+        // Only a loopback peer is trusted to say who the client is.
+        let direct = |claimed: &str| {
+            from("192.0.2.1")
+                .insert_header(("x-forwarded-for", claimed.to_owned()))
+                .to_http_request()
+        };
+        assert!(guard.admit(&direct("198.51.100.3"), None).is_ok());
+        assert!(guard.admit(&direct("198.51.100.4"), None).is_err());
     }
 
     #[test]

@@ -205,7 +205,9 @@ impl LinkStore {
                     .into(),
             )),
             0 => Ok(None),
-            n => Ok(Some((usize::try_from(n - 1).unwrap_or(0), created == 1))),
+            n => usize::try_from(n - 1)
+                .map(|index| Some((index, created == 1)))
+                .map_err(|_| StoreError::Unavailable(format!("the claim script answered {n}"))),
         }
     }
 

@@ -85,8 +85,16 @@ pub fn normalize_url(input: &str, settings: &Settings) -> Result<String, Invalid
         ));
     }
     let base = &settings.public_base;
-    if Some(&host) == base.host().as_ref()
-        && url.port_or_known_default() == base.port_or_known_default()
+    let same_host = match (&host, base.host()) {
+        (Host::Domain(name), Some(Host::Domain(own))) => {
+            name.trim_end_matches('.') == own.trim_end_matches('.')
+        }
+        (host, own) => Some(host) == own.as_ref(),
+    };
+    // The same port, or a short link under any scheme or port: a loop.
+    if same_host
+        && (url.port_or_known_default() == base.port_or_known_default()
+            || url.path().starts_with(&settings.link_path))
     {
         return Err(Invalid::url(
             "the URL points at this shortener itself; shorten the final destination instead",
@@ -158,7 +166,9 @@ fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
         Some("a private address")
     } else if ip.is_link_local() {
         Some("a link-local address")
-    } else if a == 0 || ip.is_broadcast() || ip.is_multicast() {
+    } else if a == 0 || a >= 224 || (a == 198 && (b & 0xfe) == 18) {
+        // 0/8, multicast, 240/4 reserved, broadcast; 198.18/15 is for
+        // benchmarking networks.
         Some("not a host address")
     } else {
         None
@@ -166,13 +176,14 @@ fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
 }
 
 fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
-    if let Some(v4) = ip.to_ipv4_mapped() {
+    if let Some(v4) = embedded_v4(ip) {
         return non_public_v4(v4);
     }
     let first = ip.segments()[0];
     if ip.is_loopback() {
         Some("a loopback address")
-    } else if first & 0xfe00 == 0xfc00 {
+    } else if first & 0xfe00 == 0xfc00 || first & 0xffc0 == 0xfec0 {
+        // Unique local, and the site-local addresses they replaced.
         Some("a private address")
     } else if first & 0xffc0 == 0xfe80 {
         Some("a link-local address")
@@ -180,6 +191,23 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
         Some("not a host address")
     } else {
         None
+    }
+}
+
+/// The IPv4 address an IPv6 address carries and reaches: mapped
+/// (`::ffff:0:0/96`, `::ffff:0:0:0/96`), compatible (`::/96`), NAT64
+/// (`64:ff9b::/96`) and 6to4 (`2002::/16`).
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let v4 = |high: u16, low: u16| Ipv4Addr::from((u32::from(high) << 16) | u32::from(low));
+    let low = v4(s[6], s[7]);
+    match s {
+        [0, 0, 0, 0, 0, 0, _, _] if ip.is_loopback() || ip.is_unspecified() => None,
+        [0, 0, 0, 0, 0, 0 | 0xffff, _, _]
+        | [0, 0, 0, 0, 0xffff, 0, _, _]
+        | [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(low),
+        [0x2002, high, low16, ..] => Some(v4(high, low16)),
+        _ => None,
     }
 }
 
@@ -273,6 +301,13 @@ mod tests {
             ("http://0x7f.0.0.1/", "loopback"),
             ("http://[::1]/", "loopback"),
             ("http://[::ffff:127.0.0.1]/", "loopback"),
+            ("http://[::7f00:1]/", "loopback"),
+            ("http://[::ffff:0:7f00:1]/", "loopback"),
+            ("http://[64:ff9b::a00:1]/", "private"),
+            ("http://[2002:7f00:1::]/", "loopback"),
+            ("http://[fec0::1]/", "private"),
+            ("http://198.18.0.1/", "not a host address"),
+            ("http://240.0.0.1/", "not a host address"),
             ("http://localhost:8080/", "loopback name"),
             ("http://LocalHost./", "loopback name"),
             ("http://api.localhost/", "loopback name"),
@@ -302,6 +337,9 @@ mod tests {
             "http://100.128.0.1/",
             "http://8.8.8.8/",
             "http://[2001:4860:4860::8888]/",
+            "http://[64:ff9b::808:808]/",
+            "http://[2002:808:808::1]/",
+            "http://198.20.0.1/",
             "http://localhost.example.org/",
             "http://local.example/",
             "http://example.local.org/",
@@ -319,10 +357,42 @@ mod tests {
         .unwrap();
         assert!(normalize_url("http://127.0.0.1:9000/page", &s).is_ok());
         assert!(normalize_url("http://intranet/", &s).is_ok());
-        // The shortener itself stays refused.
-        let error = normalize_url("http://127.0.0.1:6081/l/abcd", &s).unwrap_err();
-        assert!(error.message.contains("this shortener itself"), "{error}");
+        // The shortener itself stays refused, under any spelling of a loop.
+        for own in [
+            "http://127.0.0.1:6081/l/abcd",
+            "https://127.0.0.1/l/abcd",
+            "http://127.0.0.1:8443/l/abcd",
+        ] {
+            let error = normalize_url(own, &s).unwrap_err();
+            assert!(
+                error.message.contains("this shortener itself"),
+                "{own}: {error}"
+            );
+        }
+        assert!(normalize_url("http://127.0.0.1:9000/page", &s).is_ok());
         assert!(normalize_url("http://u:p@10.0.0.1/", &s).is_err());
+    }
+
+    #[test]
+    fn a_public_shortener_refuses_loops_however_spelled() {
+        let s = Settings::new(Config {
+            public_base_url: "https://s.example/l/".into(),
+            ..Config::default()
+        })
+        .unwrap();
+        for own in [
+            "https://s.example/l/abcd",
+            "https://S.Example./l/abcd",
+            "http://s.example/l/abcd",
+            "https://s.example/about",
+        ] {
+            let error = normalize_url(own, &s).unwrap_err();
+            assert!(
+                error.message.contains("this shortener itself"),
+                "{own}: {error}"
+            );
+        }
+        assert!(normalize_url("http://s.example/about", &s).is_ok());
     }
 
     #[test]

@@ -257,8 +257,14 @@ async fn form_submit(
         .and_then(|()| guard.admit(&request, Some(&form.token)));
     if let Err(refusal) = admitted {
         let token_problem = matches!(refusal, Refusal::TokenMissing | Refusal::TokenInvalid);
+        let missing = refusal == Refusal::TokenMissing;
         let error = ApiError::from(refusal);
-        if token_problem {
+        if missing {
+            view.token_error = Some(
+                "creating links here needs an access token: enter it in the Access token field"
+                    .into(),
+            );
+        } else if token_problem {
             view.token_error = Some(error.message);
         } else {
             view.general_error = Some(error.message);
@@ -340,7 +346,7 @@ fn form_response(
             Cookie::build(CSRF_COOKIE, cookie)
                 .path("/")
                 .http_only(true)
-                .same_site(SameSite::Strict)
+                .same_site(SameSite::Lax)
                 .secure(secure)
                 .finish(),
         );

@@ -275,7 +275,10 @@ pub fn required_token(suite: &Suite) -> Result<(), String> {
 /// Bodies over the configured limit get 413, JSON and form alike, and
 /// nothing is stored.
 pub fn refused_bodies_store_nothing(suite: &Suite) -> Result<(), String> {
-    let settings = suite.settings_with("t-size:", 2, |config| config.max_body_bytes = 2048);
+    let settings = suite.settings_with("t-size:", 2, |config| {
+        config.max_url_length = 300;
+        config.max_body_bytes = 2048;
+    });
     actix_web::rt::System::new().block_on(async {
         let shortener =
             shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
