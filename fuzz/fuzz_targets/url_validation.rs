@@ -20,7 +20,7 @@ use url::Url;
 static SETTINGS: LazyLock<Vec<Settings>> = LazyLock::new(|| {
     [
         "",
-        "public_base_url = \"https://s.example/go.to/\"\nmax_url_length = 8192",
+        "public_base_url = \"https://s.example/go.to/\"\nmax_url_length = 8192\nmax_body_bytes = 32768",
         "public_base_url = \"http://[::1]:8080/l/\"\nmax_url_length = 64",
     ]
     .iter()
