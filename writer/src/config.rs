@@ -293,7 +293,7 @@ impl Settings {
             )));
         }
         // Form encoding can triple a URL: the longest one must still fit.
-        let least_body = (3 * config.max_url_length + 1024).max(1024);
+        let least_body = 3 * config.max_url_length + 1024;
         if !(least_body..=1024 * 1024).contains(&config.max_body_bytes) {
             return Err(ConfigError(format!(
                 "max_body_bytes {} must be {least_body} (3 × max_url_length + 1024) to 1048576",
@@ -332,27 +332,30 @@ impl Settings {
     /// times the memory per link.
     pub fn listpack_warning(&self, max_listpack_entries: u64) -> Option<String> {
         let split = self.scheme.split();
-        let hashes = 64_u64.pow(u32::try_from(split).unwrap_or(4));
-        let per_hash = self.config.expected_links.div_ceil(hashes);
-        // Keys spread evenly but not exactly: leave a margin for the fullest hashes.
-        let fullest = per_hash + per_hash / 4 + 8;
-        if fullest <= max_listpack_entries {
+        let hashes = |split: usize| 64_u64.pow(u32::try_from(split).unwrap_or(4));
+        let per_hash = |split: usize| self.config.expected_links.div_ceil(hashes(split));
+        // Links in the fullest hash, with a margin: keys spread evenly but
+        // not exactly.
+        let fullest = |split: usize| {
+            let links = per_hash(split);
+            links + links / 4 + 8
+        };
+        if fullest(split) <= max_listpack_entries {
             return None;
         }
-        let better = (split + 1..=shortlink_keys::MAX_SPLIT).find(|s| {
-            let hashes = 64_u64.pow(u32::try_from(*s).unwrap_or(4));
-            let per_hash = self.config.expected_links.div_ceil(hashes);
-            per_hash + per_hash / 4 + 8 <= max_listpack_entries
-        });
+        let better =
+            (split + 1..=shortlink_keys::MAX_SPLIT).find(|&s| fullest(s) <= max_listpack_entries);
         let advice = better.map_or_else(
             || "raise hash-max-listpack-entries in Redis's configuration".to_owned(),
             |s| format!("use redis.split = {s} for a new store"),
         );
         Some(format!(
-            "{} expected links over {hashes} hashes (split {split}) is about {per_hash} per hash, \
+            "{} expected links over {} hashes (split {split}) is about {} per hash, \
              more than the {max_listpack_entries} Redis keeps compact \
              (hash-max-listpack-entries): links would take several times the memory; {advice}",
-            self.config.expected_links
+            self.config.expected_links,
+            hashes(split),
+            per_hash(split),
         ))
     }
 

@@ -206,9 +206,19 @@ impl Guard {
     }
 }
 
+/// Random bytes in a form cookie.
+const FORM_COOKIE_BYTES: usize = 32;
+
 /// A new value for the form cookie.
 pub fn new_form_cookie() -> Result<String, String> {
-    Ok(URL_SAFE_NO_PAD.encode(random_bytes::<32>()?))
+    Ok(URL_SAFE_NO_PAD.encode(random_bytes::<FORM_COOKIE_BYTES>()?))
+}
+
+/// Whether `value` has the form of a cookie [`new_form_cookie`] makes.
+pub fn is_form_cookie(value: &str) -> bool {
+    URL_SAFE_NO_PAD
+        .decode(value)
+        .is_ok_and(|bytes| bytes.len() == FORM_COOKIE_BYTES)
 }
 
 fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
@@ -252,13 +262,14 @@ fn client_key(ip: IpAddr) -> IpAddr {
 /// Fetch Metadata first (current browsers send it to HTTPS and loopback
 /// origins), then `Origin` (sent with every cross-origin POST).
 fn check_same_origin(request: &HttpRequest) -> Result<(), Refusal> {
+    let cross_site = Refusal::CrossSite(
+        "links cannot be created from another site's page; use this site's form",
+    );
     let headers = request.headers();
     if let Some(site) = headers.get("sec-fetch-site") {
         return match site.as_bytes() {
             b"same-origin" | b"none" => Ok(()),
-            _ => Err(Refusal::CrossSite(
-                "links cannot be created from another site's page; use this site's form",
-            )),
+            _ => Err(cross_site),
         };
     }
     let Some(origin) = headers.get(header::ORIGIN) else {
@@ -281,9 +292,7 @@ fn check_same_origin(request: &HttpRequest) -> Result<(), Refusal> {
     if same {
         Ok(())
     } else {
-        Err(Refusal::CrossSite(
-            "links cannot be created from another site's page; use this site's form",
-        ))
+        Err(cross_site)
     }
 }
 
@@ -475,6 +484,8 @@ mod tests {
                 "{headers:?}"
             );
         }
+        assert!(is_form_cookie(&cookie));
+        assert!(!is_form_cookie(&cookie[1..]) && !is_form_cookie(&format!("{cookie}=")));
         let other = new_form_cookie().unwrap();
         assert!(guard.check_form_post(&post(&[], &other), &token).is_err());
         assert!(guard.check_form_post(&post(&[], &cookie), "").is_err());

@@ -6,7 +6,7 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use serde::{Deserialize, Serialize};
 
-use crate::guard::{new_form_cookie, Guard, Refusal, CSRF_COOKIE};
+use crate::guard::{is_form_cookie, new_form_cookie, Guard, Refusal, CSRF_COOKIE};
 use crate::page::{render, FormView, Outcome};
 use crate::shortener::{ShortenError, Shortener};
 use crate::store::{Inserted, Link, StoreError};
@@ -256,18 +256,18 @@ async fn form_submit(
         .check_form_post(&request, &form.csrf)
         .and_then(|()| guard.admit(&request, Some(&form.token)));
     if let Err(refusal) = admitted {
-        let token_problem = matches!(refusal, Refusal::TokenMissing | Refusal::TokenInvalid);
-        let missing = refusal == Refusal::TokenMissing;
-        let error = ApiError::from(refusal);
-        if missing {
-            view.token_error = Some(
-                "creating links here needs an access token: enter it in the Access token field"
-                    .into(),
-            );
-        } else if token_problem {
-            view.token_error = Some(error.message);
-        } else {
-            view.general_error = Some(error.message);
+        let error = ApiError::from(refusal.clone());
+        match refusal {
+            Refusal::TokenMissing => {
+                view.token_error = Some(
+                    "creating links here needs an access token: enter it in the Access token field"
+                        .into(),
+                );
+            }
+            Refusal::TokenInvalid => view.token_error = Some(error.message),
+            Refusal::RateLimited { .. } | Refusal::CrossSite(_) => {
+                view.general_error = Some(error.message);
+            }
         }
         let mut response = form_response(&request, &guard, error.status, view);
         if let Some(seconds) = error.retry_after_s {
@@ -319,11 +319,7 @@ fn form_response(
     let existing = request
         .cookie(CSRF_COOKIE)
         .map(|c| c.value().to_owned())
-        .filter(|v| {
-            v.len() == 43
-                && v.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
-        });
+        .filter(|v| is_form_cookie(v));
     let (cookie, is_new) = match existing {
         Some(cookie) => (cookie, false),
         None => match new_form_cookie() {
