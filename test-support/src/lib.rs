@@ -42,6 +42,19 @@ pub fn varnishd_args() -> Result<Vec<String>, String> {
     ])
 }
 
+/// `-p name=value` for every parameter in the shipped `vcl/varnishd.params`,
+/// the ones `make run` and `make bench` start Varnish with.
+pub fn shipped_varnishd_params() -> Result<Vec<String>, String> {
+    let path = repo_root().join("vcl/varnishd.params");
+    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or_default().trim())
+        .filter(|line| !line.is_empty())
+        .flat_map(|line| ["-p".to_owned(), line.to_owned()])
+        .collect())
+}
+
 /// A fresh directory for one test run's files, under `target/test-work/`.
 pub fn work_dir(name: &str) -> Result<PathBuf, String> {
     let dir = release_dir()
@@ -164,7 +177,8 @@ impl Drop for RedisServer {
     }
 }
 
-/// A `varnishd` in the foreground on a free loopback port, running a VCL file.
+/// A `varnishd` in the foreground on a free loopback port, running a VCL file
+/// with the shipped parameters (`vcl/varnishd.params`).
 pub struct Varnish {
     pub port: u16,
     pub workdir: PathBuf,
@@ -184,6 +198,7 @@ impl Varnish {
         let log = fs::File::create(dir.join("varnishd.log")).map_err(|e| e.to_string())?;
         let child = Command::new("varnishd")
             .args(varnishd_args()?)
+            .args(shipped_varnishd_params()?)
             .args(["-F", "-a"])
             .arg(format!("127.0.0.1:{port}"))
             .arg("-n")
@@ -210,6 +225,11 @@ impl Varnish {
 
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The process id of the manager, whose child process serves.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

@@ -77,8 +77,11 @@ mod shortlink {
             split: i64,
             /// How long opening a Redis connection may take. Default `200ms`.
             connect_timeout: Option<Duration>,
-            /// How long one lookup may take, queueing for the next pipelined
-            /// round trip included; past it the fetch fails with a 503.
+            /// How long Redis may take to answer a lookup, from the moment
+            /// the round trip carrying it is sent (or to give a connection);
+            /// past it the fetch fails with a 503, and so do the lookups
+            /// queued behind it. Time spent waiting for CPU in a busy
+            /// Varnish does not count: that waits, it does not fail.
             /// Default `200ms`.
             command_timeout: Option<Duration>,
             /// Most Redis connections kept open. Concurrent lookups are

@@ -1,6 +1,11 @@
 //! Redis lookups for Varnish workers: pipelined by one I/O thread onto
-//! connections from an r2d2 pool, with every wait bounded, so that a slow or
-//! absent Redis costs a Varnish worker at most the command timeout.
+//! connections from an r2d2 pool.
+//!
+//! A lookup fails only when Redis fails it: no reply within the command
+//! timeout of the round trip carrying it being sent, no connection within
+//! the command timeout, or an error from Redis. Time a lookup spends waiting
+//! for CPU (hundreds of fetch threads on two cores, say) never turns into an
+//! error about the link store: Varnish is slow then, not Redis.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,33 +22,7 @@ pub struct PooledConnection {
     /// Set after a failed or timed-out command: the stream may still carry a
     /// late reply, so the connection must never serve another lookup.
     broken: bool,
-    /// The read timeout is below the command timeout (see `fit_read_timeout`).
-    shortened: bool,
 }
-
-impl PooledConnection {
-    /// Makes the socket's read timeout end no later than `deadline`.
-    ///
-    /// Whatever a slow checkout used up comes off the command's budget. A
-    /// setsockopt per lookup would cost a syscall each time, so the timeout
-    /// is only shortened when the checkout took measurable time, and put
-    /// back on the next use.
-    fn fit_read_timeout(&mut self, deadline: Instant, full: Duration) -> redis::RedisResult<()> {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining + CHECKOUT_SLACK < full {
-            self.connection
-                .set_read_timeout(Some(remaining.max(Duration::from_millis(1))))?;
-            self.shortened = true;
-        } else if self.shortened {
-            self.connection.set_read_timeout(Some(full))?;
-            self.shortened = false;
-        }
-        Ok(())
-    }
-}
-
-/// A checkout quicker than this leaves the full command timeout in place.
-const CHECKOUT_SLACK: Duration = Duration::from_millis(2);
 
 /// Opens connections with the connect timeout and arms read and write
 /// timeouts on each, so no socket call can block longer than allowed.
@@ -71,7 +50,6 @@ impl r2d2::ManageConnection for ConnectionManager {
             Ok(connection) => Ok(PooledConnection {
                 connection,
                 broken: false,
-                shortened: false,
             }),
             Err(error) => {
                 self.health.set(false);
@@ -131,7 +109,8 @@ fn now_ms() -> u64 {
 /// Why a lookup got no answer from Redis.
 #[derive(Debug, Clone)]
 pub enum LookupError {
-    /// No answer within the command timeout (or no free connection in time).
+    /// No reply within the command timeout of being sent (or no connection
+    /// within the command timeout).
     Timeout(String),
     /// Redis refused or dropped the connection.
     Unreachable(String),
@@ -164,7 +143,6 @@ type Outcome = Result<Option<Vec<u8>>, LookupError>;
 struct Lookup {
     hash: String,
     field: String,
-    deadline: Instant,
     outcome: Mutex<Option<Outcome>>,
     ready: Condvar,
 }
@@ -194,12 +172,20 @@ struct Shared {
 
 /// Lookups for Varnish workers, pipelined onto pooled connections.
 ///
-/// A worker queues its `HGET` and waits (at most the command timeout) for
-/// the answer. One I/O thread takes everything queued at once, sends it as a
-/// single pipeline, reads all the replies, and hands each to its worker: under
-/// load, dozens of lookups share one write, one read and one Redis event-loop
-/// pass instead of paying for each. Connections come from an r2d2 pool, which
-/// reopens them in the background whenever Redis comes back.
+/// A worker queues its `HGET` and waits for the I/O thread's verdict. The
+/// I/O thread takes everything queued at once, sends it as a single
+/// pipeline, reads all the replies, and hands each to its worker: under
+/// load, dozens of lookups share one write, one read and one Redis
+/// event-loop pass instead of paying for each. Connections come from an
+/// r2d2 pool, which reopens them in the background whenever Redis comes back.
+///
+/// Timeouts belong to the I/O thread alone, because only it can tell a slow
+/// Redis from a busy machine. Its socket timeout runs from the send and is
+/// the kernel's: it cannot fire while a reply waits unread, however late the
+/// thread gets the CPU. A worker's own timer could, so workers keep none.
+/// Every step of the I/O thread is bounded by the command timeout, and when
+/// one fails, every lookup queued behind it fails with it: a hung Redis
+/// still releases each worker within the command timeout of its lookup.
 pub struct RedisPool {
     shared: Arc<Shared>,
     io_thread: Option<JoinHandle<()>>,
@@ -256,13 +242,11 @@ impl RedisPool {
         self.shared.round_trips.load(Ordering::Relaxed)
     }
 
-    /// `HGET hash field`, answered within one command timeout.
+    /// `HGET hash field`: the reply, or why Redis gave none.
     pub fn hget(&self, slot: &Slot<'_>) -> Outcome {
-        let deadline = Instant::now() + self.shared.command_timeout;
         let lookup = Arc::new(Lookup {
             hash: slot.hash.clone(),
             field: slot.field.to_owned(),
-            deadline,
             outcome: Mutex::new(None),
             ready: Condvar::new(),
         });
@@ -272,6 +256,9 @@ impl RedisPool {
                 .queue
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
+            if queue.stopping {
+                return Err(stopped());
+            }
             queue.waiting.push(Arc::clone(&lookup));
             // The I/O thread only sleeps on an empty queue.
             if queue.waiting.len() == 1 {
@@ -286,20 +273,25 @@ impl RedisPool {
             if let Some(outcome) = outcome.take() {
                 return outcome;
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(LookupError::Timeout(format!(
-                    "no answer within the command timeout of {:?}",
-                    self.shared.command_timeout
-                )));
-            }
-            outcome = lookup
+            // The I/O thread answers every lookup it takes; the timer only
+            // notices a thread that is gone, which nothing else would.
+            let (guard, waited) = lookup
                 .ready
-                .wait_timeout(outcome, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+                .wait_timeout(outcome, self.shared.command_timeout)
+                .unwrap_or_else(PoisonError::into_inner);
+            outcome = guard;
+            if waited.timed_out()
+                && outcome.is_none()
+                && self.io_thread.as_ref().is_none_or(JoinHandle::is_finished)
+            {
+                return Err(stopped());
+            }
         }
     }
+}
+
+fn stopped() -> LookupError {
+    LookupError::Unreachable("the Redis I/O thread has stopped".into())
 }
 
 impl Drop for RedisPool {
@@ -328,100 +320,155 @@ fn io_loop(shared: &Shared) {
                     .unwrap_or_else(PoisonError::into_inner);
             }
             if queue.stopping {
+                let error = stopped();
+                for lookup in queue.waiting.drain(..) {
+                    lookup.fulfil(Err(error.clone()));
+                }
                 return;
             }
             let take = queue.waiting.len().min(MAX_BATCH);
             queue.waiting.drain(..take).collect::<Vec<_>>()
         };
-        // A worker that gave up no longer waits for its answer.
-        let now = Instant::now();
-        batch.retain(|lookup| lookup.deadline > now && Arc::strong_count(lookup) > 1);
-        if !batch.is_empty() {
-            // A panic here must not end the thread every lookup depends on.
-            let served = crate::without_panic(
-                || {
-                    serve(shared, &mut connection, &batch);
-                    true
-                },
-                || false,
+        // A worker that is gone no longer waits for its answer.
+        batch.retain(|lookup| Arc::strong_count(lookup) > 1);
+        if batch.is_empty() {
+            continue;
+        }
+        // A panic here must not end the thread every lookup depends on.
+        let failure = crate::without_panic(
+            || serve(shared, &mut connection, &batch),
+            || Some(LookupError::Unreachable("internal error".into())),
+        )
+        .inspect(|_| {
+            // Never reuse the stream of a failed exchange: it may have
+            // stopped halfway (serve drops it itself, but a panic does not).
+            connection = None;
+        });
+        if let Some(error) = failure {
+            shared.health.set(false);
+            // Redis failed while these waited behind the batch: each has
+            // waited less than the command timeout, and sending them now
+            // would make them wait up to that much again.
+            let queued = std::mem::take(
+                &mut shared
+                    .queue
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .waiting,
             );
-            if !served {
-                // The exchange may have stopped halfway: never reuse its stream.
-                connection = None;
-                for lookup in &batch {
-                    lookup.fulfil(Err(LookupError::Unreachable("internal error".into())));
+            for lookup in batch.iter().chain(&queued) {
+                lookup.fulfil(Err(error.clone()));
+            }
+        }
+    }
+}
+
+/// Sends `batch` as one pipeline and hands out the replies; on failure,
+/// hands out nothing and says why. A connection that Redis dropped (it
+/// restarted, say) is only noticed when used, so such a failure is retried
+/// on a fresh connection while the command timeout lasts.
+fn serve(
+    shared: &Shared,
+    connection: &mut Option<r2d2::PooledConnection<ConnectionManager>>,
+    batch: &[Arc<Lookup>],
+) -> Option<LookupError> {
+    let retry_until = Instant::now() + shared.command_timeout;
+    let mut pipeline = redis::pipe();
+    for lookup in batch {
+        pipeline.cmd("HGET").arg(&lookup.hash).arg(&lookup.field);
+    }
+    let packed = pipeline.get_packed_pipeline();
+    loop {
+        let mut conn = if let Some(conn) = connection.take() {
+            conn
+        } else {
+            let wait = retry_until.saturating_duration_since(Instant::now());
+            match shared.pool.get_timeout(wait) {
+                Ok(conn) => conn,
+                Err(e) => {
+                    return Some(LookupError::Timeout(format!(
+                        "no connection within the command timeout of {:?}: {e}",
+                        shared.command_timeout
+                    )))
+                }
+            }
+        };
+        shared.round_trips.fetch_add(1, Ordering::Relaxed);
+        match exchange(&mut conn.connection, &packed, batch.len()) {
+            Ok(replies) => {
+                shared.health.set(true);
+                *connection = Some(conn);
+                for (lookup, reply) in batch.iter().zip(replies) {
+                    lookup.fulfil(hget_reply(reply));
+                }
+                return None;
+            }
+            Err(error) => {
+                // A failed exchange may leave a late reply in the stream.
+                conn.broken = true;
+                if error.is_timeout() {
+                    return Some(LookupError::Timeout(format!(
+                        "no reply within the command timeout of {:?}: {error}",
+                        shared.command_timeout
+                    )));
+                }
+                if Instant::now() >= retry_until {
+                    return Some(LookupError::Unreachable(error.to_string()));
                 }
             }
         }
     }
 }
 
-/// Sends `batch` as one pipeline and hands out the replies. A connection that
-/// Redis dropped (it restarted, say) is only noticed when used, so such a
-/// failure is retried on a fresh connection while time remains.
-fn serve(
-    shared: &Shared,
-    connection: &mut Option<r2d2::PooledConnection<ConnectionManager>>,
-    batch: &[Arc<Lookup>],
-) {
-    let deadline = batch
-        .iter()
-        .map(|l| l.deadline)
-        .min()
-        .unwrap_or_else(Instant::now);
-    let mut pipeline = redis::pipe();
-    pipeline.ignore_errors();
-    for lookup in batch {
-        pipeline.cmd("HGET").arg(&lookup.hash).arg(&lookup.field);
+/// Writes a packed pipeline and reads its `count` replies, each read bounded
+/// by the socket's timeout (the command timeout).
+///
+/// Not `Pipeline::query`: after a failed read it goes on reading every
+/// remaining reply, each waiting the whole timeout again, so a hung Redis
+/// would hold a batch of n lookups n times the command timeout.
+fn exchange(
+    connection: &mut redis::Connection,
+    packed: &[u8],
+    count: usize,
+) -> redis::RedisResult<Vec<redis::Value>> {
+    connection.send_packed_command(packed)?;
+    (0..count).map(|_| connection.recv_response()).collect()
+}
+
+/// What one `HGET` reply means for its lookup.
+fn hget_reply(reply: redis::Value) -> Outcome {
+    match reply {
+        redis::Value::Nil => Ok(None),
+        redis::Value::BulkString(bytes) => Ok(Some(bytes)),
+        redis::Value::ServerError(error) => Err(LookupError::Answer(
+            redis::RedisError::from(error).to_string(),
+        )),
+        other => Err(LookupError::Answer(format!(
+            "unexpected reply to HGET: {other:?}"
+        ))),
     }
-    let failure = loop {
-        let mut conn = if let Some(conn) = connection.take() {
-            conn
-        } else {
-            let wait = deadline.saturating_duration_since(Instant::now());
-            match shared.pool.get_timeout(wait) {
-                Ok(conn) => conn,
-                Err(e) => {
-                    break LookupError::Timeout(format!(
-                        "no connection within the command timeout of {:?}: {e}",
-                        shared.command_timeout
-                    ))
-                }
-            }
-        };
-        shared.round_trips.fetch_add(1, Ordering::Relaxed);
-        let replies = conn
-            .fit_read_timeout(deadline, shared.command_timeout)
-            .and_then(|()| {
-                pipeline.query::<Vec<redis::RedisResult<Option<Vec<u8>>>>>(&mut conn.connection)
-            });
-        match replies {
-            Ok(replies) => {
-                shared.health.set(true);
-                *connection = Some(conn);
-                for (lookup, reply) in batch.iter().zip(replies) {
-                    lookup.fulfil(reply.map_err(|e| LookupError::Answer(e.to_string())));
-                }
-                return;
-            }
-            Err(error) => {
-                // A failed exchange may leave a late reply in the stream.
-                conn.broken = true;
-                let error = if error.is_timeout() {
-                    LookupError::Timeout(error.to_string())
-                } else {
-                    LookupError::Unreachable(error.to_string())
-                };
-                if matches!(error, LookupError::Unreachable(_)) && Instant::now() < deadline {
-                    continue;
-                }
-                break error;
-            }
-        }
-    };
-    // Only the connection failed here: answer errors arrive per lookup above.
-    shared.health.set(false);
-    for lookup in batch {
-        lookup.fulfil(Err(failure.clone()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{hget_reply, LookupError};
+
+    #[test]
+    fn hget_replies_become_outcomes() {
+        assert_eq!(hget_reply(redis::Value::Nil).unwrap(), None);
+        assert_eq!(
+            hget_reply(redis::Value::BulkString(b"https://example.org/".to_vec())).unwrap(),
+            Some(b"https://example.org/".to_vec())
+        );
+        // As Redis sends it for a hash name that holds a string.
+        let wrong_type = redis::parse_redis_value(b"-WRONGTYPE not a hash\r\n").unwrap();
+        assert!(matches!(
+            hget_reply(wrong_type),
+            Err(LookupError::Answer(m)) if m.contains("WRONGTYPE")
+        ));
+        assert!(matches!(
+            hget_reply(redis::Value::Int(1)),
+            Err(LookupError::Answer(m)) if m.contains("unexpected")
+        ));
     }
 }

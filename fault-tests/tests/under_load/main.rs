@@ -14,13 +14,18 @@
 //!   was acknowledged;
 //! - `durability_of_acknowledged_links`: no acknowledged link lost to a
 //!   `kill -9` right after the last acknowledgement;
-//! - `varnish_restarted`: a new varnishd serves every link from Redis.
+//! - `varnish_restarted`: a new varnishd serves every link from Redis;
+//! - `busy_machine_healthy_redis`, `busy_machine_hung_redis`: hundreds of
+//!   concurrent cold requests, busy loops and a starved Redis I/O thread:
+//!   every stored link still redirects, and a hung Redis still gives 503
+//!   within the timeout.
 //!
 //! Faults are destructive and timings matter, so the tests run one at a
 //! time, whatever `--test-threads` says. Each starts its own servers, which
 //! its guards stop even when it fails; a failed test's directory under
 //! `target/test-work/` keeps the servers' logs.
 
+mod busy_machine;
 mod http;
 mod inserts;
 mod links;
@@ -71,7 +76,7 @@ fn writer_redis_hung() -> Result<(), String> {
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     // (name, its directory under target/test-work, test, known to fail)
-    let tests: [(&str, &str, Test, bool); 7] = [
+    let tests: [(&str, &str, Test, bool); 9] = [
         ("redis_hangs", "redis-hangs", redis_hangs, false),
         (
             "redis_killed_and_restarted",
@@ -107,6 +112,18 @@ fn main() -> ExitCode {
             "varnish_restarted",
             "varnish-restart",
             redirects::varnish_restart,
+            false,
+        ),
+        (
+            "busy_machine_healthy_redis",
+            "busy-healthy-redis",
+            busy_machine::healthy_redis,
+            false,
+        ),
+        (
+            "busy_machine_hung_redis",
+            "busy-hung-redis",
+            busy_machine::hung_redis,
             false,
         ),
     ];
