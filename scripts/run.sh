@@ -120,9 +120,16 @@ if [ "$(id -u)" -eq 0 ] && id varnish >/dev/null 2>&1 &&
     say "Varnish's own users cannot read this checkout: running varnishd without its jail"
     jail=(-j none)
 fi
+# Thread pools and the rest, tuned for short links (see the file's comments).
+params=()
+while read -r line; do
+    line=${line%%#*}
+    line=${line//[[:space:]]/}
+    [ -n "$line" ] && params+=(-p "$line")
+done <"$root/vcl/varnishd.params"
 say "starting Varnish on $varnish_listen with the VCL generated from $config"
 supervise Varnish varnishd -F "${jail[@]}" -a "$varnish_listen" -n "$var_dir/varnish" -f "$vcl" \
-    -T 127.0.0.1:0 -s malloc,256m
+    -T 127.0.0.1:0 -s malloc,256m "${params[@]}"
 wait_until "Varnish (port ${varnish_listen##*:} free? set VARNISH_PORT)" "${pids[-1]}" \
     curl -fs "http://$varnish_listen/"
 

@@ -44,6 +44,13 @@ short=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["short_url"])' <
 headers=$(curl -s -o /dev/null -D - "$short")
 grep -qi '^Location: https://example.org/via-writer' <<<"$headers" || fail "$short answered: $headers"
 
+# The counters command make run prints works as printed, from anywhere
+# (Varnish's tools would read a relative -n against their own directory).
+counters=$(sed -n 's/^ *Counters: *//p' "$log")
+[ -n "$counters" ] || fail "make run printed no counters command"
+found=$(cd / && bash -c "$counters") || fail "the printed command failed: $counters"
+grep -q '^shortlink.links.found  *[1-9]' <<<"$found" || fail "$counters printed: $found"
+
 # kill -9 Redis right after an acknowledged insert: make run starts it again
 # from its append-only file, and the link is still there.
 created=$(curl -s -H 'Content-Type: application/json' -d '{"url": "https://example.org/before-crash"}' \

@@ -23,9 +23,10 @@ end
 
 function done(summary, latency, requests)
     local e = summary.errors
+    local sockets = e.connect + e.read + e.write + e.timeout
     io.write(string.format(
-        'BENCH_JSON {"requests": %d, "duration_us": %d, "errors": %d, "p50_us": %d, "p99_us": %d, "reused_keys": 0}\n',
-        summary.requests, summary.duration,
-        e.connect + e.read + e.write + e.timeout + e.status,
+        'BENCH_JSON {"requests": %d, "duration_us": %d, "errors": %d, "socket_errors": %d, ' ..
+        '"p50_us": %d, "p99_us": %d, "reused_keys": 0}\n',
+        summary.requests, summary.duration, sockets + e.status, sockets,
         latency:percentile(50), latency:percentile(99)))
 end

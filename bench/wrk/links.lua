@@ -1,7 +1,9 @@
 -- Requests short links for `make bench`:
---   wrk ... -s links.lua <url> -- MODE KEYFILE THREADS
+--   wrk ... -s links.lua <url> -- MODE KEYFILE THREADS [statuses]
 -- MODE: "random" (uniform over the keys), "fresh" (each key once: every
 -- request a cache miss), "zipf" (Zipf, s = 1.0, over the keys in file order).
+-- "statuses" counts answers that are not redirects (3xx), at the cost of a
+-- Lua call per answer; without it only wrk's own count of 4xx/5xx is kept.
 -- Prints one line "BENCH_JSON {...}" with the figures.
 
 local threads = {}
@@ -13,6 +15,17 @@ end
 
 function init(args)
     mode, file, thread_count = args[1], args[2], tonumber(args[3])
+    non_3xx = 0
+    counting = args[4] == "statuses"
+    if counting then
+        -- Defined only when asked for: wrk parses headers for Lua only
+        -- when a response function exists.
+        function response(status)
+            if status < 300 or status > 399 then
+                non_3xx = non_3xx + 1
+            end
+        end
+    end
     keys = {}
     for line in io.lines(file) do
         keys[#keys + 1] = "/l/" .. line
@@ -62,14 +75,21 @@ function request()
 end
 
 function done(summary, latency, requests)
-    local wraps = 0
+    local wraps, non_3xx, counted = 0, 0, false
     for _, thread in ipairs(threads) do
         wraps = wraps + (thread:get("wrapped") or 0)
+        if thread:get("counting") then
+            counted = true
+            non_3xx = non_3xx + thread:get("non_3xx")
+        end
     end
     local e = summary.errors
+    local sockets = e.connect + e.read + e.write + e.timeout
     io.write(string.format(
-        'BENCH_JSON {"requests": %d, "duration_us": %d, "errors": %d, "p50_us": %d, "p99_us": %d, "reused_keys": %d}\n',
-        summary.requests, summary.duration,
-        e.connect + e.read + e.write + e.timeout + e.status,
+        'BENCH_JSON {"requests": %d, "duration_us": %d, "errors": %d, "socket_errors": %d, "non_3xx": %s, ' ..
+        '"socket_error_kinds": {"connect": %d, "read": %d, "write": %d, "timeout": %d}, ' ..
+        '"p50_us": %d, "p99_us": %d, "reused_keys": %d}\n',
+        summary.requests, summary.duration, sockets + e.status, sockets,
+        counted and tostring(non_3xx) or "null", e.connect, e.read, e.write, e.timeout,
         latency:percentile(50), latency:percentile(99), wraps))
 end
