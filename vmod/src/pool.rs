@@ -338,13 +338,11 @@ fn io_loop(shared: &Shared) {
         let failure = crate::without_panic(
             || serve(shared, &mut connection, &batch),
             || Some(LookupError::Unreachable("internal error".into())),
-        )
-        .inspect(|_| {
+        );
+        if let Some(error) = failure {
             // Never reuse the stream of a failed exchange: it may have
             // stopped halfway (serve drops it itself, but a panic does not).
             connection = None;
-        });
-        if let Some(error) = failure {
             shared.health.set(false);
             // Redis failed while these waited behind the batch: each has
             // waited less than the command timeout, and sending them now
