@@ -21,6 +21,9 @@ RUN apt-get update \
 # Imported by absolute path (see docker/shortlink.toml): the same on every architecture.
 COPY --from=build /src/target/release/libvmod_shortlink.so /usr/local/lib/varnish/
 COPY --from=build /shortlink.vcl /etc/varnish/default.vcl
+# The parameters make run and make bench start Varnish with.
+COPY vcl/varnishd.params /etc/varnish/shortlink.params
 EXPOSE 6081
-# Foreground, so the container lives as long as Varnish does.
-CMD ["varnishd", "-F", "-a", ":6081", "-f", "/etc/varnish/default.vcl", "-s", "malloc,256m"]
+# Foreground, so the container lives as long as Varnish does; each line of
+# the parameters file (comments dropped) becomes a -p.
+CMD ["sh", "-c", "exec varnishd -F -a :6081 -f /etc/varnish/default.vcl -s malloc,256m $(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/^[[:space:]]*/-p /' /etc/varnish/shortlink.params)"]
