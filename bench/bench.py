@@ -195,8 +195,7 @@ def start_varnishd(processes, name, port, vcl):
 
 
 def wrk(url, script, args, connections=CONNECTIONS, duration=DURATION):
-    """One wrk run. `statuses` counts answers that are not redirects
-    (links.lua only: the count costs a Lua call per answer)."""
+    """One wrk run with `script` and its `args`; its figures as a dict."""
     command = ["wrk", "-t", str(THREADS), "-c", str(connections), "-d", f"{duration}s",
                "--timeout", "5s", "-s", str(WRK_DIR / script), url, "--", *args]
     result = subprocess.run(command, capture_output=True, text=True)
@@ -237,7 +236,8 @@ def store_ceiling(redis_port):
     """Inserts/s of the writer's own claim script driven straight at Redis by
     16 clients (redis-benchmark, EVALSHA), with the writer's arguments: a
     hash, a URL, a deadline and 24 candidate fields. Every call stores a new
-    field, so every call is an fsync with `appendfsync always`."""
+    field, which Redis syncs to disk before answering (`appendfsync always`:
+    one fsync per event-loop pass, for every write in it, as for the writer)."""
     sha = subprocess.run(["redis-cli", "-p", str(redis_port), "SCRIPT", "LOAD", CLAIM_SCRIPT.read_text()],
                          capture_output=True, text=True, check=True).stdout.strip()
     if len(sha) != 40:
@@ -373,6 +373,8 @@ def run(processes):
         wait_for_port(varnish_port, "Varnish")
 
     def links_wrk(mode, keys, connections=CONNECTIONS, duration=DURATION, statuses=False):
+        # `statuses` counts answers that are not redirects, at the cost of a
+        # Lua call per answer.
         args = [mode, str(keys), str(THREADS), "statuses" if statuses else "-"]
         return lambda: wrk(base, "links.lua", args, connections=connections, duration=duration)
 
