@@ -117,6 +117,11 @@ sub vcl_deliver {
 }
 
 sub vcl_synth {
+    if (req.method == "PURGE" && resp.status == 200) {
+        # The writer reads only the status: no page to build per insert.
+        set resp.http.Cache-Control = "no-store";
+        return (deliver);
+    }
     set resp.http.Content-Type = "text/html; charset=utf-8";
     if (resp.status == 200) {
         set resp.http.Content-Type = "application/json";

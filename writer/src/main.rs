@@ -116,11 +116,18 @@ fn serve(settings: Settings) -> Result<(), String> {
     let max_body_bytes = settings.config.max_body_bytes;
     let guard = web::Data::new(Guard::new(&settings)?);
     actix_web::rt::System::new().block_on(async move {
-        let shortener = web::Data::new(Shortener::new(settings).map_err(|e| e.to_string())?);
+        let checked = web::Data::new(Shortener::new(settings.clone()).map_err(|e| e.to_string())?);
         log::info!("writer listening on http://{listen}/");
         HttpServer::new(move || {
+            // Each worker thread gets a shortener of its own, whose Redis
+            // connection and purge lane run on that worker's runtime: their
+            // replies wake the worker directly, not through another thread.
+            // The same settings opened `checked`, so this cannot fail; if
+            // it did, the worker would share that one.
+            let shortener =
+                Shortener::new(settings.clone()).map_or_else(|_| checked.clone(), web::Data::new);
             App::new()
-                .app_data(shortener.clone())
+                .app_data(shortener)
                 .app_data(guard.clone())
                 // The request line and status only: no header, so no token.
                 .wrap(middleware::Logger::new("%a \"%r\" %s %b %Dms"))

@@ -781,6 +781,58 @@ pub fn purge_survives_idle_close(suite: &Suite) -> Result<(), String> {
     result
 }
 
+/// Concurrent inserts share a purge lane, which sends their purges to
+/// Varnish pipelined, several per write: every answer must still reach the
+/// insert it belongs to, and every cached 404 must go.
+pub fn concurrent_inserts_all_purged(suite: &Suite) -> Result<(), String> {
+    const CLIENTS: usize = 16;
+    const PER_CLIENT: usize = 8;
+    let agent = Suite::agent();
+    let urls: Vec<String> = (0..CLIENTS * PER_CLIENT)
+        .map(|n| format!("https://example.org/e2e/batched/{n}"))
+        .collect();
+    let short = |url: &str| format!("{}/l/{}", suite.varnish.base_url(), &digest_key(url)[..4]);
+    for url in &urls {
+        ensure(get(&agent, &short(url))?.0 == 404, || {
+            format!("expected a cached 404 for {url} first")
+        })?;
+    }
+    let writer_url = &suite.writer_url;
+    std::thread::scope(|scope| {
+        let clients: Vec<_> = urls
+            .chunks(PER_CLIENT)
+            .map(|chunk| {
+                scope.spawn(move || -> Result<(), String> {
+                    let agent = Suite::agent();
+                    for url in chunk {
+                        // With the token: anonymous inserts are rate limited.
+                        let response = agent
+                            .post(format!("{writer_url}/api/links"))
+                            .header("Authorization", format!("Bearer {TEST_TOKEN}"))
+                            .send_json(serde_json::json!({ "url": url }))
+                            .map_err(|e| format!("{url}: {e}"))?;
+                        ensure(response.status() == 201, || {
+                            format!("{url}: {}", response.status())
+                        })?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        clients
+            .into_iter()
+            .try_for_each(|client| client.join().map_err(|_| "a client panicked".to_owned())?)
+    })?;
+    for url in &urls {
+        let (status, location) = get(&agent, &short(url))?;
+        ensure(
+            status == 301 && location.as_deref() == Some(url.as_str()),
+            || format!("{url} after a concurrent insert: {status} {location:?}"),
+        )?;
+    }
+    Ok(())
+}
+
 pub fn form_link_served_at_once(suite: &Suite) -> Result<(), String> {
     let agent = Suite::agent();
     let url = "https://example.org/e2e/form";

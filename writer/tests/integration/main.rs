@@ -84,6 +84,10 @@ fn main() -> ExitCode {
             "e2e::purge_survives_idle_close",
             common::purge_survives_idle_close,
         ),
+        (
+            "e2e::concurrent_inserts_all_purged",
+            common::concurrent_inserts_all_purged,
+        ),
         ("e2e::cli_add_and_vcl", common::cli_add_and_vcl),
         (
             "vcl::compiles_for_several_configurations",
