@@ -143,6 +143,21 @@ impl RedisServer {
         Ok(server)
     }
 
+    /// Brings the server back to answering, whatever a test left it in:
+    /// resumed if stopped, started again if killed. A test that fails
+    /// halfway through a fault then leaves no fault to the next one.
+    pub fn revive(&self) -> Result<(), String> {
+        // Fails when no process is left; starting it again settles that.
+        let _ = self.ctl(&["cont"]);
+        if self
+            .cli(&["ping"])
+            .is_ok_and(|answer| answer.trim() == "PONG")
+        {
+            return Ok(());
+        }
+        self.ctl(&["start"])
+    }
+
     /// The `redisctl` command line for this server, for VTC `shell` commands.
     pub fn redisctl_command(&self) -> String {
         format!("{} {}", self.redisctl.display(), self.config.display())

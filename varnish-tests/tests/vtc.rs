@@ -5,7 +5,8 @@
 //! Each suite directory gets one Redis, started once on a free loopback port
 //! and shut down at the end. Tests of the `serving` suite share theirs and run
 //! in parallel; tests of the `faults` suite hang, kill and restart theirs and
-//! measure how fast Varnish answers meanwhile, so each runs alone.
+//! measure how fast Varnish answers meanwhile, so each runs alone, and each
+//! starts with Redis answering, whatever the one before left it in.
 //!
 //! Every test sees these macros:
 //! - `${vcl}`: the generated VCL, default settings but the suite's Redis;
@@ -57,7 +58,7 @@ fn main() -> ExitCode {
             continue;
         }
         let server = match RedisServer::start(&setup.work.join(suite), &test_redis_acl()) {
-            Ok(server) => server,
+            Ok(server) => Arc::new(server),
             Err(message) => {
                 eprintln!("error: {message}");
                 return ExitCode::FAILURE;
@@ -78,9 +79,12 @@ fn main() -> ExitCode {
             let macros = Arc::clone(&macros);
             let exclusive = Arc::clone(&exclusive);
             let work = setup.work.clone();
+            let server = Arc::clone(&server);
             trials.push(Trial::test(name, move || {
                 if serial {
                     let _alone = exclusive.write().unwrap_or_else(PoisonError::into_inner);
+                    // The test before may have failed with Redis stopped or killed.
+                    server.revive()?;
                     run_varnishtest(&file, &macros, &work)
                 } else {
                     let _shared = exclusive.read().unwrap_or_else(PoisonError::into_inner);
