@@ -75,61 +75,49 @@ fn writer_redis_hung() -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
-    // (name, its directory under target/test-work, test, known to fail)
-    let tests: [(&str, &str, Test, bool); 9] = [
-        ("redis_hangs", "redis-hangs", redis_hangs, false),
-        (
-            "redis_killed_and_restarted",
-            "redis-killed",
-            redis_killed,
-            false,
-        ),
+    // (name, its directory under target/test-work, test)
+    let tests: [(&str, &str, Test); 9] = [
+        ("redis_hangs", "redis-hangs", redis_hangs),
+        ("redis_killed_and_restarted", "redis-killed", redis_killed),
         (
             "redis_down_while_varnish_starts",
             "redis-down-at-start",
             redirects::redis_down_at_start,
-            false,
         ),
         (
             "writer_with_redis_killed",
             "writer-redis-killed",
             writer_redis_killed,
-            false,
         ),
         (
             "writer_with_redis_hung",
             "writer-redis-hung",
             writer_redis_hung,
-            false,
         ),
         (
             "durability_of_acknowledged_links",
             "durability",
             inserts::durability,
-            false,
         ),
         (
             "varnish_restarted",
             "varnish-restart",
             redirects::varnish_restart,
-            false,
         ),
         (
             "busy_machine_healthy_redis",
             "busy-healthy-redis",
             busy_machine::healthy_redis,
-            false,
         ),
         (
             "busy_machine_hung_redis",
             "busy-hung-redis",
             busy_machine::hung_redis,
-            false,
         ),
     ];
     let trials = tests
         .into_iter()
-        .map(|(name, dir, test, known_to_fail)| {
+        .map(|(name, dir, test)| {
             Trial::test(name, move || {
                 let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
                 test()?;
@@ -139,7 +127,6 @@ fn main() -> ExitCode {
                 }
                 Ok(())
             })
-            .with_ignored_flag(known_to_fail)
         })
         .collect();
     libtest_mimic::run(&args, trials).exit_code()
