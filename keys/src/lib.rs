@@ -203,6 +203,14 @@ impl KeyScheme {
     pub fn key_pattern(&self) -> String {
         format!("{KEY_CHAR_CLASS}{{{},{MAX_KEY_LEN}}}", self.min_len())
     }
+
+    /// [`Self::key_pattern`] for an HTML `pattern` attribute: browsers
+    /// compile those in the `v` mode, where a literal `-` in a class must
+    /// be escaped.
+    pub fn html_key_pattern(&self) -> String {
+        let class = KEY_CHAR_CLASS.replace("_-]", "_\\-]");
+        format!("{class}{{{},{MAX_KEY_LEN}}}", self.min_len())
+    }
 }
 
 /// Length of a full digest key: 20 bytes of SHA-1 in unpadded base64.
@@ -426,6 +434,15 @@ mod tests {
             KeyScheme::new("x", 4).unwrap().key_pattern(),
             "[A-Za-z0-9_-]{5,64}"
         );
+    }
+
+    #[test]
+    fn html_key_pattern_is_the_key_pattern_with_its_dash_escaped() {
+        for scheme in [KeyScheme::default(), KeyScheme::new("x", 4).unwrap()] {
+            let html = scheme.html_key_pattern();
+            assert!(html.contains("_\\-]"), "{html}");
+            assert_eq!(html.replace("\\-", "-"), scheme.key_pattern());
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use shortlink_keys::escape_html as escape;
+use shortlink_keys::{escape_html as escape, KeyScheme, MAX_KEY_LEN};
 
 /// What the page shows: the inputs as typed, and the result or the errors.
 #[derive(Debug, Default)]
@@ -71,7 +71,17 @@ document.addEventListener('click', function (event) {
 ";
 
 /// The whole page for `view`.
-pub fn render(view: &FormView) -> String {
+/// The page for `view`; the custom key's hint and browser-side check
+/// follow `keys`, the rules the writer checks the key against.
+pub fn render(view: &FormView, keys: &KeyScheme) -> String {
+    let key_hint = format!(
+        "{} to {MAX_KEY_LEN} letters, digits, - or _. Leave empty for a generated key.",
+        keys.min_len()
+    );
+    let key_extra = format!(
+        " autocomplete=\"off\" spellcheck=\"false\" pattern=\"{}\"",
+        keys.html_key_pattern()
+    );
     let mut page = String::with_capacity(6 * 1024);
     let _ = write!(
         page,
@@ -114,8 +124,8 @@ pub fn render(view: &FormView) -> String {
             kind: "text",
             value: &view.key,
             error: view.key_error.as_deref(),
-            hint: "3 to 64 letters, digits, - or _. Leave empty for a generated key.",
-            extra: " autocomplete=\"off\" spellcheck=\"false\" pattern=\"[A-Za-z0-9_\\-]{3,64}\"",
+            hint: &key_hint,
+            extra: &key_extra,
         },
     );
     if view.ask_token || view.token_error.is_some() {
@@ -205,12 +215,15 @@ mod tests {
 
     #[test]
     fn typed_values_are_kept_and_escaped() {
-        let page = render(&FormView {
-            url: "https://x/\"><script>".into(),
-            key: "k'ey".into(),
-            url_error: Some("bad <url>".into()),
-            ..FormView::default()
-        });
+        let page = render(
+            &FormView {
+                url: "https://x/\"><script>".into(),
+                key: "k'ey".into(),
+                url_error: Some("bad <url>".into()),
+                ..FormView::default()
+            },
+            &KeyScheme::default(),
+        );
         assert!(page.contains("value=\"https://x/&quot;&gt;&lt;script&gt;\""));
         assert!(page.contains("value=\"k&#39;ey\""));
         assert!(
@@ -222,26 +235,43 @@ mod tests {
     }
 
     #[test]
+    fn the_key_hint_follows_the_key_rules() {
+        let page = render(&FormView::default(), &KeyScheme::default());
+        assert!(page.contains("3 to 64 letters"), "{page}");
+        assert!(page.contains("pattern=\"[A-Za-z0-9_\\-]{3,64}\""), "{page}");
+        // Split 4 leaves every key a field of at least one character.
+        let page = render(&FormView::default(), &KeyScheme::new("short:", 4).unwrap());
+        assert!(page.contains("5 to 64 letters"), "{page}");
+        assert!(page.contains("pattern=\"[A-Za-z0-9_\\-]{5,64}\""), "{page}");
+    }
+
+    #[test]
     fn the_form_carries_its_token_and_asks_for_an_access_token() {
-        let page = render(&FormView {
-            csrf: "abc-_1".into(),
-            ask_token: true,
-            ..FormView::default()
-        });
+        let page = render(
+            &FormView {
+                csrf: "abc-_1".into(),
+                ask_token: true,
+                ..FormView::default()
+            },
+            &KeyScheme::default(),
+        );
         assert!(page.contains("<input type=\"hidden\" name=\"csrf\" value=\"abc-_1\">"));
         assert!(page.contains("name=\"token\" type=\"password\" value=\"\""));
     }
 
     #[test]
     fn the_result_links_to_the_short_url() {
-        let page = render(&FormView {
-            outcome: Some(Outcome {
-                short_url: "http://s/l/abcd".into(),
-                long_url: "https://example.org/?a=1&b=2".into(),
-                created: true,
-            }),
-            ..FormView::default()
-        });
+        let page = render(
+            &FormView {
+                outcome: Some(Outcome {
+                    short_url: "http://s/l/abcd".into(),
+                    long_url: "https://example.org/?a=1&b=2".into(),
+                    created: true,
+                }),
+                ..FormView::default()
+            },
+            &KeyScheme::default(),
+        );
         assert!(page.contains("<a id=\"short-link\" href=\"http://s/l/abcd\">http://s/l/abcd</a>"));
         assert!(page.contains("data-copy=\"http://s/l/abcd\""));
         assert!(page.contains("https://example.org/?a=1&amp;b=2"));

@@ -236,8 +236,18 @@ pub struct FormInput {
     token: String,
 }
 
-async fn form_page(request: HttpRequest, guard: web::Data<Guard>) -> HttpResponse {
-    form_response(&request, &guard, StatusCode::OK, FormView::default())
+async fn form_page(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Guard>,
+) -> HttpResponse {
+    form_response(
+        &request,
+        &shortener,
+        &guard,
+        StatusCode::OK,
+        FormView::default(),
+    )
 }
 
 async fn form_submit(
@@ -269,7 +279,7 @@ async fn form_submit(
                 view.general_error = Some(error.message);
             }
         }
-        let mut response = form_response(&request, &guard, error.status, view);
+        let mut response = form_response(&request, &shortener, &guard, error.status, view);
         if let Some(seconds) = error.retry_after_s {
             response
                 .headers_mut()
@@ -305,13 +315,14 @@ async fn form_submit(
             api.status
         }
     };
-    form_response(&request, &guard, status, view)
+    form_response(&request, &shortener, &guard, status, view)
 }
 
 /// The form page, with a form token for the browser's cookie; a browser
 /// without a cookie (or with a malformed one) gets a new one.
 fn form_response(
     request: &HttpRequest,
+    shortener: &Shortener,
     guard: &Guard,
     status: StatusCode,
     mut view: FormView,
@@ -347,5 +358,5 @@ fn form_response(
                 .finish(),
         );
     }
-    response.body(render(&view))
+    response.body(render(&view, &shortener.settings.scheme))
 }
