@@ -7,8 +7,12 @@
 
 #[macro_use]
 mod common;
+mod api;
 mod browser;
+mod e2e;
+mod form;
 mod security;
+mod store;
 
 use std::process::ExitCode;
 
@@ -56,39 +60,36 @@ fn main() -> ExitCode {
         }
     };
     let tests: Vec<(&str, common::Test)> = vec![
-        ("store::same_url_same_key", common::same_url_same_key),
-        ("store::grows_on_collision", common::grows_on_collision),
-        ("store::custom_keys", common::custom_keys),
+        ("store::same_url_same_key", store::same_url_same_key),
+        ("store::grows_on_collision", store::grows_on_collision),
+        ("store::custom_keys", store::custom_keys),
         (
             "store::concurrent_distinct_urls",
-            common::concurrent_distinct_urls,
+            store::concurrent_distinct_urls,
         ),
-        ("store::concurrent_same_url", common::concurrent_same_url),
-        ("api::create_and_get", common::api_create_and_get),
-        (
-            "api::every_validation_rule",
-            common::api_every_validation_rule,
-        ),
-        ("api::malformed_requests", common::api_malformed_requests),
-        ("api::redis_unreachable", common::api_redis_unreachable),
-        ("form::submit_and_errors", common::form_submit_and_errors),
+        ("store::concurrent_same_url", store::concurrent_same_url),
+        ("api::create_and_get", api::create_and_get),
+        ("api::every_validation_rule", api::every_validation_rule),
+        ("api::malformed_requests", api::malformed_requests),
+        ("api::redis_unreachable", api::redis_unreachable),
+        ("form::submit_and_errors", form::submit_and_errors),
         (
             "e2e::api_link_served_after_cached_404",
-            common::api_link_served_after_cached_404,
+            e2e::api_link_served_after_cached_404,
         ),
         (
             "e2e::form_link_served_at_once",
-            common::form_link_served_at_once,
+            e2e::form_link_served_at_once,
         ),
         (
             "e2e::purge_survives_idle_close",
-            common::purge_survives_idle_close,
+            e2e::purge_survives_idle_close,
         ),
         (
             "e2e::concurrent_inserts_all_purged",
-            common::concurrent_inserts_all_purged,
+            e2e::concurrent_inserts_all_purged,
         ),
-        ("e2e::cli_add_and_vcl", common::cli_add_and_vcl),
+        ("e2e::cli_add_and_vcl", e2e::cli_add_and_vcl),
         (
             "vcl::compiles_for_several_configurations",
             compiles_for_several_configurations,

@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use actix_web::http::header;
-use actix_web::{test as actix_test, web, App};
+use actix_web::test as actix_test;
 use shortlink_keys::digest_key;
 use test_support::{free_port, wait_for_port};
 

@@ -1,0 +1,209 @@
+//! The JSON API in an in-process actix service against the suite's Redis.
+
+use std::time::Duration;
+
+use actix_web::test as actix_test;
+use shortlink_keys::digest_key;
+use shortlink_writer::shortener::Shortener;
+use test_support::free_port;
+
+use crate::common::{ensure, Suite};
+
+fn api_app_test<F, Fut>(suite: &Suite, prefix: &str, test: F) -> Result<(), String>
+where
+    F: FnOnce(Shortener) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    actix_web::rt::System::new().block_on(async { test(suite.shortener(prefix)).await })
+}
+
+pub fn create_and_get(suite: &Suite) -> Result<(), String> {
+    api_app_test(suite, "t-api:", |shortener| async move {
+        let app = api_app!(shortener);
+        let url = "https://example.org/api";
+        let post = || {
+            actix_test::TestRequest::post()
+                .uri("/api/links")
+                .set_json(serde_json::json!({ "url": url }))
+        };
+        let (status, body) = call!(app, post());
+        let key = digest_key(url)[..4].to_owned();
+        ensure(status == 201, || format!("{status} {body}"))?;
+        ensure(body["key"] == key.as_str() && body["url"] == url, || {
+            body.to_string()
+        })?;
+        ensure(
+            body["short_url"] == format!("http://127.0.0.1:6081/l/{key}").as_str(),
+            || body.to_string(),
+        )?;
+        let (status, _) = call!(app, post());
+        ensure(status == 200, || format!("re-submission answered {status}"))?;
+        let (status, got) = call!(
+            app,
+            actix_test::TestRequest::get().uri(&format!("/api/links/{key}"))
+        );
+        ensure(status == 200 && got == body, || format!("{status} {got}"))?;
+        let (status, missing) = call!(app, actix_test::TestRequest::get().uri("/api/links/nope1"));
+        ensure(status == 404 && missing["error"].is_string(), || {
+            format!("{status} {missing}")
+        })?;
+        let conflict = actix_test::TestRequest::post()
+            .uri("/api/links")
+            .set_json(serde_json::json!({ "url": "https://example.org/b", "key": key }));
+        let (status, body) = call!(app, conflict);
+        ensure(
+            status == 409 && body["error"].as_str().is_some_and(|e| e.contains(&key)),
+            || format!("{status} {body}"),
+        )
+    })
+}
+
+pub fn every_validation_rule(suite: &Suite) -> Result<(), String> {
+    api_app_test(suite, "t-valid:", |shortener| async move {
+        let app = api_app!(shortener);
+        let long = format!("https://example.org/{}", "x".repeat(2100));
+        let cases = [
+            (serde_json::json!({ "url": "" }), "url"),
+            (serde_json::json!({ "url": "example.org" }), "url"),
+            (serde_json::json!({ "url": "ftp://example.org/" }), "url"),
+            (serde_json::json!({ "url": "javascript:alert(1)" }), "url"),
+            (serde_json::json!({ "url": "https://" }), "url"),
+            (serde_json::json!({ "url": " https://example.org/" }), "url"),
+            (
+                serde_json::json!({ "url": "https://example.org/a b" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org/\r\nX: y" }),
+                "url",
+            ),
+            (serde_json::json!({ "url": long }), "url"),
+            (
+                serde_json::json!({ "url": "http://127.0.0.1:6081/l/abcd" }),
+                "url",
+            ),
+            (serde_json::json!({ "url": "//example.org/x" }), "url"),
+            (
+                serde_json::json!({ "url": "https://user:pass@example.org/" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org:0/" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org:70000/" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "http://localhost:8080/" }),
+                "url",
+            ),
+            (serde_json::json!({ "url": "http://10.0.0.1/" }), "url"),
+            (serde_json::json!({ "url": "http://[::1]/" }), "url"),
+            (
+                serde_json::json!({ "url": "http://169.254.169.254/latest" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org/\u{0}" }),
+                "url",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org/", "key": "ab" }),
+                "key",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org/", "key": "a/b/c" }),
+                "key",
+            ),
+            (
+                serde_json::json!({ "url": "https://example.org/", "key": "k".repeat(65) }),
+                "key",
+            ),
+        ];
+        for (input, field) in cases {
+            let request = actix_test::TestRequest::post()
+                .uri("/api/links")
+                .set_json(&input);
+            let (status, body) = call!(app, request);
+            ensure(status == 422 && body["field"] == field, || {
+                format!("{input}: {status} {body}")
+            })?;
+            ensure(body["error"].as_str().is_some_and(|e| e.len() > 10), || {
+                body.to_string()
+            })?;
+        }
+        Ok(())
+    })?;
+    let stored = suite.hashes("t-valid:")?;
+    ensure(stored.is_empty(), || {
+        format!("refused input was stored: {stored:?}")
+    })
+}
+
+pub fn malformed_requests(suite: &Suite) -> Result<(), String> {
+    api_app_test(suite, "t-bad:", |shortener| async move {
+        let app = api_app!(shortener);
+        let json = |body: &str| {
+            actix_test::TestRequest::post()
+                .uri("/api/links")
+                .insert_header(("content-type", "application/json"))
+                .set_payload(body.to_owned())
+        };
+        for (request, expected) in [
+            (json("{\"url\": "), 400),
+            (json("[]"), 400),
+            (json("{\"link\": \"https://example.org/\"}"), 400),
+            (json("{\"url\": 42}"), 400),
+            (
+                actix_test::TestRequest::post()
+                    .uri("/api/links")
+                    .insert_header(("content-type", "text/plain"))
+                    .set_payload("https://example.org/"),
+                415,
+            ),
+            (
+                json(&format!(
+                    "{{\"url\": \"https://example.org/{}\"}}",
+                    "x".repeat(20_000)
+                )),
+                413,
+            ),
+        ] {
+            let (status, body) = call!(app, request);
+            ensure(status == expected && body["error"].is_string(), || {
+                format!("expected {expected}, got {status} {body}")
+            })?;
+        }
+        Ok(())
+    })?;
+    let stored = suite.hashes("t-bad:")?;
+    ensure(stored.is_empty(), || {
+        format!("malformed input was stored: {stored:?}")
+    })
+}
+
+pub fn redis_unreachable(suite: &Suite) -> Result<(), String> {
+    let mut settings = suite.settings("t-away:", 2);
+    settings.config.redis.url = format!("redis://127.0.0.1:{}/0", free_port()?);
+    let started = std::time::Instant::now();
+    actix_web::rt::System::new().block_on(async {
+        let shortener = Shortener::new(settings).map_err(|e| e.to_string())?;
+        let app = api_app!(shortener);
+        let request = actix_test::TestRequest::post()
+            .uri("/api/links")
+            .set_json(serde_json::json!({ "url": "https://example.org/away" }));
+        let (status, body) = call!(app, request);
+        ensure(
+            status == 503
+                && body["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("unreachable")),
+            || format!("{status} {body}"),
+        )
+    })?;
+    ensure(started.elapsed() < Duration::from_secs(5), || {
+        format!("the 503 took {:?}", started.elapsed())
+    })
+}

@@ -1,0 +1,198 @@
+//! The link store against the suite's Redis: keys, growth on collision,
+//! custom keys, concurrent writers.
+
+use std::collections::HashSet;
+
+use shortlink_keys::digest_key;
+use shortlink_writer::config::Settings;
+use shortlink_writer::shortener::{ShortenError, Shortener};
+use shortlink_writer::store::{Inserted, StoreError};
+
+use crate::common::{block_on, ensure, Suite};
+
+/// Shortens `url` with a fresh shortener (and connection) under `prefix`.
+fn shorten_once(
+    suite: &Suite,
+    prefix: &str,
+    url: &str,
+    key: Option<&str>,
+) -> Result<Inserted, ShortenError> {
+    block_on(async { suite.shortener(prefix).shorten(url, key).await })
+}
+
+pub fn same_url_same_key(suite: &Suite) -> Result<(), String> {
+    let url = "https://example.org/determinism";
+    let first = shorten_once(suite, "t-same:", url, None).map_err(|e| e.to_string())?;
+    let again = shorten_once(suite, "t-same:", url, None).map_err(|e| e.to_string())?;
+    let expected = &digest_key(url)[..4];
+    ensure(
+        matches!(&first, Inserted::Created(link) if link.key == expected),
+        || format!("first insert: {first:?}, expected key {expected}"),
+    )?;
+    ensure(
+        matches!(&again, Inserted::Existing(link) if link.key == expected),
+        || format!("second insert: {again:?}"),
+    )?;
+    let stored = suite.redis.cli(&[
+        "HGET",
+        &format!("t-same:{}", &expected[..2]),
+        &expected[2..],
+    ])?;
+    ensure(stored.trim() == url, || format!("Redis holds {stored:?}"))
+}
+
+pub fn grows_on_collision(suite: &Suite) -> Result<(), String> {
+    let url = "https://example.org/collision";
+    let digest = digest_key(url);
+    let hash = format!("t-grow:{}", &digest[..2]);
+    // Someone else's URL already sits in the 4- and 5-character slots.
+    suite
+        .redis
+        .cli(&["HSET", &hash, &digest[2..4], "https://other.example/4"])?;
+    suite
+        .redis
+        .cli(&["HSET", &hash, &digest[2..5], "https://other.example/5"])?;
+    let inserted = shorten_once(suite, "t-grow:", url, None).map_err(|e| e.to_string())?;
+    ensure(
+        matches!(&inserted, Inserted::Created(link) if link.key == digest[..6]),
+        || {
+            format!(
+                "expected the 6-character key {}, got {inserted:?}",
+                &digest[..6]
+            )
+        },
+    )?;
+    let again = shorten_once(suite, "t-grow:", url, None).map_err(|e| e.to_string())?;
+    ensure(
+        matches!(&again, Inserted::Existing(link) if link.key == digest[..6]),
+        || format!("re-submission gave {again:?}"),
+    )?;
+    let untouched = suite.redis.cli(&["HGET", &hash, &digest[2..4]])?;
+    ensure(untouched.trim() == "https://other.example/4", || {
+        format!("the 4-character slot was overwritten: {untouched:?}")
+    })
+}
+
+pub fn custom_keys(suite: &Suite) -> Result<(), String> {
+    let first = shorten_once(
+        suite,
+        "t-custom:",
+        "https://example.org/talk",
+        Some("my-talk"),
+    );
+    ensure(
+        matches!(first, Ok(Inserted::Created(ref l)) if l.key == "my-talk"),
+        || format!("{first:?}"),
+    )?;
+    let again = shorten_once(
+        suite,
+        "t-custom:",
+        "https://example.org/talk",
+        Some("my-talk"),
+    );
+    ensure(matches!(again, Ok(Inserted::Existing(_))), || {
+        format!("{again:?}")
+    })?;
+    let taken = shorten_once(
+        suite,
+        "t-custom:",
+        "https://example.org/other",
+        Some("my-talk"),
+    );
+    ensure(
+        matches!(taken, Err(ShortenError::Store(StoreError::KeyTaken { ref key })) if key == "my-talk"),
+        || format!("{taken:?}"),
+    )?;
+    let stored = suite.redis.cli(&["HGET", "t-custom:my", "-talk"])?;
+    ensure(stored.trim() == "https://example.org/talk", || {
+        format!("conflict changed the stored URL: {stored:?}")
+    })
+}
+
+/// 16 writers, 200 distinct URLs each, split 1 and 3-character keys, so that
+/// the 64 hashes are shared by everyone and slots collide.
+pub fn concurrent_distinct_urls(suite: &Suite) -> Result<(), String> {
+    let mut config = suite.settings("t-conc:", 1).config;
+    config.min_generated_key_length = 3;
+    let settings = Settings::new(config).map_err(|e| e.to_string())?;
+    let threads: Vec<_> = (0..16)
+        .map(|thread| {
+            let settings = settings.clone();
+            std::thread::spawn(move || {
+                block_on(async {
+                    let shortener = Shortener::new(settings).expect("shortener");
+                    let mut links = Vec::new();
+                    for i in 0..200 {
+                        let url = format!("https://example.org/concurrent/{thread}/{i}");
+                        let inserted = shortener.shorten(&url, None).await;
+                        links.push((url, inserted.map_err(|e| e.to_string())));
+                    }
+                    links
+                })
+            })
+        })
+        .collect();
+    let mut keys = HashSet::new();
+    let mut longer = 0;
+    let mut links = Vec::new();
+    for thread in threads {
+        for (url, inserted) in thread.join().map_err(|_| "a writer thread panicked")? {
+            let Ok(Inserted::Created(link)) = inserted else {
+                return Err(format!("{url}: {inserted:?}"));
+            };
+            ensure(keys.insert(link.key.clone()), || {
+                format!("key {} given twice", link.key)
+            })?;
+            longer += usize::from(link.key.len() > 3);
+            links.push((url, link.key));
+        }
+    }
+    block_on(async {
+        let shortener = Shortener::new(settings).map_err(|e| e.to_string())?;
+        for (url, key) in &links {
+            let stored = shortener.get(key).await.map_err(|e| e.to_string())?;
+            ensure(stored.as_ref().map(|l| &l.url) == Some(url), || {
+                format!("{key} holds {stored:?}, expected {url}")
+            })?;
+        }
+        Ok::<_, String>(())
+    })?;
+    ensure(keys.len() == 3200, || {
+        format!("{} links stored", keys.len())
+    })?;
+    // With 3200 URLs in 64^3 three-character keys, some digests collide;
+    // those links must have grown past three characters.
+    ensure(longer > 0, || {
+        "no collision happened; the test proves nothing".into()
+    })?;
+    eprintln!("    {longer} of 3200 links needed a longer key");
+    Ok(())
+}
+
+/// 16 writers submitting the same URL at once: one creates it, all agree.
+pub fn concurrent_same_url(suite: &Suite) -> Result<(), String> {
+    let settings = suite.settings("t-race:", 2);
+    let results: Vec<_> = (0..16)
+        .map(|_| {
+            let settings = settings.clone();
+            std::thread::spawn(move || {
+                block_on(async {
+                    let shortener = Shortener::new(settings).expect("shortener");
+                    shortener.shorten("https://example.org/race", None).await
+                })
+                .map_err(|e| e.to_string())
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().expect("thread"))
+        .collect::<Result<_, _>>()?;
+    let created = results
+        .iter()
+        .filter(|r| matches!(r, Inserted::Created(_)))
+        .count();
+    let keys: HashSet<_> = results.iter().map(|r| r.link().key.clone()).collect();
+    ensure(created == 1 && keys.len() == 1, || {
+        format!("{created} creations, keys {keys:?}")
+    })
+}
