@@ -173,7 +173,7 @@ impl Lane {
     /// answers nothing is an error.
     async fn exchange(&mut self, batch: &mut Vec<Job>) -> io::Result<()> {
         let mut requests = Vec::with_capacity(batch.len() * 64);
-        let mut answers = Vec::with_capacity(4096);
+        let mut received = Vec::with_capacity(4096);
         while !batch.is_empty() {
             let fresh = self.connection.is_none();
             let mut stream = if let Some(stream) = self.connection.take() {
@@ -191,9 +191,9 @@ impl Lane {
                 requests.extend_from_slice(self.address.as_bytes());
                 requests.extend_from_slice(b"\r\n\r\n");
             }
-            answers.clear();
+            received.clear();
             let (answered, result) =
-                read_answers(&mut stream, &requests, &mut answers, batch.len()).await;
+                read_answers(&mut stream, &requests, &mut received, batch.len()).await;
             let closed = result.is_err() || answered.iter().any(|answer| answer.closes);
             for (job, answer) in batch.drain(..answered.len()).zip(&answered) {
                 let outcome = if answer.status == 200 {
@@ -225,13 +225,13 @@ struct Answer {
     closes: bool,
 }
 
-/// Writes `requests` and reads up to `expected` responses, stopping early
-/// at a response after which the connection cannot be reused. Returns the
+/// Writes `requests` and reads up to `expected` responses into `received`,
+/// stopping early at a response after which the connection cannot be reused. Returns the
 /// responses read, and the error that stopped the reading, if one did.
 async fn read_answers(
     stream: &mut TcpStream,
     requests: &[u8],
-    buffer: &mut Vec<u8>,
+    received: &mut Vec<u8>,
     expected: usize,
 ) -> (Vec<Answer>, io::Result<()>) {
     let mut answered = Vec::with_capacity(expected);
@@ -240,7 +240,7 @@ async fn read_answers(
     }
     let mut start = 0;
     while answered.len() < expected {
-        match parse_answer(&buffer[start..]) {
+        match parse_answer(&received[start..]) {
             Ok(Some((answer, length))) => {
                 start += length;
                 let closes = answer.closes;
@@ -253,10 +253,9 @@ async fn read_answers(
             Ok(None) => {}
             Err(error) => return (answered, Err(error)),
         }
-        let mut chunk = [0u8; 4096];
-        match stream.read(&mut chunk).await {
+        match stream.read_buf(received).await {
             Ok(0) => return (answered, Err(io::ErrorKind::UnexpectedEof.into())),
-            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+            Ok(_) => {}
             Err(error) => return (answered, Err(error)),
         }
     }
