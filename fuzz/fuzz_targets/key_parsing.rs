@@ -17,7 +17,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use libfuzzer_sys::fuzz_target;
 use regex::Regex;
-use shortlink_keys::{
+use shortlink_core::{
     digest_key, KeyError, KeyScheme, SchemeError, DIGEST_KEY_LEN, MAX_KEY_LEN, MAX_PREFIX_LEN,
     MAX_SPLIT, MIN_KEY_LEN,
 };

@@ -10,7 +10,7 @@
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
-use shortlink_keys::{check_redirect_target, digest_key, escape_html, MAX_TARGET_LEN};
+use shortlink_core::{check_redirect_target, digest_key, escape_html, MAX_TARGET_LEN};
 use shortlink_writer::config::Settings;
 use shortlink_writer::validate::normalize_url;
 use url::Url;

@@ -18,7 +18,7 @@ use std::sync::LazyLock;
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use regex::Regex;
-use shortlink_keys::{digest_key, MAX_KEY_LEN};
+use shortlink_core::{digest_key, MAX_KEY_LEN};
 use shortlink_writer::config::{Config, Settings};
 use shortlink_writer::vcl;
 
@@ -82,11 +82,11 @@ fn check(config: Config, toml: &str) {
     let mut acl = config.varnish.purge_acl.iter();
     for (got, want) in output.literals.iter().zip(&expected.literals) {
         let value = match want.as_str() {
-            "@REDIS_URL@" => &config.redis.url,
-            "@PREFIX@" => &config.redis.hash_prefix,
-            "@CACHE_CONTROL@" => &config.redirect.cache_control,
-            "@VMOD@" => &config.varnish.vmod,
-            "@ACL_ENTRY@" => acl.next().expect("one literal per ACL entry"),
+            "@REDIS_URL@" => config.redis.url.as_str(),
+            "@PREFIX@" => config.redis.hash_prefix.as_str(),
+            "@CACHE_CONTROL@" => config.redirect.cache_control.as_str(),
+            "@VMOD@" => config.varnish.vmod.as_str(),
+            "@ACL_ENTRY@" => acl.next().expect("one literal per ACL entry").as_str(),
             want if want.contains("@KEY_PATTERN@") => {
                 check_key_regex(got, &settings, &context);
                 continue;

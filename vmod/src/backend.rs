@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use shortlink_keys::{check_redirect_target, escape_html, KeyScheme};
+use shortlink_core::{check_redirect_target, escape_html, HeaderValue, KeyScheme, RedirectStatus};
 use varnish::vcl::{Ctx, LogTag, StrOrBytes, VclBackend, VclError, VclResponse};
 use varnish::Vsc;
 
@@ -14,10 +14,10 @@ use crate::stats::LinkStats;
 /// What the VCL author configured, checked once in `vcl_init`.
 pub struct Settings {
     pub scheme: KeyScheme,
-    pub status: u16,
+    pub status: RedirectStatus,
     pub ttl: Duration,
     pub negative_ttl: Duration,
-    pub cache_control: String,
+    pub cache_control: HeaderValue,
 }
 
 /// Outcome of resolving one key, before it is written into a response.
@@ -98,7 +98,7 @@ impl Resolver {
 
     /// The cache TTL for a response this backend produced with `status`.
     pub fn ttl_for(&self, status: i64) -> Duration {
-        if status == i64::from(self.settings.status) {
+        if status == i64::from(self.settings.status.code()) {
             self.settings.ttl
         } else if status == 404 {
             self.settings.negative_ttl
@@ -125,9 +125,9 @@ impl Resolver {
             .ok_or("shortlink: backend called without a backend response")?;
         let body = match &resolution {
             Resolution::Found(url) => {
-                beresp.set_status(self.settings.status);
+                beresp.set_status(self.settings.status.code());
                 beresp.set_header("Location", url)?;
-                beresp.set_header("Cache-Control", &self.settings.cache_control)?;
+                beresp.set_header("Cache-Control", self.settings.cache_control.as_str())?;
                 redirect_page(url)
             }
             Resolution::Missing | Resolution::Rejected(_) | Resolution::Unsafe(_) => {

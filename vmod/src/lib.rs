@@ -9,6 +9,8 @@ mod stats;
 
 use std::time::Duration;
 
+use shortlink_core::{Timeout, Ttl};
+
 pub use backend::{key_of, Resolution};
 
 /// Cacheable redirects for short links stored in Redis hashes.
@@ -43,14 +45,16 @@ pub use backend::{key_of, Resolution};
 mod shortlink {
     use std::time::Duration;
 
-    use shortlink_keys::KeyScheme;
+    use shortlink_core::{
+        HeaderValue, KeyScheme, PoolSize, RedirectStatus, SettingError, Timeout, Ttl,
+    };
     use varnish::ffi::VCL_BACKEND;
     use varnish::vcl::{Backend, Ctx, LogTag, VclError};
     use varnish::Vsc;
 
     use crate::backend::{LinkBackend, Resolution, Resolver, Settings};
     use crate::pool::{PoolSettings, RedisPool};
-    use crate::{header_value, positive, redirect_status, redirector, without_panic};
+    use crate::{redirector, timeout_or, ttl_or, without_panic};
 
     impl redirector {
         /// Create a short-link store backed by Redis.
@@ -106,27 +110,33 @@ mod shortlink {
         ) -> Result<Self, VclError> {
             without_panic(
                 || {
+                    let fail = |e: SettingError| format!("shortlink: {name}: {e}");
                     let settings = Settings {
                         scheme: KeyScheme::new(prefix, usize::try_from(split).unwrap_or(0))
                             .map_err(|e| format!("shortlink: {name}: {e}"))?,
-                        status: redirect_status(status)
-                            .map_err(|e| format!("shortlink: {name}: {e}"))?,
-                        ttl: ttl.unwrap_or(Duration::from_hours(24)),
-                        negative_ttl: negative_ttl.unwrap_or(Duration::from_mins(1)),
-                        cache_control: header_value(cache_control)
+                        status: RedirectStatus::try_from(status).map_err(fail)?,
+                        ttl: ttl_or(ttl, Ttl::FOUND, "ttl", name)?,
+                        negative_ttl: ttl_or(negative_ttl, Ttl::NEGATIVE, "negative_ttl", name)?,
+                        cache_control: HeaderValue::try_from(cache_control)
                             .map_err(|e| format!("shortlink: {name}: cache_control {e}"))?,
                     };
-                    let pool_size = u32::try_from(pool_size)
-                        .ok()
-                        .filter(|size| (1..=1024).contains(size))
-                        .ok_or_else(|| {
-                            format!("shortlink: {name}: pool_size {pool_size} must be 1 to 1024")
-                        })?;
                     let pool = RedisPool::new(&PoolSettings {
                         url: redis,
-                        connect_timeout: positive(connect_timeout, "connect_timeout", name)?,
-                        command_timeout: positive(command_timeout, "command_timeout", name)?,
-                        size: pool_size,
+                        connect_timeout: timeout_or(
+                            connect_timeout,
+                            Timeout::CONNECT,
+                            "connect_timeout",
+                            name,
+                        )?,
+                        command_timeout: timeout_or(
+                            command_timeout,
+                            Timeout::COMMAND,
+                            "command_timeout",
+                            name,
+                        )?,
+                        size: PoolSize::try_from(pool_size)
+                            .map_err(|e| format!("shortlink: {name}: pool_size {e}"))?
+                            .get(),
                     })
                     .map_err(|e| format!("shortlink: {name}: {e}"))?;
                     let resolver = Resolver {
@@ -209,34 +219,82 @@ pub(crate) fn without_panic<T>(work: impl FnOnce() -> T, on_panic: impl FnOnce()
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| on_panic())
 }
 
-fn redirect_status(status: i64) -> Result<u16, String> {
-    match status {
-        301 | 302 | 307 | 308 => Ok(u16::try_from(status).unwrap_or(301)),
-        _ => Err(format!(
-            "status {status} is not a redirect: use 301, 302, 307 or 308"
-        )),
-    }
+/// `value`, or `default` when VCL left it out, within [`Timeout`]'s bounds.
+fn timeout_or(
+    value: Option<Duration>,
+    default: Timeout,
+    what: &str,
+    name: &str,
+) -> Result<Duration, String> {
+    value
+        .map_or(Ok(default), Timeout::try_from)
+        .map(Timeout::get)
+        .map_err(|e| format!("shortlink: {name}: {what} {e}"))
 }
 
-fn positive(value: Option<Duration>, what: &str, name: &str) -> Result<Duration, String> {
-    match value {
-        None => Ok(Duration::from_millis(200)),
-        Some(d) if d.is_zero() => Err(format!("shortlink: {name}: {what} must be above 0s")),
-        Some(d) => Ok(d),
-    }
-}
-
-fn header_value(value: &str) -> Result<String, String> {
-    if !value.is_empty() && value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        Ok(value.to_owned())
-    } else {
-        Err(format!("{value:?} must be non-empty printable ASCII"))
-    }
+/// `value`, or `default` when VCL left it out, within [`Ttl`]'s bounds.
+fn ttl_or(
+    value: Option<Duration>,
+    default: Ttl,
+    what: &str,
+    name: &str,
+) -> Result<Duration, String> {
+    value
+        .map_or(Ok(default), Ttl::try_from)
+        .map(Ttl::get)
+        .map_err(|e| format!("shortlink: {name}: {what} {e}"))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use shortlink_core::{
+        HeaderValue, PoolSize, RedirectStatus, Timeout, Ttl, DEFAULT_PREFIX, DEFAULT_SPLIT,
+    };
+
     use super::without_panic;
+
+    /// A duration as VCL writes it.
+    fn vcl_duration(duration: Duration) -> String {
+        match duration.as_secs() {
+            0 => format!("{}ms", duration.as_millis()),
+            s if s % 86_400 == 0 => format!("{}d", s / 86_400),
+            s => format!("{s}s"),
+        }
+    }
+
+    /// The VCL API's defaults are literals in the doc comments and
+    /// `#[default]`s above: they must say what `shortlink_core` holds.
+    #[test]
+    fn the_vcl_api_documents_the_shared_defaults() {
+        let api = include_str!("../API.md").replace('\n', " ");
+        let signature = format!(
+            "STRING prefix = \"{DEFAULT_PREFIX}\", INT split = {DEFAULT_SPLIT}, \
+             [DURATION connect_timeout], [DURATION command_timeout], INT pool_size = {}, \
+             INT status = {}, [DURATION ttl], [DURATION negative_ttl], STRING cache_control = \"{}\")",
+            PoolSize::DEFAULT,
+            RedirectStatus::default(),
+            HeaderValue::DEFAULT_CACHE_CONTROL,
+        );
+        assert!(api.contains(&signature), "API.md should read {signature}");
+        for (parameter, default) in [
+            ("connect_timeout", Timeout::CONNECT.get()),
+            ("command_timeout", Timeout::COMMAND.get()),
+            ("ttl", Ttl::FOUND.get()),
+            ("negative_ttl", Ttl::NEGATIVE.get()),
+        ] {
+            let section = api
+                .split("* `")
+                .find(|s| s.starts_with(&format!("[DURATION {parameter}]`")))
+                .unwrap_or_else(|| panic!("API.md has no section for {parameter}"));
+            let expected = format!("Default `{}`", vcl_duration(default));
+            assert!(
+                section.contains(&expected),
+                "{parameter}: API.md should say {expected}"
+            );
+        }
+    }
 
     #[test]
     fn a_panic_becomes_the_fallback_answer() {

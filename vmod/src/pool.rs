@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::ConnectionLike;
-use shortlink_keys::Slot;
+use shortlink_core::Slot;
 
 /// One Redis connection and whether it may be reused.
 pub struct PooledConnection {

@@ -8,7 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
-use shortlink_keys::{KeyScheme, DIGEST_KEY_LEN};
+use shortlink_core::{
+    HeaderValue, KeyScheme, PoolSize, RedirectStatus, Timeout, Ttl, DIGEST_KEY_LEN,
+};
 use url::Url;
 
 /// The whole configuration, as read from TOML. Every field has a default.
@@ -54,14 +56,14 @@ pub struct RedisConfig {
     /// as Redis syncs each write to disk before it answers.
     pub write_timeout_ms: u64,
     /// Most Redis connections the VMOD keeps open.
-    pub pool_size: u32,
+    pub pool_size: PoolSize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedirectConfig {
     /// 301, 302, 307 or 308.
-    pub status: u16,
+    pub status: RedirectStatus,
     /// How long Varnish caches a found link.
     pub ttl_s: u64,
     /// How long Varnish caches a 404 (the writer purges it on insert).
@@ -69,7 +71,7 @@ pub struct RedirectConfig {
     /// How long Varnish may serve an expired link while Redis is away.
     pub grace_s: u64,
     /// `Cache-Control` sent to clients with a redirect.
-    pub cache_control: String,
+    pub cache_control: HeaderValue,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -157,7 +159,7 @@ impl Default for Config {
             max_url_length: 2048,
             max_body_bytes: 16 * 1024,
             allow_private_targets: false,
-            min_generated_key_length: shortlink_keys::MIN_GENERATED_LEN,
+            min_generated_key_length: shortlink_core::MIN_GENERATED_LEN,
             expected_links: 1_000_000,
             redis: RedisConfig::default(),
             redirect: RedirectConfig::default(),
@@ -172,12 +174,12 @@ impl Default for RedisConfig {
     fn default() -> Self {
         Self {
             url: "redis://127.0.0.1:6380/0".into(),
-            hash_prefix: shortlink_keys::DEFAULT_PREFIX.into(),
-            split: shortlink_keys::DEFAULT_SPLIT,
-            connect_timeout_ms: 200,
-            command_timeout_ms: 200,
-            write_timeout_ms: 2000,
-            pool_size: 16,
+            hash_prefix: shortlink_core::DEFAULT_PREFIX.into(),
+            split: shortlink_core::DEFAULT_SPLIT,
+            connect_timeout_ms: Timeout::CONNECT.as_millis(),
+            command_timeout_ms: Timeout::COMMAND.as_millis(),
+            write_timeout_ms: Timeout::WRITE.as_millis(),
+            pool_size: PoolSize::default(),
         }
     }
 }
@@ -185,11 +187,11 @@ impl Default for RedisConfig {
 impl Default for RedirectConfig {
     fn default() -> Self {
         Self {
-            status: 301,
-            ttl_s: 86_400,
-            negative_ttl_s: 60,
-            grace_s: 86_400,
-            cache_control: "public, max-age=86400".into(),
+            status: RedirectStatus::default(),
+            ttl_s: Ttl::FOUND.as_secs(),
+            negative_ttl_s: Ttl::NEGATIVE.as_secs(),
+            grace_s: Ttl::GRACE.as_secs(),
+            cache_control: HeaderValue::default_cache_control(),
         }
     }
 }
@@ -285,11 +287,11 @@ impl Settings {
                 scheme.min_len()
             )));
         }
-        if !(64..=shortlink_keys::MAX_TARGET_LEN).contains(&config.max_url_length) {
+        if !(64..=shortlink_core::MAX_TARGET_LEN).contains(&config.max_url_length) {
             return Err(ConfigError(format!(
                 "max_url_length {} must be 64 to {}",
                 config.max_url_length,
-                shortlink_keys::MAX_TARGET_LEN
+                shortlink_core::MAX_TARGET_LEN
             )));
         }
         // Form encoding can triple a URL: the longest one must still fit.
@@ -344,7 +346,7 @@ impl Settings {
             return None;
         }
         let better =
-            (split + 1..=shortlink_keys::MAX_SPLIT).find(|&s| fullest(s) <= max_listpack_entries);
+            (split + 1..=shortlink_core::MAX_SPLIT).find(|&s| fullest(s) <= max_listpack_entries);
         let advice = better.map_or_else(
             || "raise hash-max-listpack-entries in Redis's configuration".to_owned(),
             |s| format!("use redis.split = {s} for a new store"),
@@ -405,43 +407,25 @@ fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
         ("command_timeout_ms", redis.command_timeout_ms),
         ("write_timeout_ms", redis.write_timeout_ms),
     ] {
-        if !(1..=60_000).contains(&value) {
-            return Err(ConfigError(format!(
-                "redis.{name} {value} must be 1 to 60000"
-            )));
-        }
-    }
-    if !(1..=1024).contains(&redis.pool_size) {
-        return Err(ConfigError(format!(
-            "redis.pool_size {} must be 1 to 1024",
-            redis.pool_size
-        )));
+        Timeout::try_from(Duration::from_millis(value))
+            .map_err(|e| ConfigError(format!("redis.{name} {e}")))?;
     }
     Ok(())
 }
 
 fn check_redirect(redirect: &RedirectConfig) -> Result<(), ConfigError> {
-    const TEN_YEARS: u64 = 10 * 365 * 86_400;
-    if !matches!(redirect.status, 301 | 302 | 307 | 308) {
-        return Err(ConfigError(format!(
-            "redirect.status {} is not a redirect: use 301, 302, 307 or 308",
-            redirect.status
-        )));
-    }
     for (name, value) in [
         ("ttl_s", redirect.ttl_s),
         ("negative_ttl_s", redirect.negative_ttl_s),
         ("grace_s", redirect.grace_s),
     ] {
-        if value > TEN_YEARS {
-            return Err(ConfigError(format!(
-                "redirect.{name} {value} is over ten years"
-            )));
-        }
+        Ttl::try_from(Duration::from_secs(value))
+            .map_err(|e| ConfigError(format!("redirect.{name} {e}")))?;
     }
-    if redirect.cache_control.is_empty() || !vcl_safe(&redirect.cache_control) {
+    // A header value (checked as it was read), and also a VCL string.
+    if !vcl_safe(redirect.cache_control.as_str()) {
         return Err(ConfigError(
-            "redirect.cache_control must be non-empty printable ASCII without '\"'".into(),
+            "redirect.cache_control must not contain '\"': the VCL carries it as a string".into(),
         ));
     }
     Ok(())

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use shortlink_keys::{escape_html as escape, KeyScheme, MAX_KEY_LEN};
+use shortlink_core::{escape_html as escape, KeyScheme, MAX_KEY_LEN};
 
 /// What the page shows: the inputs as typed, and the result or the errors.
 #[derive(Debug, Default)]

@@ -1,11 +1,11 @@
-//! Storing and reading links in Redis, in the layout of `shortlink_keys`.
+//! Storing and reading links in Redis, in the layout of `shortlink_core`.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
-use shortlink_keys::{digest_key, KeyScheme};
+use shortlink_core::{digest_key, KeyScheme};
 
 use crate::config::Settings;
 

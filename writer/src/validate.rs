@@ -4,7 +4,7 @@ use std::fmt;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use shortlink_keys::check_redirect_target;
+use shortlink_core::check_redirect_target;
 use url::{Host, Url};
 
 use crate::config::Settings;

@@ -48,7 +48,7 @@ pub fn generate(settings: &Settings, source: &str) -> String {
         ("TTL", redirect.ttl_s.to_string()),
         ("NEGATIVE_TTL", redirect.negative_ttl_s.to_string()),
         ("GRACE", redirect.grace_s.to_string()),
-        ("CACHE_CONTROL", redirect.cache_control.clone()),
+        ("CACHE_CONTROL", redirect.cache_control.as_str().to_owned()),
         ("LINK_PATH", link_path),
         ("KEY_PATTERN", key_pattern),
     ];
@@ -114,7 +114,7 @@ mod tests {
     fn values_are_never_filled_again() {
         let mut config = Config::default();
         config.redis.url = "redis://:p@TTL@ss@127.0.0.1:6380/0".into();
-        config.redirect.cache_control = "public, @GRACE@".into();
+        config.redirect.cache_control = "public, @GRACE@".try_into().unwrap();
         let vcl = generate(
             &Settings::new(config).unwrap(),
             "a\nsub vcl_recv { }\r@SOURCE@",
@@ -141,7 +141,7 @@ mod tests {
         };
         config.redis.hash_prefix = "{links}:".into();
         config.redis.split = 3;
-        config.redirect.status = 308;
+        config.redirect.status = shortlink_core::RedirectStatus::PermanentRedirect;
         config.varnish.purge_acl = vec!["10.0.0.0/8".into()];
         config.varnish.vmod = "/opt/vmods/libvmod_shortlink.so".into();
         let vcl = generate(&Settings::new(config).unwrap(), "test.toml");

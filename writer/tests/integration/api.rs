@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use actix_web::test as actix_test;
-use shortlink_keys::digest_key;
+use shortlink_core::digest_key;
 use shortlink_writer::shortener::Shortener;
 use test_support::free_port;
 

@@ -156,7 +156,7 @@ async fn steps(
     if !alert.contains("another site") {
         return Err(format!("the cross-site post was answered with {alert:?}"));
     }
-    let key = shortlink_keys::digest_key(CROSS_SITE_URL);
+    let key = shortlink_core::digest_key(CROSS_SITE_URL);
     let stored = suite
         .redis
         .cli(&["HGET", &format!("short:{}", &key[..2]), &key[2..4]])?;

@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use shortlink_keys::digest_key;
+use shortlink_core::digest_key;
 
 use crate::common::{ensure, get, post_form, run_writer, Suite, TEST_TOKEN, WRITER};
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use actix_web::http::header;
 use actix_web::test as actix_test;
-use shortlink_keys::digest_key;
+use shortlink_core::digest_key;
 use test_support::{free_port, wait_for_port};
 
 use crate::common::{

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use shortlink_keys::digest_key;
+use shortlink_core::digest_key;
 use shortlink_writer::config::Settings;
 use shortlink_writer::shortener::{ShortenError, Shortener};
 use shortlink_writer::store::{Inserted, StoreError};

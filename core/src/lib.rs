@@ -1,4 +1,6 @@
-//! The short-link key scheme, in one place.
+//! The rules both sides share, each in one place: the key scheme and its
+//! Redis layout (here), safe redirect targets (here), and the redirect and
+//! Redis settings with their defaults and bounds ([`settings`]).
 //!
 //! Everything that decides what a key is and where it lives in Redis is
 //! here, and nowhere else: the VMOD uses it to refuse bad keys before they
@@ -21,6 +23,10 @@
 //! encoding, which costs far less memory per link than one string key each.
 
 use std::fmt;
+
+pub mod settings;
+
+pub use settings::{HeaderValue, PoolSize, RedirectStatus, SettingError, Timeout, Ttl};
 
 /// Shortest key accepted anywhere. Shorter keys are refused before any
 /// lookup: they would be guessable and would crowd the key space.

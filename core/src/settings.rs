@@ -1,0 +1,321 @@
+//! The settings both sides share, each with its one default and its bounds:
+//! the VMOD's constructor, the writer's configuration, the VCL generator and
+//! the docs all take them from here.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Why a setting was refused; each message says what to use instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingError {
+    #[error("status {0} is not a redirect: use 301, 302, 307 or 308")]
+    Status(i64),
+    #[error("{0:?} must be non-empty printable ASCII")]
+    HeaderValue(String),
+    #[error("{0} must be {min} to {max}", min = PoolSize::MIN, max = PoolSize::MAX)]
+    PoolSize(i64),
+    #[error("must be above 0s and at most {max:?}, not {0:?}", max = Timeout::MAX)]
+    Timeout(Duration),
+    #[error("must be at most ten years, not {0:?}")]
+    Ttl(Duration),
+}
+
+/// Status of a found link's redirect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "i64")]
+pub enum RedirectStatus {
+    /// 301: permanent; browsers and proxies may cache it.
+    #[default]
+    MovedPermanently,
+    /// 302: temporary.
+    Found,
+    /// 307: temporary, and the method is kept.
+    TemporaryRedirect,
+    /// 308: permanent, and the method is kept.
+    PermanentRedirect,
+}
+
+impl RedirectStatus {
+    pub const ALL: [Self; 4] = [
+        Self::MovedPermanently,
+        Self::Found,
+        Self::TemporaryRedirect,
+        Self::PermanentRedirect,
+    ];
+
+    #[must_use]
+    pub const fn code(self) -> u16 {
+        match self {
+            Self::MovedPermanently => 301,
+            Self::Found => 302,
+            Self::TemporaryRedirect => 307,
+            Self::PermanentRedirect => 308,
+        }
+    }
+}
+
+impl TryFrom<i64> for RedirectStatus {
+    type Error = SettingError;
+
+    fn try_from(code: i64) -> Result<Self, SettingError> {
+        Self::ALL
+            .into_iter()
+            .find(|status| i64::from(status.code()) == code)
+            .ok_or(SettingError::Status(code))
+    }
+}
+
+impl fmt::Display for RedirectStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.code())
+    }
+}
+
+/// A value that can go into a response header as it is: non-empty
+/// printable ASCII, so it can neither split a header nor be empty.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct HeaderValue(String);
+
+impl HeaderValue {
+    /// `Cache-Control` sent with a found link's redirect unless configured
+    /// otherwise: a day, like [`Ttl::FOUND`].
+    pub const DEFAULT_CACHE_CONTROL: &str = "public, max-age=86400";
+
+    #[must_use]
+    pub fn default_cache_control() -> Self {
+        Self(Self::DEFAULT_CACHE_CONTROL.to_owned())
+    }
+
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for HeaderValue {
+    type Error = SettingError;
+
+    fn try_from(value: String) -> Result<Self, SettingError> {
+        if !value.is_empty() && value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            Ok(Self(value))
+        } else {
+            Err(SettingError::HeaderValue(value))
+        }
+    }
+}
+
+impl TryFrom<&str> for HeaderValue {
+    type Error = SettingError;
+
+    fn try_from(value: &str) -> Result<Self, SettingError> {
+        Self::try_from(value.to_owned())
+    }
+}
+
+/// Most Redis connections the VMOD keeps open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct PoolSize(u32);
+
+impl PoolSize {
+    pub const MIN: u32 = 1;
+    pub const MAX: u32 = 1024;
+    /// Lookups are pipelined onto one connection at a time, so a few
+    /// suffice; the rest are spares while a broken one is replaced.
+    pub const DEFAULT: Self = Self(16);
+
+    #[must_use]
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl Default for PoolSize {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl TryFrom<i64> for PoolSize {
+    type Error = SettingError;
+
+    fn try_from(size: i64) -> Result<Self, SettingError> {
+        u32::try_from(size)
+            .ok()
+            .filter(|size| (Self::MIN..=Self::MAX).contains(size))
+            .map(Self)
+            .ok_or(SettingError::PoolSize(size))
+    }
+}
+
+impl fmt::Display for PoolSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// How long a Redis step may take: above zero, at most a minute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeout(Duration);
+
+impl Timeout {
+    pub const MAX: Duration = Duration::from_mins(1);
+    /// Opening a Redis connection (writer and VMOD).
+    pub const CONNECT: Self = Self(Duration::from_millis(200));
+    /// One lookup in Varnish, from the round trip carrying it being sent.
+    pub const COMMAND: Self = Self(Duration::from_millis(200));
+    /// One insert in the writer: longer than a lookup, as Redis syncs each
+    /// write to disk before it answers.
+    pub const WRITE: Self = Self(Duration::from_secs(2));
+
+    #[must_use]
+    pub const fn get(self) -> Duration {
+        self.0
+    }
+
+    /// In whole milliseconds, as the writer's configuration spells it.
+    #[must_use]
+    pub fn as_millis(self) -> u64 {
+        u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+impl TryFrom<Duration> for Timeout {
+    type Error = SettingError;
+
+    fn try_from(timeout: Duration) -> Result<Self, SettingError> {
+        if timeout.is_zero() || timeout > Self::MAX {
+            Err(SettingError::Timeout(timeout))
+        } else {
+            Ok(Self(timeout))
+        }
+    }
+}
+
+/// How long Varnish keeps an answer: at most ten years.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ttl(Duration);
+
+impl Ttl {
+    pub const MAX: Duration = Duration::from_hours(10 * 365 * 24);
+    /// A found link.
+    pub const FOUND: Self = Self(Duration::from_hours(24));
+    /// A 404 for an unknown key (the writer purges it when the key is stored).
+    pub const NEGATIVE: Self = Self(Duration::from_mins(1));
+    /// How long an expired link may still be served while Redis is away.
+    pub const GRACE: Self = Self(Duration::from_hours(24));
+
+    #[must_use]
+    pub const fn get(self) -> Duration {
+        self.0
+    }
+
+    /// In whole seconds, as the writer's configuration and VCL spell it.
+    #[must_use]
+    pub const fn as_secs(self) -> u64 {
+        self.0.as_secs()
+    }
+}
+
+impl TryFrom<Duration> for Ttl {
+    type Error = SettingError;
+
+    fn try_from(ttl: Duration) -> Result<Self, SettingError> {
+        if ttl > Self::MAX {
+            Err(SettingError::Ttl(ttl))
+        } else {
+            Ok(Self(ttl))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_redirect_statuses_are_accepted() {
+        for status in RedirectStatus::ALL {
+            assert_eq!(
+                RedirectStatus::try_from(i64::from(status.code())),
+                Ok(status)
+            );
+        }
+        for code in [200, 300, 303, 304, 404, -301] {
+            let error = RedirectStatus::try_from(code).unwrap_err().to_string();
+            assert!(error.contains("use 301, 302, 307 or 308"), "{error}");
+        }
+        assert_eq!(RedirectStatus::default().code(), 301);
+    }
+
+    #[test]
+    fn header_values_are_printable_ascii() {
+        assert!(HeaderValue::try_from("no-cache=\"Set-Cookie\"").is_ok());
+        for bad in ["", "a\r\nSet-Cookie: x", "caf\u{e9}", "tab\there"] {
+            assert!(HeaderValue::try_from(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            HeaderValue::default_cache_control().as_str(),
+            HeaderValue::DEFAULT_CACHE_CONTROL
+        );
+    }
+
+    #[test]
+    fn bounds_hold_at_their_edges() {
+        assert!(PoolSize::try_from(0).is_err());
+        assert_eq!(PoolSize::try_from(1).map(PoolSize::get), Ok(1));
+        assert_eq!(PoolSize::try_from(1024).map(PoolSize::get), Ok(1024));
+        assert!(PoolSize::try_from(1025).is_err());
+        assert!(PoolSize::try_from(i64::from(u32::MAX) + 2).is_err());
+        assert!(Timeout::try_from(Duration::ZERO).is_err());
+        assert!(Timeout::try_from(Duration::from_micros(1)).is_ok());
+        assert!(Timeout::try_from(Timeout::MAX).is_ok());
+        assert!(Timeout::try_from(Timeout::MAX + Duration::from_millis(1)).is_err());
+        assert!(Ttl::try_from(Duration::ZERO).is_ok());
+        assert!(Ttl::try_from(Ttl::MAX + Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn configuration_text_goes_through_the_same_checks() {
+        #[derive(Deserialize)]
+        struct Sample {
+            status: RedirectStatus,
+            pool_size: PoolSize,
+            cache_control: HeaderValue,
+        }
+        let sample: Sample =
+            toml::from_str("status = 307\npool_size = 4\ncache_control = \"private\"").unwrap();
+        assert_eq!(sample.status, RedirectStatus::TemporaryRedirect);
+        assert_eq!(sample.pool_size.get(), 4);
+        assert_eq!(sample.cache_control.as_str(), "private");
+        let error = toml::from_str::<Sample>("status = 200\npool_size = 4\ncache_control = \"x\"")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("not a redirect"), "{error}");
+    }
+
+    #[test]
+    fn the_readme_spells_the_defaults() {
+        let readme = include_str!("../../README.md");
+        let constructor = format!(
+            "connect_timeout = {}ms, command_timeout = {}ms, pool_size = {},\n    \
+             status = {}, ttl = {}s, negative_ttl = {}s,\n    \
+             cache_control = \"{}\");",
+            Timeout::CONNECT.as_millis(),
+            Timeout::COMMAND.as_millis(),
+            PoolSize::DEFAULT,
+            RedirectStatus::default(),
+            Ttl::FOUND.as_secs(),
+            Ttl::NEGATIVE.as_secs(),
+            HeaderValue::DEFAULT_CACHE_CONTROL,
+        );
+        assert!(
+            readme.contains(&constructor),
+            "README.md's constructor example no longer spells the defaults; it should read:\n{constructor}"
+        );
+    }
+}
