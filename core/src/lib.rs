@@ -127,6 +127,24 @@ pub struct Slot<'k> {
     pub field: &'k str,
 }
 
+/// A key that passed the rules of the [`KeyScheme`] that made it: only a
+/// scheme makes one, so whatever holds a `Key` needs no check of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Key(String);
+
+impl Key {
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The key rules and Redis layout of one deployment: hash prefix and split.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyScheme {
@@ -194,15 +212,45 @@ impl KeyScheme {
         Ok(())
     }
 
+    /// `text` as a [`Key`], or why it is refused.
+    pub fn key(&self, text: &str) -> Result<Key, KeyError> {
+        self.check(text)?;
+        Ok(Key(text.to_owned()))
+    }
+
     /// The Redis hash and field holding `key`, or why `key` is refused.
     pub fn locate<'k>(&self, key: &'k str) -> Result<Slot<'k>, KeyError> {
         self.check(key)?;
-        // The check above guarantees ASCII, so byte indexing is a char boundary.
-        let (head, field) = key.split_at(self.split);
+        Ok(self.slot_of(key))
+    }
+
+    /// The Redis hash and field holding `key`.
+    #[must_use]
+    pub fn slot<'k>(&self, key: &'k Key) -> Slot<'k> {
+        self.slot_of(&key.0)
+    }
+
+    /// The keys the writer may give `url`, shortest first: the prefixes of
+    /// its [`digest_key`] from `min_len` characters on. They share their
+    /// first `split` characters, so all of them live in one hash.
+    #[must_use]
+    pub fn generated_keys(&self, url: &ValidUrl, min_len: usize) -> Vec<Key> {
+        let digest = digest_key(url.as_str());
+        (min_len.max(self.min_len())..=digest.len())
+            .map(|len| Key(digest[..len].to_owned()))
+            .collect()
+    }
+
+    /// `key`, which has passed the rules, as hash and field. The rules keep
+    /// it ASCII, so byte indexing is a char boundary, and at least one
+    /// character longer than the split; a key of another scheme with a
+    /// larger split still gets a field rather than a panic.
+    fn slot_of<'k>(&self, key: &'k str) -> Slot<'k> {
+        let (head, field) = key.split_at(self.split.min(key.len().saturating_sub(1)));
         let mut hash = String::with_capacity(self.prefix.len() + head.len());
         hash.push_str(&self.prefix);
         hash.push_str(head);
-        Ok(Slot { hash, field })
+        Slot { hash, field }
     }
 
     /// A regular expression (without anchors) matching exactly the valid keys.
@@ -320,6 +368,33 @@ pub fn check_redirect_target(url: &str) -> Result<(), TargetError> {
     Ok(())
 }
 
+/// A URL that passed [`check_redirect_target`]: what the writer stores
+/// (its validator returns one, in canonical form) and all the store takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidUrl(String);
+
+impl ValidUrl {
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ValidUrl {
+    type Error = TargetError;
+
+    fn try_from(url: String) -> Result<Self, TargetError> {
+        check_redirect_target(&url)?;
+        Ok(Self(url))
+    }
+}
+
+impl fmt::Display for ValidUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Escapes `text` for HTML element content and quoted attribute values.
 pub fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 16);
@@ -351,6 +426,47 @@ mod tests {
         let slot = KeyScheme::default().locate("Lm25").unwrap();
         assert_eq!(slot.hash, "short:Lm");
         assert_eq!(slot.field, "25");
+    }
+
+    #[test]
+    fn keys_are_made_only_by_the_rules_and_always_have_a_slot() {
+        let scheme = KeyScheme::new("s:", 3).unwrap();
+        assert_eq!(
+            scheme.key("abc"),
+            Err(KeyError::TooShort { len: 3, min: 4 })
+        );
+        let key = scheme.key("abcd").unwrap();
+        let slot = scheme.slot(&key);
+        assert_eq!((slot.hash.as_str(), slot.field), ("s:abc", "d"));
+        // A key made under a smaller split still gets a field, not a panic.
+        let short = KeyScheme::default().key("xyz").unwrap();
+        let slot = KeyScheme::new("s:", 4).unwrap().slot(&short);
+        assert_eq!((slot.hash.as_str(), slot.field), ("s:xy", "z"));
+    }
+
+    #[test]
+    fn generated_keys_are_digest_prefixes_in_one_hash() {
+        let url = ValidUrl::try_from("https://example.org/".to_owned()).unwrap();
+        let digest = digest_key(url.as_str());
+        let scheme = KeyScheme::default();
+        let keys = scheme.generated_keys(&url, MIN_GENERATED_LEN);
+        assert_eq!(keys.len(), DIGEST_KEY_LEN - MIN_GENERATED_LEN + 1);
+        assert_eq!(keys[0].as_str(), &digest[..MIN_GENERATED_LEN]);
+        assert_eq!(keys.last().unwrap().as_str(), digest);
+        let hash = scheme.slot(&keys[0]).hash;
+        assert!(keys.iter().all(|key| scheme.slot(key).hash == hash));
+        // Never shorter than the scheme allows, whatever is asked.
+        let wide = KeyScheme::new("s:", 4).unwrap();
+        assert_eq!(wide.generated_keys(&url, 1)[0].as_str().len(), 5);
+    }
+
+    #[test]
+    fn only_safe_targets_become_valid_urls() {
+        assert!(ValidUrl::try_from("https://example.org/a".to_owned()).is_ok());
+        assert_eq!(
+            ValidUrl::try_from("javascript:alert(1)".to_owned()),
+            Err(TargetError::Scheme)
+        );
     }
 
     #[test]

@@ -41,7 +41,7 @@ fuzz_target!(|input: &str| {
 
 fn check_normalized(input: &str, settings: &Settings) {
     let normalized = match normalize_url(input, settings) {
-        Ok(normalized) => normalized,
+        Ok(normalized) => normalized.as_str().to_owned(),
         Err(error) => {
             assert_eq!(error.field, "url");
             assert!(!error.message.is_empty());
@@ -70,7 +70,7 @@ fn check_normalized(input: &str, settings: &Settings) {
         url.host() != base.host() || url.port_or_known_default() != base.port_or_known_default(),
         "{input:?} became {normalized:?}, a link to the shortener itself"
     );
-    let again = normalize_url(&normalized, settings);
+    let again = normalize_url(&normalized, settings).map(|url| url.as_str().to_owned());
     assert_eq!(
         again.as_ref(),
         Ok(&normalized),

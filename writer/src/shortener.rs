@@ -52,11 +52,12 @@ impl Shortener {
     /// empty or absent, then purges that key from Varnish.
     pub async fn shorten(&self, url: &str, key: Option<&str>) -> Result<Inserted, ShortenError> {
         let url = normalize_url(url, &self.settings).map_err(ShortenError::Invalid)?;
-        let key = key.filter(|key| !key.is_empty());
-        if let Some(key) = key {
-            check_custom_key(key, &self.settings).map_err(ShortenError::Invalid)?;
-        }
-        let inserted = match key {
+        let key = key
+            .filter(|key| !key.is_empty())
+            .map(|key| check_custom_key(key, &self.settings))
+            .transpose()
+            .map_err(ShortenError::Invalid)?;
+        let inserted = match &key {
             Some(key) => self.store.insert_custom(&url, key).await,
             None => self.store.insert_generated(&url).await,
         }

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
-use shortlink_core::{digest_key, KeyScheme};
+use shortlink_core::{Key, KeyScheme, Slot, ValidUrl};
 
 use crate::config::Settings;
 
@@ -125,17 +125,16 @@ impl LinkStore {
     }
 
     /// Stores `url` under the shortest free prefix of its digest key.
-    /// `url` must already be validated.
-    pub async fn insert_generated(&self, url: &str) -> Result<Inserted, StoreError> {
-        let digest = digest_key(url);
-        let split = self.scheme.split();
-        let candidates: Vec<&str> = (self.min_generated_len..=digest.len())
-            .map(|len| &digest[split..len])
-            .collect();
-        let hash = format!("{}{}", self.scheme.prefix(), &digest[..split]);
-        match self.claim(&hash, url, &candidates).await? {
+    pub async fn insert_generated(&self, url: &ValidUrl) -> Result<Inserted, StoreError> {
+        let keys = self.scheme.generated_keys(url, self.min_generated_len);
+        let slots: Vec<Slot<'_>> = keys.iter().map(|key| self.scheme.slot(key)).collect();
+        let Some(first) = slots.first() else {
+            return Err(StoreError::DigestExhausted);
+        };
+        let fields: Vec<&str> = slots.iter().map(|slot| slot.field).collect();
+        match self.claim(&first.hash, url, &fields).await? {
             Some((index, created)) => {
-                let key = digest[..self.min_generated_len + index].to_owned();
+                let key = keys.get(index).ok_or(StoreError::DigestExhausted)?;
                 Ok(outcome(key, url, created))
             }
             None => Err(StoreError::DigestExhausted),
@@ -143,16 +142,12 @@ impl LinkStore {
     }
 
     /// Stores `url` under exactly `key`, unless `key` holds another URL.
-    /// `url` and `key` must already be validated.
-    pub async fn insert_custom(&self, url: &str, key: &str) -> Result<Inserted, StoreError> {
-        let slot = self
-            .scheme
-            .locate(key)
-            .map_err(|e| StoreError::Unavailable(format!("unchecked key: {e}")))?;
+    pub async fn insert_custom(&self, url: &ValidUrl, key: &Key) -> Result<Inserted, StoreError> {
+        let slot = self.scheme.slot(key);
         match self.claim(&slot.hash, url, &[slot.field]).await? {
-            Some((_, created)) => Ok(outcome(key.to_owned(), url, created)),
+            Some((_, created)) => Ok(outcome(key, url, created)),
             None => Err(StoreError::KeyTaken {
-                key: key.to_owned(),
+                key: key.to_string(),
             }),
         }
     }
@@ -175,12 +170,15 @@ impl LinkStore {
     async fn claim(
         &self,
         hash: &str,
-        url: &str,
+        url: &ValidUrl,
         fields: &[&str],
     ) -> Result<Option<(usize, bool)>, StoreError> {
         let mut connection = self.connection.clone();
         let mut invocation = self.claim.key(hash);
-        invocation.arg(url).arg(self.deadline_ms()).arg(fields);
+        invocation
+            .arg(url.as_str())
+            .arg(self.deadline_ms())
+            .arg(fields);
         let (position, created): (i64, u8) = invocation.invoke_async(&mut connection).await?;
         match position {
             -1 => Err(StoreError::Unavailable(
@@ -207,10 +205,10 @@ impl LinkStore {
     }
 }
 
-fn outcome(key: String, url: &str, created: bool) -> Inserted {
+fn outcome(key: &Key, url: &ValidUrl, created: bool) -> Inserted {
     let link = Link {
-        key,
-        url: url.to_owned(),
+        key: key.to_string(),
+        url: url.to_string(),
     };
     if created {
         Inserted::Created(link)

@@ -4,7 +4,7 @@ use std::fmt;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use shortlink_core::check_redirect_target;
+use shortlink_core::{Key, ValidUrl};
 use url::{Host, Url};
 
 use crate::config::Settings;
@@ -36,7 +36,7 @@ impl std::error::Error for Invalid {}
 
 /// The URL to store: `input` checked and in its canonical form (lower-case
 /// host, non-ASCII percent-encoded), so equal URLs get equal keys.
-pub fn normalize_url(input: &str, settings: &Settings) -> Result<String, Invalid> {
+pub fn normalize_url(input: &str, settings: &Settings) -> Result<ValidUrl, Invalid> {
     let max = settings.config.max_url_length;
     if input.is_empty() {
         return Err(Invalid::url("enter the long URL to shorten"));
@@ -115,13 +115,12 @@ pub fn normalize_url(input: &str, settings: &Settings) -> Result<String, Invalid
             normalized.len()
         )));
     }
-    check_redirect_target(&normalized).map_err(|e| Invalid::url(format!("the {e}")))?;
-    Ok(normalized)
+    ValidUrl::try_from(normalized).map_err(|e| Invalid::url(format!("the {e}")))
 }
 
 /// A custom key, checked against the shared key rules.
-pub fn check_custom_key(key: &str, settings: &Settings) -> Result<(), Invalid> {
-    settings.scheme.check(key).map_err(|e| Invalid {
+pub fn check_custom_key(key: &str, settings: &Settings) -> Result<Key, Invalid> {
+    settings.scheme.key(key).map_err(|e| Invalid {
         field: "key",
         message: format!("the {e}"),
     })
@@ -233,19 +232,25 @@ mod tests {
     fn canonical_forms() {
         let s = settings();
         assert_eq!(
-            normalize_url("https://Example.ORG", &s).unwrap(),
+            normalize_url("https://Example.ORG", &s).unwrap().as_str(),
             "https://example.org/"
         );
         assert_eq!(
-            normalize_url("https://example.org/caf\u{e9}?q=\u{e9}", &s).unwrap(),
+            normalize_url("https://example.org/caf\u{e9}?q=\u{e9}", &s)
+                .unwrap()
+                .as_str(),
             "https://example.org/caf%C3%A9?q=%C3%A9"
         );
         assert_eq!(
-            normalize_url("https://b\u{fc}cher.example/", &s).unwrap(),
+            normalize_url("https://b\u{fc}cher.example/", &s)
+                .unwrap()
+                .as_str(),
             "https://xn--bcher-kva.example/"
         );
         assert_eq!(
-            normalize_url("http://canyoucrackit.co.uk/soyoudidit.asp", &s).unwrap(),
+            normalize_url("http://canyoucrackit.co.uk/soyoudidit.asp", &s)
+                .unwrap()
+                .as_str(),
             "http://canyoucrackit.co.uk/soyoudidit.asp"
         );
     }
