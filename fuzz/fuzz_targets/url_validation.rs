@@ -43,7 +43,7 @@ fn check_normalized(input: &str, settings: &Settings) {
     let normalized = match normalize_url(input, settings) {
         Ok(normalized) => normalized.as_str().to_owned(),
         Err(error) => {
-            assert_eq!(error.field, "url");
+            assert_eq!(error.field.name(), "url");
             assert!(!error.message.is_empty());
             return;
         }

@@ -1,30 +1,40 @@
 //! Shortening one URL: validate, store, purge. Shared by the JSON API, the
 //! web form and the command line, so all three behave the same.
 
-use std::fmt;
 use std::sync::Arc;
+
+use actix_web::http::StatusCode;
 
 use crate::config::Settings;
 use crate::purge::Purger;
 use crate::store::{Inserted, Link, LinkStore, StoreError};
-use crate::validate::{check_custom_key, normalize_url, Invalid};
+use crate::validate::{check_custom_key, normalize_url, Field, Invalid};
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ShortenError {
-    Invalid(Invalid),
-    Store(StoreError),
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
-impl fmt::Display for ShortenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl ShortenError {
+    /// The one map from a failure to what the client is told: the HTTP
+    /// status and the input to blame (none when the store failed). The
+    /// JSON API and the form both answer through it.
+    pub fn status_and_field(&self) -> (StatusCode, Option<Field>) {
         match self {
-            Self::Invalid(e) => e.fmt(f),
-            Self::Store(e) => e.fmt(f),
+            Self::Invalid(invalid) => (StatusCode::UNPROCESSABLE_ENTITY, Some(invalid.field)),
+            Self::Store(StoreError::KeyTaken { .. }) => (StatusCode::CONFLICT, Some(Field::Key)),
+            Self::Store(StoreError::DigestExhausted) => (StatusCode::CONFLICT, Some(Field::Url)),
+            Self::Store(
+                StoreError::Unavailable(_)
+                | StoreError::PastDeadline
+                | StoreError::UnexpectedReply(_),
+            ) => (StatusCode::SERVICE_UNAVAILABLE, None),
         }
     }
 }
-
-impl std::error::Error for ShortenError {}
 
 #[derive(Clone)]
 pub struct Shortener {

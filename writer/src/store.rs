@@ -1,6 +1,5 @@
 //! Storing and reading links in Redis, in the layout of `shortlink_core`.
 
-use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -55,41 +54,30 @@ impl Inserted {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The custom key holds another URL.
+    #[error(
+        "the key {key:?} is already taken by another URL; choose another key, \
+         or leave it empty to get a generated one"
+    )]
     KeyTaken { key: String },
     /// Every prefix of the digest holds another URL (2^160 says: never).
+    #[error("every generated key for this URL is taken; use a custom key")]
     DigestExhausted,
     /// Redis did not answer, refused, or failed.
-    Unavailable(String),
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::KeyTaken { key } => write!(
-                f,
-                "the key {key:?} is already taken by another URL; choose another key, \
-                 or leave it empty to get a generated one"
-            ),
-            Self::DigestExhausted => {
-                f.write_str("every generated key for this URL is taken; use a custom key")
-            }
-            Self::Unavailable(detail) => write!(
-                f,
-                "the link store (Redis) is unreachable; try again in a moment ({detail})"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for StoreError {}
-
-impl From<redis::RedisError> for StoreError {
-    fn from(error: redis::RedisError) -> Self {
-        Self::Unavailable(error.to_string())
-    }
+    #[error("the link store (Redis) is unreachable; try again in a moment ({0})")]
+    Unavailable(#[from] redis::RedisError),
+    /// The claim reached Redis after its deadline, so it stored nothing.
+    #[error(
+        "the link store (Redis) is unreachable; try again in a moment (Redis took longer \
+         than the write timeout, so nothing was stored; if Redis answers quickly, its \
+         clock is ahead of the writer's)"
+    )]
+    PastDeadline,
+    /// The claim script answered something it never answers.
+    #[error("the link store (Redis) is unreachable; try again in a moment (the claim script answered {0})")]
+    UnexpectedReply(i64),
 }
 
 /// Links in Redis, through one multiplexed connection that reconnects by
@@ -181,15 +169,11 @@ impl LinkStore {
             .arg(fields);
         let (position, created): (i64, u8) = invocation.invoke_async(&mut connection).await?;
         match position {
-            -1 => Err(StoreError::Unavailable(
-                "Redis took longer than the write timeout, so nothing was stored \
-                 (if Redis answers quickly, its clock is ahead of the writer's)"
-                    .into(),
-            )),
+            -1 => Err(StoreError::PastDeadline),
             0 => Ok(None),
             n => usize::try_from(n - 1)
                 .map(|index| Some((index, created == 1)))
-                .map_err(|_| StoreError::Unavailable(format!("the claim script answered {n}"))),
+                .map_err(|_| StoreError::UnexpectedReply(n)),
         }
     }
 

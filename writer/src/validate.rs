@@ -1,7 +1,5 @@
 //! Checks on what users submit, before anything is written.
 
-use std::fmt;
-
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use shortlink_core::{Key, ValidUrl};
@@ -9,30 +7,40 @@ use url::{Host, Url};
 
 use crate::config::Settings;
 
+/// An input of the link form and the JSON API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Url,
+    Key,
+}
+
+impl Field {
+    /// The input's name in the form and in JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Url => "url",
+            Self::Key => "key",
+        }
+    }
+}
+
 /// Why a submitted URL or key was refused. The text tells the user what to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct Invalid {
-    /// Which input is wrong: `url` or `key`.
-    pub field: &'static str,
+    /// Which input is wrong.
+    pub field: Field,
     pub message: String,
 }
 
 impl Invalid {
     fn url(message: impl Into<String>) -> Self {
         Self {
-            field: "url",
+            field: Field::Url,
             message: message.into(),
         }
     }
 }
-
-impl fmt::Display for Invalid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Invalid {}
 
 /// The URL to store: `input` checked and in its canonical form (lower-case
 /// host, non-ASCII percent-encoded), so equal URLs get equal keys.
@@ -121,7 +129,7 @@ pub fn normalize_url(input: &str, settings: &Settings) -> Result<ValidUrl, Inval
 /// A custom key, checked against the shared key rules.
 pub fn check_custom_key(key: &str, settings: &Settings) -> Result<Key, Invalid> {
     settings.scheme.key(key).map_err(|e| Invalid {
-        field: "key",
+        field: Field::Key,
         message: format!("the {e}"),
     })
 }
@@ -291,7 +299,7 @@ mod tests {
             ("https://example.org/\u{3000}", "U+3000"),
         ] {
             let error = normalize_url(input, &s).unwrap_err();
-            assert_eq!(error.field, "url");
+            assert_eq!(error.field, Field::Url);
             assert!(error.message.contains(expected), "{input:?}: {error}");
         }
     }
@@ -406,7 +414,7 @@ mod tests {
         assert!(check_custom_key("my-talk_2026", &s).is_ok());
         for key in ["ab", "has space", "slash/y", "dot.y", &"k".repeat(65)] {
             let error = check_custom_key(key, &s).unwrap_err();
-            assert_eq!(error.field, "key");
+            assert_eq!(error.field, Field::Key);
         }
     }
 }

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::guard::{is_form_cookie, new_form_cookie, Guard, Refusal, CSRF_COOKIE};
 use crate::page::{render, FormView, Outcome};
 use crate::shortener::{ShortenError, Shortener};
-use crate::store::{Inserted, Link, StoreError};
+use crate::store::{Inserted, Link};
+use crate::validate::Field;
 
 /// Routes of the writer, for `App::configure`; bodies over `max_body_bytes`
 /// get 413. The app must also hold a `Shortener` and a `Guard`.
@@ -61,7 +62,7 @@ impl LinkBody {
 pub struct ApiError {
     status: StatusCode,
     message: String,
-    field: Option<&'static str>,
+    field: Option<Field>,
     /// `Retry-After` seconds, for 429.
     retry_after_s: Option<u64>,
     /// `WWW-Authenticate` challenge, for 401.
@@ -94,7 +95,7 @@ impl ResponseError for ApiError {
     fn error_response(&self) -> HttpResponse {
         let mut body = serde_json::json!({ "error": self.message });
         if let Some(field) = self.field {
-            body["field"] = field.into();
+            body["field"] = field.name().into();
         }
         let mut response = HttpResponse::build(self.status);
         if let Some(seconds) = self.retry_after_s {
@@ -110,17 +111,10 @@ impl ResponseError for ApiError {
 
 impl From<ShortenError> for ApiError {
     fn from(error: ShortenError) -> Self {
-        let (status, field) = match &error {
-            ShortenError::Invalid(invalid) => {
-                (StatusCode::UNPROCESSABLE_ENTITY, Some(invalid.field))
-            }
-            ShortenError::Store(StoreError::KeyTaken { .. }) => (StatusCode::CONFLICT, Some("key")),
-            ShortenError::Store(StoreError::DigestExhausted) => (StatusCode::CONFLICT, Some("url")),
-            ShortenError::Store(StoreError::Unavailable(_)) => {
-                log::error!("{error}");
-                (StatusCode::SERVICE_UNAVAILABLE, None)
-            }
-        };
+        let (status, field) = error.status_and_field();
+        if status.is_server_error() {
+            log::error!("{error}");
+        }
         Self {
             field,
             ..Self::new(status, error.to_string())
@@ -306,13 +300,17 @@ async fn form_submit(
             }
         }
         Err(error) => {
-            let api = ApiError::from(error);
-            match api.field {
-                Some("key") => view.key_error = Some(api.message),
-                Some(_) => view.url_error = Some(api.message),
-                None => view.general_error = Some(api.message),
+            let (status, field) = error.status_and_field();
+            let message = error.to_string();
+            if status.is_server_error() {
+                log::error!("{message}");
             }
-            api.status
+            match field {
+                Some(Field::Key) => view.key_error = Some(message),
+                Some(Field::Url) => view.url_error = Some(message),
+                None => view.general_error = Some(message),
+            }
+            status
         }
     };
     form_response(&request, &shortener, &guard, status, view)
