@@ -1,8 +1,8 @@
 //! The shortlink writer: stores links in Redis with the shared key scheme,
 //! and generates the VCL Varnish serves them with.
 
+pub mod access;
 pub mod config;
-pub mod guard;
 pub mod page;
 pub mod purge;
 pub mod shortener;

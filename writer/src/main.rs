@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use actix_web::{middleware, web, App, HttpServer};
 use clap::{Parser, Subcommand};
+use shortlink_writer::access::Gatekeeper;
 use shortlink_writer::config::Settings;
-use shortlink_writer::guard::Guard;
 use shortlink_writer::shortener::Shortener;
 use shortlink_writer::store::Inserted;
 use shortlink_writer::{vcl, web as routes};
@@ -114,7 +114,7 @@ fn serve(settings: Settings) -> Result<(), String> {
     check_split(&settings);
     let listen = settings.config.listen;
     let max_body_bytes = settings.config.max_body_bytes;
-    let guard = web::Data::new(Guard::new(&settings)?);
+    let guard = web::Data::new(Gatekeeper::new(&settings)?);
     actix_web::rt::System::new().block_on(async move {
         let checked = web::Data::new(Shortener::new(settings.clone()).map_err(|e| e.to_string())?);
         log::info!("writer listening on http://{listen}/");

@@ -6,14 +6,14 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use serde::{Deserialize, Serialize};
 
-use crate::guard::{is_form_cookie, new_form_cookie, Guard, Refusal, CSRF_COOKIE};
+use crate::access::{is_form_cookie, new_form_cookie, Gatekeeper, Refusal, CSRF_COOKIE};
 use crate::page::{render, FormView, Outcome};
 use crate::shortener::{ShortenError, Shortener};
 use crate::store::{Inserted, Link};
 use crate::validate::Field;
 
 /// Routes of the writer, for `App::configure`; bodies over `max_body_bytes`
-/// get 413. The app must also hold a `Shortener` and a `Guard`.
+/// get 413. The app must also hold a `Shortener` and a `Gatekeeper`.
 pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
     config
         .app_data(
@@ -186,7 +186,7 @@ fn form_error(error: &UrlencodedError, max_body_bytes: usize) -> ApiError {
 async fn create_link(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
-    guard: web::Data<Guard>,
+    guard: web::Data<Gatekeeper>,
     body: web::Json<NewLink>,
 ) -> Result<HttpResponse, ApiError> {
     guard.admit(&request, None)?;
@@ -233,7 +233,7 @@ pub struct FormInput {
 async fn form_page(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
-    guard: web::Data<Guard>,
+    guard: web::Data<Gatekeeper>,
 ) -> HttpResponse {
     form_response(
         &request,
@@ -247,7 +247,7 @@ async fn form_page(
 async fn form_submit(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
-    guard: web::Data<Guard>,
+    guard: web::Data<Gatekeeper>,
     form: web::Form<FormInput>,
 ) -> HttpResponse {
     let key = form.key.trim();
@@ -321,7 +321,7 @@ async fn form_submit(
 fn form_response(
     request: &HttpRequest,
     shortener: &Shortener,
-    guard: &Guard,
+    guard: &Gatekeeper,
     status: StatusCode,
     mut view: FormView,
 ) -> HttpResponse {

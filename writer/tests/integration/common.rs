@@ -197,7 +197,7 @@ macro_rules! api_app {
     ($shortener:expr) => {
         ::actix_web::test::init_service({
             let shortener = $shortener;
-            let guard = shortlink_writer::guard::Guard::new(&shortener.settings)
+            let guard = shortlink_writer::access::Gatekeeper::new(&shortener.settings)
                 .expect("a guard for the test settings");
             let max_body_bytes = shortener.settings.config.max_body_bytes;
             ::actix_web::App::new()
