@@ -68,6 +68,10 @@ fn main() -> ExitCode {
             store::concurrent_distinct_urls,
         ),
         ("store::concurrent_same_url", store::concurrent_same_url),
+        (
+            "store::bench_keys_are_the_writers",
+            store::bench_keys_are_the_writers,
+        ),
         ("api::create_and_get", api::create_and_get),
         ("api::every_validation_rule", api::every_validation_rule),
         ("api::malformed_requests", api::malformed_requests),

@@ -1,7 +1,8 @@
 //! The link store against the suite's Redis: keys, growth on collision,
 //! custom keys, concurrent writers.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::process::Command;
 
 use shortlink_core::digest_key;
 use shortlink_writer::config::Settings;
@@ -194,5 +195,66 @@ pub fn concurrent_same_url(suite: &Suite) -> Result<(), String> {
     let keys: HashSet<_> = results.iter().map(|r| r.link().key.clone()).collect();
     ensure(created == 1 && keys.len() == 1, || {
         format!("{created} creations, keys {keys:?}")
+    })
+}
+
+/// `make bench` writes its links straight into Redis, with keys it chooses
+/// itself (`make_links` in `bench/bench.py`): they must be the keys the
+/// writer would choose, or the bench would measure another store.
+pub fn bench_keys_are_the_writers(suite: &Suite) -> Result<(), String> {
+    // Enough links that some 4-character keys collide and have to grow.
+    const LINKS: usize = 20_000;
+    let script = format!(
+        "import json, sys; sys.path.insert(0, 'bench'); import bench; \
+         print(json.dumps(bench.make_links({LINKS}, 'keys-check')))"
+    );
+    let output = Command::new("python3")
+        .args(["-c", &script])
+        .current_dir(test_support::repo_root())
+        .output()
+        .map_err(|e| format!("cannot run python3: {e}"))?;
+    ensure(output.status.success(), || {
+        format!(
+            "bench.make_links failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    let links: Vec<(String, String)> = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("bench.make_links printed no links: {e}"))?;
+    ensure(links.len() == LINKS, || format!("{} links", links.len()))?;
+    for (key, url) in &links {
+        let digest = digest_key(url);
+        ensure(digest.starts_with(key.as_str()), || {
+            format!("the bench's key {key} for {url} is no prefix of the writer's digest {digest}")
+        })?;
+    }
+    // Only links whose shortest key collides depend on the order of
+    // inserts: those go through the writer, in the bench's order.
+    let mut sharing: HashMap<String, usize> = HashMap::new();
+    for (_, url) in &links {
+        *sharing.entry(digest_key(url)[..4].to_owned()).or_default() += 1;
+    }
+    let colliding: Vec<&(String, String)> = links
+        .iter()
+        .filter(|(_, url)| sharing[&digest_key(url)[..4]] > 1)
+        .collect();
+    ensure(colliding.iter().any(|(key, _)| key.len() > 4), || {
+        "no key grew past 4 characters: the check would prove nothing".to_owned()
+    })?;
+    block_on(async {
+        let shortener = suite.shortener("t-bench:");
+        for (key, url) in colliding {
+            let inserted = shortener
+                .shorten(url, None)
+                .await
+                .map_err(|e| e.to_string())?;
+            ensure(&inserted.link().key == key, || {
+                format!(
+                    "the writer gave {url} the key {}, the bench {key}",
+                    inserted.link().key
+                )
+            })?;
+        }
+        Ok(())
     })
 }
