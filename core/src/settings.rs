@@ -183,6 +183,12 @@ impl Timeout {
     }
 }
 
+impl From<Timeout> for Duration {
+    fn from(timeout: Timeout) -> Self {
+        timeout.0
+    }
+}
+
 impl TryFrom<Duration> for Timeout {
     type Error = SettingError;
 
@@ -217,6 +223,12 @@ impl Ttl {
     #[must_use]
     pub const fn as_secs(self) -> u64 {
         self.0.as_secs()
+    }
+}
+
+impl From<Ttl> for Duration {
+    fn from(ttl: Ttl) -> Self {
+        ttl.0
     }
 }
 

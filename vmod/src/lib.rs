@@ -9,7 +9,7 @@ mod stats;
 
 use std::time::Duration;
 
-use shortlink_core::{Timeout, Ttl};
+use shortlink_core::SettingError;
 
 pub use backend::{key_of, Resolution};
 
@@ -54,7 +54,7 @@ mod shortlink {
 
     use crate::backend::{LinkBackend, Resolution, Resolver, Settings};
     use crate::pool::{PoolSettings, RedisPool};
-    use crate::{redirector, timeout_or, ttl_or, without_panic};
+    use crate::{duration_or, redirector, without_panic};
 
     impl redirector {
         /// Create a short-link store backed by Redis.
@@ -115,20 +115,25 @@ mod shortlink {
                         scheme: KeyScheme::new(prefix, usize::try_from(split).unwrap_or(0))
                             .map_err(|e| format!("shortlink: {name}: {e}"))?,
                         status: RedirectStatus::try_from(status).map_err(fail)?,
-                        ttl: ttl_or(ttl, Ttl::FOUND, "ttl", name)?,
-                        negative_ttl: ttl_or(negative_ttl, Ttl::NEGATIVE, "negative_ttl", name)?,
+                        ttl: duration_or(ttl, Ttl::FOUND, "ttl", name)?,
+                        negative_ttl: duration_or(
+                            negative_ttl,
+                            Ttl::NEGATIVE,
+                            "negative_ttl",
+                            name,
+                        )?,
                         cache_control: HeaderValue::try_from(cache_control)
                             .map_err(|e| format!("shortlink: {name}: cache_control {e}"))?,
                     };
                     let pool = RedisPool::new(&PoolSettings {
                         url: redis,
-                        connect_timeout: timeout_or(
+                        connect_timeout: duration_or(
                             connect_timeout,
                             Timeout::CONNECT,
                             "connect_timeout",
                             name,
                         )?,
-                        command_timeout: timeout_or(
+                        command_timeout: duration_or(
                             command_timeout,
                             Timeout::COMMAND,
                             "command_timeout",
@@ -219,29 +224,20 @@ pub(crate) fn without_panic<T>(work: impl FnOnce() -> T, on_panic: impl FnOnce()
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| on_panic())
 }
 
-/// `value`, or `default` when VCL left it out, within [`Timeout`]'s bounds.
-fn timeout_or(
+/// `value`, or `default` when VCL left it out, within the bounds of `T`
+/// ([`Timeout`] or [`Ttl`]).
+fn duration_or<T>(
     value: Option<Duration>,
-    default: Timeout,
+    default: T,
     what: &str,
     name: &str,
-) -> Result<Duration, String> {
+) -> Result<Duration, String>
+where
+    T: TryFrom<Duration, Error = SettingError> + Into<Duration>,
+{
     value
-        .map_or(Ok(default), Timeout::try_from)
-        .map(Timeout::get)
-        .map_err(|e| format!("shortlink: {name}: {what} {e}"))
-}
-
-/// `value`, or `default` when VCL left it out, within [`Ttl`]'s bounds.
-fn ttl_or(
-    value: Option<Duration>,
-    default: Ttl,
-    what: &str,
-    name: &str,
-) -> Result<Duration, String> {
-    value
-        .map_or(Ok(default), Ttl::try_from)
-        .map(Ttl::get)
+        .map_or(Ok(default), T::try_from)
+        .map(Into::into)
         .map_err(|e| format!("shortlink: {name}: {what} {e}"))
 }
 
