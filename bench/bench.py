@@ -352,6 +352,9 @@ def run(processes):
             if prepare:
                 prepare()
             runs.append(measure())
+        # Whatever comes next (the writer's purges too) meets the
+        # short-link VCL again.
+        varnishadm(workdir, "vcl.use", "boot")
         scenarios[name] = median_of(runs)
         counters = json.loads(subprocess.run(
             ["varnishstat", "-n", str(workdir), "-j", "-f", "shortlink.*"],
@@ -417,8 +420,6 @@ def run(processes):
         # two meet the same disk (fsync times drift over minutes).
         say("writer: inserts through the JSON API, 16 clients, each run then the claim script "
             "straight at Redis, 16 clients (the store ceiling)")
-        # The writer's purges go to the short-link VCL, whatever ran last.
-        varnishadm(workdir, "vcl.use", "boot")
         writer_runs, store_runs = [], []
         for run_id in range(WRITER_PAIRS):
             writer_runs.append(wrk(f"http://127.0.0.1:{writer_port}", "insert.lua",
