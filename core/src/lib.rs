@@ -230,6 +230,13 @@ impl KeyScheme {
         self.slot_of(&key.0)
     }
 
+    /// The field holding `key` inside its hash: [`Self::slot`] without
+    /// building the hash's name.
+    #[must_use]
+    pub fn field<'k>(&self, key: &'k Key) -> &'k str {
+        self.split_key(&key.0).1
+    }
+
     /// The keys the writer may give `url`, shortest first: the prefixes of
     /// its [`digest_key`] from `min_len` characters on. They share their
     /// first `split` characters, so all of them live in one hash.
@@ -241,12 +248,16 @@ impl KeyScheme {
             .collect()
     }
 
-    /// `key`, which has passed the rules, as hash and field. The rules keep
-    /// it ASCII, so byte indexing is a char boundary, and at least one
-    /// character longer than the split; a key of another scheme with a
-    /// larger split still gets a field rather than a panic.
+    /// `key`, which has passed the rules, as the part naming its hash and
+    /// its field. The rules keep it ASCII, so byte indexing is a char
+    /// boundary, and at least one character longer than the split; a key of
+    /// another scheme with a larger split still gets a field, not a panic.
+    fn split_key<'k>(&self, key: &'k str) -> (&'k str, &'k str) {
+        key.split_at(self.split.min(key.len().saturating_sub(1)))
+    }
+
     fn slot_of<'k>(&self, key: &'k str) -> Slot<'k> {
-        let (head, field) = key.split_at(self.split.min(key.len().saturating_sub(1)));
+        let (head, field) = self.split_key(key);
         let mut hash = String::with_capacity(self.prefix.len() + head.len());
         hash.push_str(&self.prefix);
         hash.push_str(head);
@@ -455,6 +466,7 @@ mod tests {
         assert_eq!(keys.last().unwrap().as_str(), digest);
         let hash = scheme.slot(&keys[0]).hash;
         assert!(keys.iter().all(|key| scheme.slot(key).hash == hash));
+        assert!(keys.iter().all(|key| scheme.field(key) == scheme.slot(key).field));
         // Never shorter than the scheme allows, whatever is asked.
         let wide = KeyScheme::new("s:", 4).unwrap();
         assert_eq!(wide.generated_keys(&url, 1)[0].as_str().len(), 5);

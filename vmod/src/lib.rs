@@ -45,9 +45,7 @@ pub use backend::{key_of, Resolution};
 mod shortlink {
     use std::time::Duration;
 
-    use shortlink_core::{
-        HeaderValue, KeyScheme, PoolSize, RedirectStatus, SettingError, Timeout, Ttl,
-    };
+    use shortlink_core::{HeaderValue, KeyScheme, PoolSize, RedirectStatus, Timeout, Ttl};
     use varnish::ffi::VCL_BACKEND;
     use varnish::vcl::{Backend, Ctx, LogTag, VclError};
     use varnish::Vsc;
@@ -110,11 +108,11 @@ mod shortlink {
         ) -> Result<Self, VclError> {
             without_panic(
                 || {
-                    let fail = |e: SettingError| format!("shortlink: {name}: {e}");
                     let settings = Settings {
                         scheme: KeyScheme::new(prefix, usize::try_from(split).unwrap_or(0))
                             .map_err(|e| format!("shortlink: {name}: {e}"))?,
-                        status: RedirectStatus::try_from(status).map_err(fail)?,
+                        status: RedirectStatus::try_from(status)
+                            .map_err(|e| format!("shortlink: {name}: {e}"))?,
                         ttl: duration_or(ttl, Ttl::FOUND, "ttl", name)?,
                         negative_ttl: duration_or(
                             negative_ttl,

@@ -61,17 +61,15 @@ impl Shortener {
     /// Stores `url` under `key`, or under a generated key when `key` is
     /// empty or absent, then purges that key from Varnish.
     pub async fn shorten(&self, url: &str, key: Option<&str>) -> Result<Inserted, ShortenError> {
-        let url = normalize_url(url, &self.settings).map_err(ShortenError::Invalid)?;
+        let url = normalize_url(url, &self.settings)?;
         let key = key
             .filter(|key| !key.is_empty())
             .map(|key| check_custom_key(key, &self.settings))
-            .transpose()
-            .map_err(ShortenError::Invalid)?;
+            .transpose()?;
         let inserted = match &key {
             Some(key) => self.store.insert_custom(&url, key).await,
             None => self.store.insert_generated(&url).await,
-        }
-        .map_err(ShortenError::Store)?;
+        }?;
         // Even an existing link may have a 404 cached from before it was
         // stored (by hand, say): purging costs little and settles it.
         if let Err(problem) = self.purger.purge(&inserted.link().key).await {

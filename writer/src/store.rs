@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
-use shortlink_core::{Key, KeyScheme, Slot, ValidUrl};
+use shortlink_core::{Key, KeyScheme, ValidUrl};
 
 use crate::config::Settings;
 
@@ -115,16 +115,15 @@ impl LinkStore {
     /// Stores `url` under the shortest free prefix of its digest key.
     pub async fn insert_generated(&self, url: &ValidUrl) -> Result<Inserted, StoreError> {
         let keys = self.scheme.generated_keys(url, self.min_generated_len);
-        let slots: Vec<Slot<'_>> = keys.iter().map(|key| self.scheme.slot(key)).collect();
-        let Some(first) = slots.first() else {
+        // Every candidate lives in the first one's hash.
+        let Some(first) = keys.first() else {
             return Err(StoreError::DigestExhausted);
         };
-        let fields: Vec<&str> = slots.iter().map(|slot| slot.field).collect();
-        match self.claim(&first.hash, url, &fields).await? {
-            Some((index, created)) => {
-                let key = keys.get(index).ok_or(StoreError::DigestExhausted)?;
-                Ok(outcome(key, url, created))
-            }
+        let hash = self.scheme.slot(first).hash;
+        let fields: Vec<&str> = keys.iter().map(|key| self.scheme.field(key)).collect();
+        match self.claim(&hash, url, &fields).await? {
+            // `claim` answers only indexes of the fields it was given.
+            Some((index, created)) => Ok(outcome(&keys[index], url, created)),
             None => Err(StoreError::DigestExhausted),
         }
     }
@@ -172,8 +171,10 @@ impl LinkStore {
             -1 => Err(StoreError::PastDeadline),
             0 => Ok(None),
             n => usize::try_from(n - 1)
+                .ok()
+                .filter(|&index| index < fields.len())
                 .map(|index| Some((index, created == 1)))
-                .map_err(|_| StoreError::UnexpectedReply(n)),
+                .ok_or(StoreError::UnexpectedReply(n)),
         }
     }
 
