@@ -466,7 +466,9 @@ mod tests {
         assert_eq!(keys.last().unwrap().as_str(), digest);
         let hash = scheme.slot(&keys[0]).hash;
         assert!(keys.iter().all(|key| scheme.slot(key).hash == hash));
-        assert!(keys.iter().all(|key| scheme.field(key) == scheme.slot(key).field));
+        assert!(keys
+            .iter()
+            .all(|key| scheme.field(key) == scheme.slot(key).field));
         // Never shorter than the scheme allows, whatever is asked.
         let wide = KeyScheme::new("s:", 4).unwrap();
         assert_eq!(wide.generated_keys(&url, 1)[0].as_str().len(), 5);
