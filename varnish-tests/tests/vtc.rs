@@ -14,8 +14,11 @@
 //! - `${varnishd_args}`: what every `varnish` needs (`-arg "${varnishd_args}"`):
 //!   no jail, and a `vmod_path` that finds `shortlink` and Varnish's own VMODs;
 //! - `${redis_url}`, `${redis_port}`, `${redis_socket}` (its unix socket),
-//!   `${redis_password}` (of the ACL user `shortlink`), and `${redisctl}`
-//!   (a command: `start|stop|cont|kill|cli ARGS`).
+//!   `${redis_password}` (of the ACL user `shortlink`);
+//! - `${redis_cli}`: `redis-cli` pointed at the suite's Redis, to write links
+//!   by hand as an operator would;
+//! - `${redisctl}`: a command that hangs, kills and restarts it
+//!   (`start|stop|cont|kill`, see `src/bin/redisctl.rs`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -23,11 +26,13 @@ use std::process::{Command, ExitCode};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use test_support::{command_output, release_dir, repo_root, RedisServer};
+use test_support::{generate_vcl, release_dir, repo_root, Persistence, Redis};
 
 /// Password of the ACL user `shortlink` every suite's Redis has, beside the
 /// password-less default user.
 const TEST_PASSWORD: &str = "s3cret-for-tests";
+
+const REDISCTL: &str = env!("CARGO_BIN_EXE_redisctl");
 
 /// Extra Redis configuration: a unix socket and a user with a password, so
 /// every form of Redis URL can be tested.
@@ -57,7 +62,12 @@ fn main() -> ExitCode {
         if files.is_empty() {
             continue;
         }
-        let server = match RedisServer::start(&setup.work.join(suite), &test_redis_acl()) {
+        let redis = Redis::start(
+            &setup.work.join(suite),
+            Persistence::Scratch,
+            &test_redis_acl(),
+        );
+        let server = match redis {
             Ok(server) => Arc::new(server),
             Err(message) => {
                 eprintln!("error: {message}");
@@ -112,24 +122,15 @@ struct Setup {
 
 impl Setup {
     /// Writes a writer configuration for `redis` and the VCL generated from it.
-    fn generate_vcl(
-        &self,
-        redis: &RedisServer,
-        name: &str,
-        redirect: &str,
-    ) -> Result<PathBuf, String> {
+    fn generate_vcl(&self, redis: &Redis, name: &str, redirect: &str) -> Result<PathBuf, String> {
         let config = redis.dir.join(format!("{name}.toml"));
         fs::write(
             &config,
             format!("[redis]\nurl = \"{}\"\n[redirect]\n{redirect}", redis.url),
         )
         .map_err(|e| format!("{}: {e}", config.display()))?;
-        let vcl = command_output(
-            &self.writer.display().to_string(),
-            &["vcl", "--config", &config.display().to_string()],
-        )?;
         let file = redis.dir.join(format!("{name}.vcl"));
-        fs::write(&file, vcl).map_err(|e| format!("{}: {e}", file.display()))?;
+        generate_vcl(&self.writer, &config, &file)?;
         Ok(file)
     }
 
@@ -150,7 +151,7 @@ impl Setup {
         })
     }
 
-    fn macros_for(&self, redis: &RedisServer) -> Result<Vec<(String, String)>, String> {
+    fn macros_for(&self, redis: &Redis) -> Result<Vec<(String, String)>, String> {
         let vcl_file = self.generate_vcl(redis, "shortlink", "")?;
         let short_file = self.generate_vcl(
             redis,
@@ -168,7 +169,11 @@ impl Setup {
                 redis.dir.join("redis.sock").display().to_string(),
             ),
             ("redis_password".into(), TEST_PASSWORD.into()),
-            ("redisctl".into(), redis.redisctl_command()),
+            ("redis_cli".into(), redis.cli_command()),
+            (
+                "redisctl".into(),
+                format!("{REDISCTL} {}", redis.config().display()),
+            ),
         ])
     }
 }

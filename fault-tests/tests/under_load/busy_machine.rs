@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use test_support::{free_port, Varnish};
+use test_support::{free_port, Redis, Varnish};
 
 use crate::links::{self, Hit};
 use crate::load::{ms, Load, Phase, Record, Timeline};
-use crate::stack::{configure, start_varnish, writer_config, Fault, Redis, TestDir};
+use crate::stack::{configure, start_redis, writer_config, Fault, TestDir};
 
 /// Concurrent clients, each sending its next request as soon as the last
 /// is answered.
@@ -86,9 +86,9 @@ pub fn healthy_redis() -> Result<(), String> {
 /// it was hung and answered before it resumed is a 503 within the timeout
 /// (plus scheduling slack); 301s again once it resumes.
 pub fn hung_redis() -> Result<(), String> {
-    let mut run = Run::start("busy-hung-redis", Starved::No)?;
+    let run = Run::start("busy-hung-redis", Starved::No)?;
     let load = run.load();
-    let timeline = Timeline::run(&load, HANG_AFTER, HANG_FOR, Fault::Hang, &mut run.redis)?;
+    let timeline = Timeline::run(&load, HANG_AFTER, HANG_FOR, Fault::Hang, &run.redis)?;
     let records = load.finish()?;
     // 301 with the right URL, or 503 within the timeout and slack.
     links::check_every_answer(&records)?;
@@ -151,13 +151,13 @@ struct Run {
 impl Run {
     fn start(name: &str, starved: Starved) -> Result<Self, String> {
         let dir = TestDir::new(name)?;
-        let redis = Redis::start(&dir.join("redis"))?;
+        let redis = start_redis(&dir.join("redis"))?;
         let links = links::make("b", LINKS);
         links::store(&redis, &links)?;
         let varnish_port = free_port()?;
         let config = writer_config(redis.port, free_port()?, Some(varnish_port));
         let (_, vcl) = configure(&dir.path, &config)?;
-        let varnish = start_varnish(&dir.join("varnish"), &vcl, varnish_port)?;
+        let varnish = Varnish::start_on(&dir.join("varnish"), &vcl, varnish_port)?;
         if starved == Starved::Yes {
             let io_thread = redis_io_thread(&varnish)?.to_string();
             test_support::command_output("renice", &["-n", "19", "-p", &io_thread])?;

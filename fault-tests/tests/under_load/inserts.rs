@@ -5,13 +5,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use test_support::free_port;
+use test_support::{free_port, Redis, Varnish};
 
 use crate::http::Client;
 use crate::load::{ms, Load, Phase, Record, Sequence, Timeline, Worker};
 use crate::stack::{
-    configure, insert_headers, public_base, start_varnish, writer_config, Fault, Redis, TestDir,
-    Writer, MARGIN, PREFIX, WRITE_TIMEOUT,
+    configure, dump_links, insert_headers, public_base, start_redis, start_writer, writer_config,
+    Fault, TestDir, MARGIN, PREFIX, WRITE_TIMEOUT,
 };
 
 /// What one `POST /api/links` got.
@@ -219,10 +219,10 @@ impl Answers {
 pub fn writer_redis_away(name: &str, fault: Fault, down: Duration) -> Result<(), String> {
     const CLIENTS: usize = 4;
     let dir = TestDir::new(name)?;
-    let mut redis = Redis::start(&dir.join("redis"))?;
+    let redis = start_redis(&dir.join("redis"))?;
     let writer_port = free_port()?;
     let (config, _) = configure(&dir.path, &writer_config(redis.port, writer_port, None))?;
-    let mut writer = Writer::start(&dir.path, &config, writer_port)?;
+    let mut writer = start_writer(&dir.path, &config, writer_port)?;
     let pid = writer.pid()?;
     let public = public_base(None);
     let (before, after) = (Duration::from_secs(1), Duration::from_secs(2));
@@ -236,7 +236,7 @@ pub fn writer_redis_away(name: &str, fault: Fault, down: Duration) -> Result<(),
             inserter(name, 100_000, public.clone()),
         )],
     );
-    let timeline = Timeline::run(&load, before, down, fault, &mut redis)?;
+    let timeline = Timeline::run(&load, before, down, fault, &redis)?;
     let records = load.finish()?;
     if writer.pid()? != pid {
         return Err("the writer was restarted".into());
@@ -298,7 +298,7 @@ impl StoreCheck {
     ) -> Result<Self, String> {
         let mut acked = acknowledged(records)?;
         let acked_during_run = acked.len();
-        let stored = redis.conn()?.dump_links(PREFIX)?;
+        let stored = dump_links(redis, PREFIX)?;
         let (lost, extra) = compare(&acked, &stored);
         let refused: Vec<&Record<Insert>> = records
             .iter()
@@ -339,7 +339,7 @@ impl StoreCheck {
                 other => wrong.push(format!("{url}: {other:?}")),
             }
         }
-        let after_retry = redis.conn()?.dump_links(PREFIX)?;
+        let after_retry = dump_links(redis, PREFIX)?;
         let summary = format!(
             "acknowledged {}, in Redis {}, lost {}, stored without acknowledgement {} \
              (answered 503 while in flight at the signal: {} of the {} in flight; not in \
@@ -385,14 +385,14 @@ pub fn durability() -> Result<(), String> {
     const CLIENTS: usize = 8;
     const LINKS: usize = 320;
     let dir = TestDir::new("durability")?;
-    let mut redis = Redis::start(&dir.join("redis"))?;
+    let redis = start_redis(&dir.join("redis"))?;
     let (varnish_port, writer_port) = (free_port()?, free_port()?);
     let (config, vcl) = configure(
         &dir.path,
         &writer_config(redis.port, writer_port, Some(varnish_port)),
     )?;
-    let varnish = start_varnish(&dir.join("varnish"), &vcl, varnish_port)?;
-    let _writer = Writer::start(&dir.path, &config, writer_port)?;
+    let varnish = Varnish::start_on(&dir.join("varnish"), &vcl, varnish_port)?;
+    let _writer = start_writer(&dir.path, &config, writer_port)?;
     let public_base = public_base(Some(varnish_port));
 
     let load = Load::start(
@@ -428,9 +428,9 @@ pub fn durability() -> Result<(), String> {
     let burst = records.first().map_or(Duration::ZERO, |r| r.sent);
 
     let restart = Instant::now();
-    redis.restart()?;
+    redis.launch()?;
     let restarted_in = restart.elapsed();
-    let stored = redis.conn()?.dump_links(PREFIX)?;
+    let stored = dump_links(&redis, PREFIX)?;
     let (mut lost, extra) = compare(&acked, &stored);
     let mut client = Client::new(varnish.port, Duration::from_secs(5));
     let mut served = 0;

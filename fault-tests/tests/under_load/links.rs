@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use test_support::Redis;
+
 use crate::http::Client;
 use crate::load::{ms, Record, Sequence, Worker};
-use crate::resp::Reply;
-use crate::stack::{Redis, COMMAND_TIMEOUT, MARGIN, PREFIX};
+use crate::stack::{COMMAND_TIMEOUT, MARGIN, PREFIX};
 
 /// Alphabet of keys, so links spread over many hashes as real ones do.
 const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -34,26 +35,19 @@ pub fn make(tag: &str, count: usize) -> Arc<Vec<(String, String)>> {
 
 /// `HSET <prefix><2 chars> <rest> <url>` for every link, pipelined.
 pub fn store(redis: &Redis, links: &[(String, String)]) -> Result<(), String> {
-    let mut conn = redis.conn()?;
+    let mut conn = redis.connection()?;
     for chunk in links.chunks(2000) {
-        let commands: Vec<Vec<String>> = chunk
-            .iter()
-            .map(|(key, url)| {
-                vec![
-                    "HSET".into(),
-                    format!("{PREFIX}{}", &key[..2]),
-                    key[2..].to_owned(),
-                    url.clone(),
-                ]
-            })
-            .collect();
-        let replies = conn.pipeline(&commands).map_err(|e| format!("HSET: {e}"))?;
-        for reply in replies {
-            match reply {
-                Reply::Int(1) => {}
-                Reply::Error(message) => return Err(format!("HSET: {message}")),
-                other => return Err(format!("HSET answered {other:?}")),
-            }
+        // One round trip (and one fsync under `appendfsync always`) per chunk.
+        let mut pipe = redis::pipe();
+        for (key, url) in chunk {
+            pipe.hset(format!("{PREFIX}{}", &key[..2]), &key[2..], url);
+        }
+        let added: Vec<u32> = pipe.query(&mut conn).map_err(|e| format!("HSET: {e}"))?;
+        if let Some(position) = added.iter().position(|&fields| fields != 1) {
+            return Err(format!(
+                "HSET of {} added {} fields, not 1",
+                chunk[position].0, added[position]
+            ));
         }
     }
     Ok(())

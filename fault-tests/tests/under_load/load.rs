@@ -11,8 +11,10 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use test_support::Redis;
+
 use crate::http::Client;
-use crate::stack::{Fault, Redis};
+use crate::stack::Fault;
 
 /// One request as it happened.
 #[derive(Debug, Clone)]
@@ -192,7 +194,7 @@ impl Timeline {
         before: Duration,
         down: Duration,
         fault: Fault,
-        redis: &mut Redis,
+        redis: &Redis,
     ) -> Result<Self, String> {
         thread::sleep(before);
         let begins = load.now();

@@ -31,7 +31,6 @@ mod inserts;
 mod links;
 mod load;
 mod redirects;
-mod resp;
 mod stack;
 
 use std::process::ExitCode;

@@ -6,11 +6,11 @@ use std::collections::HashSet;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use test_support::{free_port, Varnish};
+use test_support::{free_port, Redis, Varnish};
 
 use crate::links::{self, Class, Hit, Recovery};
 use crate::load::{ms, Load, Phase, Record, Timeline};
-use crate::stack::{configure, start_varnish, writer_config, ChildState, Fault, Redis, TestDir};
+use crate::stack::{configure, start_redis, writer_config, ChildState, Fault, TestDir};
 
 /// Threads per key class, and the pause between one thread's requests:
 /// about 2 × 1000 cached and 2 × 500 fresh requests a second at most.
@@ -42,7 +42,7 @@ impl Serving {
     /// before Varnish starts.
     fn start(name: &str, redis_down: bool) -> Result<Self, String> {
         let dir = TestDir::new(name)?;
-        let mut redis = Redis::start(&dir.join("redis"))?;
+        let redis = start_redis(&dir.join("redis"))?;
         let cached = links::make("c", CACHED_LINKS);
         let fresh = links::make("f", FRESH_LINKS);
         links::store(&redis, &cached)?;
@@ -53,7 +53,7 @@ impl Serving {
         let varnish_port = free_port()?;
         let config = writer_config(redis.port, free_port()?, Some(varnish_port));
         let (_, vcl) = configure(&dir.path, &config)?;
-        let varnish = start_varnish(&dir.join("varnish"), &vcl, varnish_port)?;
+        let varnish = Varnish::start_on(&dir.join("varnish"), &vcl, varnish_port)?;
         if !redis_down {
             links::warm(varnish.port, &cached)?;
         }
@@ -84,11 +84,11 @@ impl Serving {
 /// fast, and all is normal within a second of Redis being back, with the
 /// same Varnish child on the same VCL.
 pub fn redis_fault(name: &str, fault: Fault, down: Duration) -> Result<(), String> {
-    let mut serving = Serving::start(name, false)?;
+    let serving = Serving::start(name, false)?;
     let before = ChildState::read(&serving.varnish)?;
     let began = Instant::now();
     let load = serving.load(BEFORE + down + AFTER, true);
-    let timeline = Timeline::run(&load, BEFORE, down, fault, &mut serving.redis)?;
+    let timeline = Timeline::run(&load, BEFORE, down, fault, &serving.redis)?;
     let records = load.finish()?;
     let after = ChildState::read(&serving.varnish)?;
     after.same_child_as(&before, began.elapsed(), &serving.varnish)?;
@@ -162,7 +162,7 @@ pub fn redis_fault(name: &str, fault: Fault, down: Duration) -> Result<(), Strin
 /// Test 3: Varnish starts while Redis is down; its VCL loads, fresh keys
 /// answer 503 until Redis is up, then 301.
 pub fn redis_down_at_start() -> Result<(), String> {
-    let mut serving = Serving::start("redis-down-at-start", true)?;
+    let serving = Serving::start("redis-down-at-start", true)?;
     let before = ChildState::read(&serving.varnish)?;
     if !before.vcls.iter().any(|v| v.starts_with("active")) {
         return Err(format!("no active VCL: {:?}", before.vcls));
@@ -172,7 +172,7 @@ pub fn redis_down_at_start() -> Result<(), String> {
     let load = serving.load(down + AFTER, false);
     sleep(down);
     let ends = load.now();
-    serving.redis.restart()?;
+    serving.redis.launch()?;
     // Down from the start: the fault "began" before the first request.
     let timeline = Timeline {
         begins: Duration::ZERO,
@@ -250,7 +250,7 @@ pub fn varnish_restart() -> Result<(), String> {
     let stop_begins = load.now();
     drop(varnish);
     let stopped = load.now();
-    let varnish = start_varnish(&dir.join("varnish-2"), &dir.join("shortlink.vcl"), port)?;
+    let varnish = Varnish::start_on(&dir.join("varnish-2"), &dir.join("shortlink.vcl"), port)?;
     let ready = load.now();
     let records = load.stop_after(AFTER)?;
 

@@ -1,16 +1,13 @@
 //! The real servers of one test — Redis, Varnish, the writer — each stopped
 //! by its guard's `Drop`, so a failing test leaves no process behind.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use test_support::{free_port, release_dir, repo_root, wait_for_port, Varnish};
-
-use crate::resp::{self, Reply};
+use test_support::{generate_vcl, shortlink_binary, Persistence, Redis, Varnish, Writer};
 
 /// The lookup timeout configured in Varnish; a 503 must come within it
 /// plus [`MARGIN`].
@@ -40,100 +37,33 @@ impl TestDir {
     }
 }
 
-/// `redis-server` running the shipped `redis/redis.conf` (AOF, fsync on
-/// every write), with only its port and data directory set for the test,
-/// as `make run` does. It runs in the foreground as our child, so it can
-/// be hung, killed and restarted on the same data.
-pub struct Redis {
-    pub port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
-    /// How many times it was started, to keep each run's log.
-    starts: u32,
+/// `redis-server` on the shipped `redis/redis.conf` (AOF, fsync on every
+/// write), as `make run` runs it, with only its port and files set for the
+/// test.
+pub fn start_redis(dir: &Path) -> Result<Redis, String> {
+    Redis::start(dir, Persistence::Shipped, "")
 }
 
-impl Redis {
-    pub fn start(dir: &Path) -> Result<Self, String> {
-        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut redis = Self {
-            port: free_port()?,
-            dir: dir.to_path_buf(),
-            child: None,
-            starts: 0,
-        };
-        redis.restart()?;
-        Ok(redis)
+/// Every link under `prefix`, read back whole: key to URL.
+pub fn dump_links(redis: &Redis, prefix: &str) -> Result<BTreeMap<String, String>, String> {
+    let hashes: Vec<String> = redis.query(&["KEYS", &format!("{prefix}*")])?;
+    let mut conn = redis.connection()?;
+    let mut pipe = redis::pipe();
+    for hash in &hashes {
+        pipe.hgetall(hash);
     }
-
-    /// Starts it again from the same configuration and data directory;
-    /// returns once it answers PING (its AOF loaded).
-    pub fn restart(&mut self) -> Result<(), String> {
-        if self.child.is_some() {
-            return Err("Redis is still running".into());
-        }
-        self.starts += 1;
-        let log_path = self.dir.join(format!("redis-{}.log", self.starts));
-        let log = fs::File::create(&log_path).map_err(|e| e.to_string())?;
-        let child = Command::new("redis-server")
-            .arg(repo_root().join("redis/redis.conf"))
-            .args(["--port", &self.port.to_string()])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start redis-server: {e}"))?;
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.ping() {
-                return Ok(());
-            }
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                self.child = None;
-                return Err(format!(
-                    "redis-server exited ({status}); see {}",
-                    log_path.display()
-                ));
-            }
-            sleep(Duration::from_millis(5));
-        }
-        Err(format!(
-            "Redis did not answer PING; see {}",
-            log_path.display()
-        ))
-    }
-
-    pub fn ping(&self) -> bool {
-        resp::Conn::open(self.port)
-            .and_then(|mut conn| conn.query(&["PING"]))
-            .is_ok_and(|reply| matches!(reply, Reply::Status(s) if s == "PONG"))
-    }
-
-    /// Sends `signal` (`STOP`, `CONT`) to Redis.
-    pub fn signal(&self, signal: &str) -> Result<(), String> {
-        let pid = self.child.as_ref().ok_or("Redis is not running")?.id();
-        test_support::command_output("kill", &[&format!("-{signal}"), &pid.to_string()]).map(drop)
-    }
-
-    /// SIGKILL, then waits until the process is gone.
-    pub fn kill(&mut self) -> Result<(), String> {
-        let mut child = self.child.take().ok_or("Redis is not running")?;
-        child
-            .kill()
-            .map_err(|e| format!("cannot kill Redis: {e}"))?;
-        child.wait().map_err(|e| e.to_string())?;
-        Ok(())
-    }
-
-    pub fn conn(&self) -> Result<resp::Conn, String> {
-        resp::Conn::open(self.port).map_err(|e| format!("Redis on port {}: {e}", self.port))
-    }
+    let contents: Vec<BTreeMap<String, String>> =
+        pipe.query(&mut conn).map_err(|e| format!("HGETALL: {e}"))?;
+    Ok(hashes
+        .iter()
+        .zip(contents)
+        .flat_map(|(hash, fields)| {
+            let slot = &hash[prefix.len()..];
+            fields
+                .into_iter()
+                .map(move |(field, url)| (format!("{slot}{field}"), url))
+        })
+        .collect())
 }
 
 /// What happens to Redis in a test.
@@ -146,19 +76,19 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub fn begin(self, redis: &mut Redis) -> Result<(), String> {
+    pub fn begin(self, redis: &Redis) -> Result<(), String> {
         match self {
-            Self::Hang => redis.signal("STOP"),
+            Self::Hang => redis.hang(),
             Self::Kill => redis.kill(),
         }
     }
 
     /// Ends the fault; returns once Redis answers again (after a SIGCONT,
     /// it answers at once).
-    pub fn end(self, redis: &mut Redis) -> Result<(), String> {
+    pub fn end(self, redis: &Redis) -> Result<(), String> {
         match self {
-            Self::Hang => redis.signal("CONT"),
-            Self::Kill => redis.restart(),
+            Self::Hang => redis.resume(),
+            Self::Kill => redis.launch(),
         }
     }
 
@@ -167,16 +97,6 @@ impl Fault {
         match self {
             Self::Hang => ("stopped (SIGSTOP)", "SIGCONT"),
             Self::Kill => ("killed (SIGKILL)", "restart (answering PING)"),
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SIGKILL ends a stopped process too.
-            let _ = child.kill();
-            let _ = child.wait();
         }
     }
 }
@@ -214,82 +134,24 @@ pub fn insert_headers() -> Vec<(&'static str, String)> {
     vec![("Authorization", format!("Bearer {ACCESS_TOKEN}"))]
 }
 
-fn shortlink_binary() -> Result<PathBuf, String> {
-    let binary = release_dir().join("shortlink");
-    if binary.exists() && release_dir().join("libvmod_shortlink.so").exists() {
-        Ok(binary)
-    } else {
-        Err("the release build is missing: run `cargo build --release --workspace` first".into())
-    }
-}
-
 /// Writes the configuration into `dir` and the VCL `shortlink vcl`
 /// generates from it; returns the configuration file and the VCL file.
 pub fn configure(dir: &Path, config: &str) -> Result<(PathBuf, PathBuf), String> {
     let config_file = dir.join("shortlink.toml");
     fs::write(&config_file, config).map_err(|e| e.to_string())?;
-    let vcl = test_support::command_output(
-        &shortlink_binary()?.display().to_string(),
-        &["vcl", "--config", &config_file.display().to_string()],
-    )?;
     let vcl_file = dir.join("shortlink.vcl");
-    fs::write(&vcl_file, vcl).map_err(|e| e.to_string())?;
+    generate_vcl(&shortlink_binary()?, &config_file, &vcl_file)?;
     Ok((config_file, vcl_file))
 }
 
-/// The writer daemon (`shortlink serve`).
-pub struct Writer {
-    child: Child,
-}
-
-impl Writer {
-    pub fn start(dir: &Path, config_file: &Path, port: u16) -> Result<Self, String> {
-        let log = fs::File::create(dir.join("writer.log")).map_err(|e| e.to_string())?;
-        let child = Command::new(shortlink_binary()?)
-            .args(["serve", "--config"])
-            .arg(config_file)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start the writer: {e}"))?;
-        let writer = Self { child };
-        wait_for_port(port, Duration::from_secs(10))?;
-        Ok(writer)
-    }
-
-    /// The writer's process id, to show it was never restarted.
-    pub fn pid(&mut self) -> Result<u32, String> {
-        match self.child.try_wait() {
-            Ok(None) => Ok(self.child.id()),
-            Ok(Some(status)) => Err(format!("the writer exited: {status}")),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub fn start_varnish(dir: &Path, vcl: &Path, port: u16) -> Result<Varnish, String> {
-    fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    Varnish::start_on(dir, vcl, port)
-}
-
-fn varnish_tool(program: &str, varnish: &Varnish, args: &[&str]) -> Result<String, String> {
-    let workdir = varnish.workdir.display().to_string();
-    let mut all = vec!["-n", workdir.as_str()];
-    all.extend_from_slice(args);
-    test_support::command_output(program, &all)
+/// The writer daemon (`shortlink serve`) of the release build.
+pub fn start_writer(dir: &Path, config_file: &Path, port: u16) -> Result<Writer, String> {
+    Writer::start(&shortlink_binary()?, dir, config_file, port, &[])
 }
 
 /// Every counter of `varnishstat -1 -j`.
 pub fn counters(varnish: &Varnish) -> Result<HashMap<String, u64>, String> {
-    let json = varnish_tool("varnishstat", varnish, &["-1", "-j"])?;
+    let json = varnish.tool("varnishstat", &["-1", "-j"])?;
     let parsed: serde_json::Value =
         serde_json::from_str(&json).map_err(|e| format!("varnishstat -j: {e}"))?;
     let counters = parsed
@@ -319,7 +181,8 @@ impl ChildState {
         let get = |name: &str| c.get(name).copied().ok_or(format!("no counter {name}"));
         // Name and status of each VCL: a reload would add a name or make
         // another one active. (The busy count changes under load.)
-        let vcls = varnish_tool("varnishadm", varnish, &["vcl.list"])?
+        let vcls = varnish
+            .tool("varnishadm", &["vcl.list"])?
             .lines()
             .filter(|line| !line.trim().is_empty())
             .map(|line| {

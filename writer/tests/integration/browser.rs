@@ -157,10 +157,11 @@ async fn steps(
         return Err(format!("the cross-site post was answered with {alert:?}"));
     }
     let key = shortlink_core::digest_key(CROSS_SITE_URL);
-    let stored = suite
-        .redis
-        .cli(&["HGET", &format!("short:{}", &key[..2]), &key[2..4]])?;
-    if !stored.trim().is_empty() {
+    let stored: Option<String> =
+        suite
+            .redis
+            .query(&["HGET", &format!("short:{}", &key[..2]), &key[2..4]])?;
+    if stored.is_some() {
         return Err(format!("the cross-site post stored {stored:?}"));
     }
     Ok(())

@@ -4,12 +4,13 @@ use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use shortlink_writer::config::{AccessToken, Config, Settings};
 use shortlink_writer::shortener::Shortener;
-use test_support::{free_port, release_dir, wait_for_port, work_dir, RedisServer, Varnish};
+use test_support::{
+    free_port, generate_vcl, release_dir, work_dir, Persistence, Redis, Varnish, Writer,
+};
 
 pub type Test = fn(&Suite) -> Result<(), String>;
 
@@ -21,18 +22,18 @@ pub const WRITER: &str = env!("CARGO_BIN_EXE_shortlink");
 /// Redis, Varnish, the writer and a landing page, shared by every test.
 pub struct Suite {
     pub dir: PathBuf,
-    pub redis: RedisServer,
+    pub redis: Redis,
     pub varnish: Varnish,
     pub writer_url: String,
     pub landing_url: String,
     pub config_file: PathBuf,
-    writer: Child,
+    _writer: Writer,
 }
 
 impl Suite {
     pub fn start() -> Result<Self, String> {
         let dir = work_dir("writer")?;
-        let redis = RedisServer::start(&dir.join("redis"), "")?;
+        let redis = Redis::start(&dir.join("redis"), Persistence::Scratch, "")?;
         let varnish_port = free_port()?;
         let writer_port = free_port()?;
         let config_file = dir.join("shortlink.toml");
@@ -52,32 +53,20 @@ impl Suite {
             ),
         )
         .map_err(|e| e.to_string())?;
-        let vcl = run_writer(&["vcl", "--config", &config_file.display().to_string()])?;
         let vcl_file = dir.join("shortlink.vcl");
-        fs::write(&vcl_file, vcl).map_err(|e| e.to_string())?;
+        generate_vcl(Path::new(WRITER), &config_file, &vcl_file)?;
         let varnish = Varnish::start_on(&dir, &vcl_file, varnish_port)?;
-
-        let log = fs::File::create(dir.join("writer.log")).map_err(|e| e.to_string())?;
-        let writer = Command::new(WRITER)
-            .args(["serve", "--config"])
-            .arg(&config_file)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start the writer: {e}"))?;
-        let writer_url = format!("http://127.0.0.1:{writer_port}");
-        let suite = Self {
+        let writer = Writer::start(Path::new(WRITER), &dir, &config_file, writer_port, &[])?;
+        let writer_url = writer.base_url();
+        Ok(Self {
             landing_url: start_landing_server(&writer_url)?,
             writer_url,
             dir,
             redis,
             varnish,
             config_file,
-            writer,
-        };
-        wait_for_port(writer_port, Duration::from_secs(10))?;
-        Ok(suite)
+            _writer: writer,
+        })
     }
 
     /// Settings for in-process tests: this suite's Redis, keys under `prefix`,
@@ -109,10 +98,7 @@ impl Suite {
 
     /// Every hash name under `prefix` in Redis.
     pub fn hashes(&self, prefix: &str) -> Result<Vec<String>, String> {
-        let out = self
-            .redis
-            .cli(&["--scan", "--pattern", &format!("{prefix}*")])?;
-        Ok(out.lines().map(str::to_owned).collect())
+        self.redis.query(&["KEYS", &format!("{prefix}*")])
     }
 
     pub fn agent() -> ureq::Agent {
@@ -122,13 +108,6 @@ impl Suite {
             .timeout_global(Some(Duration::from_secs(10)))
             .build()
             .into()
-    }
-}
-
-impl Drop for Suite {
-    fn drop(&mut self) {
-        let _ = self.writer.kill();
-        let _ = self.writer.wait();
     }
 }
 

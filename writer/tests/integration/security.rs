@@ -1,13 +1,14 @@
 //! Who may create links: form posts from other sites, access tokens, the
 //! per-client rate limit, and bodies refused before anything is stored.
 
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use actix_web::http::header;
 use actix_web::test as actix_test;
 use shortlink_core::digest_key;
-use test_support::{free_port, wait_for_port};
+use test_support::{free_port, Writer};
 
 use crate::common::{
     ensure, form_credentials, get, post_form, send_form, Suite, TEST_TOKEN, WRITER,
@@ -17,22 +18,17 @@ use crate::common::{
 fn stored(suite: &Suite, url: &str) -> Result<bool, String> {
     let key = &digest_key(url)[..4];
     let (hash, field) = key.split_at(2);
-    let value = suite
+    let value: Option<String> = suite
         .redis
-        .cli(&["HGET", &format!("short:{hash}"), field])?;
-    Ok(value.trim() == url)
+        .query(&["HGET", &format!("short:{hash}"), field])?;
+    Ok(value.as_deref() == Some(url))
 }
 
 /// Every field under `prefix`, over all its hashes.
 fn links_under(suite: &Suite, prefix: &str) -> Result<usize, String> {
     let mut count = 0;
     for hash in suite.hashes(prefix)? {
-        count += suite
-            .redis
-            .cli(&["HLEN", &hash])?
-            .trim()
-            .parse::<usize>()
-            .map_err(|e| e.to_string())?;
+        count += suite.redis.query::<usize>(&["HLEN", &hash])?;
     }
     Ok(count)
 }
@@ -353,17 +349,17 @@ pub fn off_loopback_needs_a_token(suite: &Suite) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let env_token = "from-the-environment-0123456789abcdef";
-    let mut writer = Command::new(WRITER)
-        .args(["serve", "--config"])
-        .arg(&config)
-        .env("SHORTLINK_TOKENS", format!("{env_token},{TEST_TOKEN}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
+    let tokens = format!("{env_token},{TEST_TOKEN}");
+    let dir = suite.dir.join("required");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let writer = Writer::start(
+        Path::new(WRITER),
+        &dir,
+        &config,
+        port,
+        &[("SHORTLINK_TOKENS", &tokens)],
+    )?;
     let result = (|| {
-        wait_for_port(port, Duration::from_secs(10))?;
         let agent = Suite::agent();
         let api = format!("http://127.0.0.1:{port}/api/links");
         let body = serde_json::json!({ "url": "https://example.org/env-token" });
@@ -397,8 +393,7 @@ pub fn off_loopback_needs_a_token(suite: &Suite) -> Result<(), String> {
             format!("form with token: {status}")
         })
     })();
-    let _ = writer.kill();
-    let _ = writer.wait();
+    drop(writer);
     result?;
     let count = links_under(suite, "t-env:")?;
     ensure(count == 2, || format!("{count} links stored, expected 2"))

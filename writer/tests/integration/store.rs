@@ -34,12 +34,14 @@ pub fn same_url_same_key(suite: &Suite) -> Result<(), String> {
         matches!(&again, Inserted::Existing(link) if link.key == expected),
         || format!("second insert: {again:?}"),
     )?;
-    let stored = suite.redis.cli(&[
+    let stored: Option<String> = suite.redis.query(&[
         "HGET",
         &format!("t-same:{}", &expected[..2]),
         &expected[2..],
     ])?;
-    ensure(stored.trim() == url, || format!("Redis holds {stored:?}"))
+    ensure(stored.as_deref() == Some(url), || {
+        format!("Redis holds {stored:?}")
+    })
 }
 
 pub fn grows_on_collision(suite: &Suite) -> Result<(), String> {
@@ -49,10 +51,10 @@ pub fn grows_on_collision(suite: &Suite) -> Result<(), String> {
     // Someone else's URL already sits in the 4- and 5-character slots.
     suite
         .redis
-        .cli(&["HSET", &hash, &digest[2..4], "https://other.example/4"])?;
+        .query::<()>(&["HSET", &hash, &digest[2..4], "https://other.example/4"])?;
     suite
         .redis
-        .cli(&["HSET", &hash, &digest[2..5], "https://other.example/5"])?;
+        .query::<()>(&["HSET", &hash, &digest[2..5], "https://other.example/5"])?;
     let inserted = shorten_once(suite, "t-grow:", url, None).map_err(|e| e.to_string())?;
     ensure(
         matches!(&inserted, Inserted::Created(link) if link.key == digest[..6]),
@@ -68,10 +70,11 @@ pub fn grows_on_collision(suite: &Suite) -> Result<(), String> {
         matches!(&again, Inserted::Existing(link) if link.key == digest[..6]),
         || format!("re-submission gave {again:?}"),
     )?;
-    let untouched = suite.redis.cli(&["HGET", &hash, &digest[2..4]])?;
-    ensure(untouched.trim() == "https://other.example/4", || {
-        format!("the 4-character slot was overwritten: {untouched:?}")
-    })
+    let untouched: Option<String> = suite.redis.query(&["HGET", &hash, &digest[2..4]])?;
+    ensure(
+        untouched.as_deref() == Some("https://other.example/4"),
+        || format!("the 4-character slot was overwritten: {untouched:?}"),
+    )
 }
 
 pub fn custom_keys(suite: &Suite) -> Result<(), String> {
@@ -104,10 +107,11 @@ pub fn custom_keys(suite: &Suite) -> Result<(), String> {
         matches!(taken, Err(ShortenError::Store(StoreError::KeyTaken { ref key })) if key == "my-talk"),
         || format!("{taken:?}"),
     )?;
-    let stored = suite.redis.cli(&["HGET", "t-custom:my", "-talk"])?;
-    ensure(stored.trim() == "https://example.org/talk", || {
-        format!("conflict changed the stored URL: {stored:?}")
-    })
+    let stored: Option<String> = suite.redis.query(&["HGET", "t-custom:my", "-talk"])?;
+    ensure(
+        stored.as_deref() == Some("https://example.org/talk"),
+        || format!("conflict changed the stored URL: {stored:?}"),
+    )
 }
 
 /// 16 writers, 200 distinct URLs each, split 1 and 3-character keys, so that

@@ -1,0 +1,85 @@
+//! `varnishd` for every suite.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::{command_output, free_port, shipped_varnishd_params, varnishd_args, wait_for_port};
+
+/// A `varnishd` in the foreground on a free loopback port, running a VCL file
+/// with the shipped parameters (`vcl/varnishd.params`).
+pub struct Varnish {
+    pub port: u16,
+    pub workdir: PathBuf,
+    child: Child,
+}
+
+impl Varnish {
+    /// Starts Varnish with `vcl` on a free port; `shortlink` is found in
+    /// the release build.
+    pub fn start(dir: &Path, vcl: &Path) -> Result<Self, String> {
+        Self::start_on(dir, vcl, free_port()?)
+    }
+
+    /// Starts Varnish with `vcl` on `port`.
+    pub fn start_on(dir: &Path, vcl: &Path, port: u16) -> Result<Self, String> {
+        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let workdir = dir.join("varnish");
+        let log = fs::File::create(dir.join("varnishd.log")).map_err(|e| e.to_string())?;
+        let child = Command::new("varnishd")
+            .args(varnishd_args()?)
+            .args(shipped_varnishd_params()?)
+            .args(["-F", "-a"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("-n")
+            .arg(&workdir)
+            .arg("-f")
+            .arg(vcl)
+            .args(["-T", "127.0.0.1:0", "-s", "malloc,64m"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start varnishd: {e}"))?;
+        let mut varnish = Self {
+            port,
+            workdir,
+            child,
+        };
+        if let Err(e) = wait_for_port(port, Duration::from_secs(30)) {
+            let _ = varnish.child.kill();
+            return Err(format!("{e}; see {}/varnishd.log", dir.display()));
+        }
+        Ok(varnish)
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs a Varnish tool (`varnishadm`, `varnishstat`, ...) against this
+    /// instance and returns its output.
+    pub fn tool(&self, program: &str, args: &[&str]) -> Result<String, String> {
+        let workdir = self.workdir.display().to_string();
+        let mut all = vec!["-n", workdir.as_str()];
+        all.extend_from_slice(args);
+        command_output(program, &all)
+    }
+
+    /// The process id of the manager, whose child process serves.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Varnish {
+    fn drop(&mut self) {
+        // SIGTERM lets the manager stop its child; SIGKILL would orphan it.
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,85 @@
+//! The writer (`shortlink serve`) for every suite, and the VCL it generates.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::{command_output, release_dir, wait_for_port};
+
+/// The release build of `shortlink`, with the VMOD beside it.
+pub fn shortlink_binary() -> Result<PathBuf, String> {
+    let binary = release_dir().join("shortlink");
+    if binary.exists() && release_dir().join("libvmod_shortlink.so").exists() {
+        Ok(binary)
+    } else {
+        Err("the release build is missing: run `make build` first".into())
+    }
+}
+
+/// Writes to `vcl_file` the VCL `shortlink vcl` generates from `config_file`.
+pub fn generate_vcl(writer: &Path, config_file: &Path, vcl_file: &Path) -> Result<(), String> {
+    let vcl = command_output(
+        &writer.display().to_string(),
+        &["vcl", "--config", &config_file.display().to_string()],
+    )?;
+    fs::write(vcl_file, vcl).map_err(|e| format!("{}: {e}", vcl_file.display()))
+}
+
+/// `shortlink serve` in the foreground, its output in `writer.log`.
+pub struct Writer {
+    pub port: u16,
+    child: Child,
+}
+
+impl Writer {
+    /// Starts `writer` (a `shortlink` binary) with `config_file`, which
+    /// listens on `port`, and `env` added to its environment; returns once
+    /// it accepts connections.
+    pub fn start(
+        writer: &Path,
+        dir: &Path,
+        config_file: &Path,
+        port: u16,
+        env: &[(&str, &str)],
+    ) -> Result<Self, String> {
+        let log_path = dir.join("writer.log");
+        let log =
+            fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let child = Command::new(writer)
+            .args(["serve", "--config"])
+            .arg(config_file)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start the writer: {e}"))?;
+        let mut started = Self { port, child };
+        if let Err(e) = wait_for_port(port, Duration::from_secs(10)) {
+            let _ = started.child.kill();
+            return Err(format!("{e}; see {}", log_path.display()));
+        }
+        Ok(started)
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Its process id, failing if it exited (to show it never restarted).
+    pub fn pid(&mut self) -> Result<u32, String> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(self.child.id()),
+            Ok(Some(status)) => Err(format!("the writer exited: {status}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
