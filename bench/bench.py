@@ -201,7 +201,9 @@ def wrk(url, script, args, connections=CONNECTIONS, duration=DURATION):
     """One wrk run with `script` and its `args`; its figures as a dict."""
     command = ["wrk", "-t", str(THREADS), "-c", str(connections), "-d", f"{duration}s",
                "--timeout", "5s", "-s", str(WRK_DIR / script), url, "--", *args]
-    result = subprocess.run(command, capture_output=True, text=True)
+    # The scripts share figures.lua; `;;` keeps Lua's own search path.
+    env = dict(os.environ, LUA_PATH=f"{WRK_DIR}/?.lua;;")
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
     for line in result.stdout.splitlines():
         if line.startswith("BENCH_JSON "):
             figures = json.loads(line[len("BENCH_JSON "):])

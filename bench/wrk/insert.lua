@@ -2,12 +2,9 @@
 --   wrk ... -s insert.lua <writer url> -- RUN_ID TOKEN
 -- Prints one line "BENCH_JSON {...}" with the figures.
 
-local threads = {}
+local figures = require("figures")
 
-function setup(thread)
-    thread:set("id", #threads)
-    table.insert(threads, thread)
-end
+setup = figures.setup
 
 function init(args)
     run = args[1]
@@ -22,11 +19,5 @@ function request()
 end
 
 function done(summary, latency, requests)
-    local e = summary.errors
-    local sockets = e.connect + e.read + e.write + e.timeout
-    io.write(string.format(
-        'BENCH_JSON {"requests": %d, "duration_us": %d, "errors": %d, "socket_errors": %d, ' ..
-        '"p50_us": %d, "p99_us": %d, "reused_keys": 0}\n',
-        summary.requests, summary.duration, sockets + e.status, sockets,
-        latency:percentile(50), latency:percentile(99)))
+    figures.print(summary, latency, nil, 0)
 end

@@ -6,12 +6,9 @@
 -- Lua call per answer; without it only wrk's own count of 4xx/5xx is kept.
 -- Prints one line "BENCH_JSON {...}" with the figures.
 
-local threads = {}
+local figures = require("figures")
 
-function setup(thread)
-    thread:set("id", #threads)
-    table.insert(threads, thread)
-end
+setup = figures.setup
 
 function init(args)
     mode, file, thread_count = args[1], args[2], tonumber(args[3])
@@ -75,21 +72,7 @@ function request()
 end
 
 function done(summary, latency, requests)
-    local wraps, non_3xx, counted = 0, 0, false
-    for _, thread in ipairs(threads) do
-        wraps = wraps + (thread:get("wrapped") or 0)
-        if thread:get("counting") then
-            counted = true
-            non_3xx = non_3xx + thread:get("non_3xx")
-        end
-    end
-    local e = summary.errors
-    local sockets = e.connect + e.read + e.write + e.timeout
-    io.write(string.format(
-        'BENCH_JSON {"requests": %d, "duration_us": %d, "errors": %d, "socket_errors": %d, "non_3xx": %s, ' ..
-        '"socket_error_kinds": {"connect": %d, "read": %d, "write": %d, "timeout": %d}, ' ..
-        '"p50_us": %d, "p99_us": %d, "reused_keys": %d}\n',
-        summary.requests, summary.duration, sockets + e.status, sockets,
-        counted and tostring(non_3xx) or "null", e.connect, e.read, e.write, e.timeout,
-        latency:percentile(50), latency:percentile(99), wraps))
+    -- Every thread counts, or none: `counting` is the same in all.
+    local counted = figures.threads[1]:get("counting")
+    figures.print(summary, latency, counted and figures.sum("non_3xx") or nil, figures.sum("wrapped"))
 end

@@ -13,7 +13,7 @@ pub use crate::writer::{generate_vcl, shortlink_binary, Writer};
 use std::fs;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The workspace root.
@@ -96,6 +96,34 @@ pub fn wait_for_port(port: u16, within: Duration) -> Result<(), String> {
     Err(format!(
         "nothing listens on 127.0.0.1:{port} after {within:?}"
     ))
+}
+
+/// Spawns `command` with no input and its output appended to `log`; `what`
+/// names it in errors.
+fn spawn_logged(command: &mut Command, log: &Path, what: &str) -> Result<Child, String> {
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    command
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().map_err(|e| e.to_string())?)
+        .stderr(file)
+        .spawn()
+        .map_err(|e| format!("cannot start {what} (is it installed?): {e}"))
+}
+
+/// Waits until `child` serves on `port`; kills it if it does not in time.
+fn serving(mut child: Child, port: u16, within: Duration, log: &Path) -> Result<Child, String> {
+    match wait_for_port(port, within) {
+        Ok(()) => Ok(child),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(format!("{e}; see {}", log.display()))
+        }
+    }
 }
 
 /// Output of a command that must succeed.

@@ -10,12 +10,12 @@
 use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Mutex, PoisonError};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::{command_output, free_port, repo_root};
+use crate::{command_output, free_port, repo_root, spawn_logged};
 
 /// How long a start may take: the shipped configuration replays its AOF first.
 const START_WITHIN: Duration = Duration::from_secs(10);
@@ -115,23 +115,13 @@ impl Redis {
         if let Some(pid) = self.pid() {
             return Err(format!("Redis is running already (pid {pid})"));
         }
+        // Its own log is `logfile`; what lands here first is why it would
+        // not start.
         let log_path = self.dir.join("redis.log");
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| format!("{}: {e}", log_path.display()))?;
-        // Its own log is `logfile`; what lands here is why it would not start.
         let mut command = Command::new("redis-server");
-        command
-            .arg(&self.config)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log);
+        command.arg(&self.config);
         inherit_only_stdio(&mut command);
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("cannot start redis-server (is it installed?): {e}"))?;
+        let mut child = spawn_logged(&mut command, &log_path, "redis-server")?;
         let deadline = Instant::now() + START_WITHIN;
         loop {
             if self.ping() {

@@ -2,10 +2,12 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
-use crate::{command_output, free_port, shipped_varnishd_params, varnishd_args, wait_for_port};
+use crate::{
+    command_output, free_port, serving, shipped_varnishd_params, spawn_logged, varnishd_args,
+};
 
 /// A `varnishd` in the foreground on a free loopback port, running a VCL file
 /// with the shipped parameters (`vcl/varnishd.params`).
@@ -26,32 +28,26 @@ impl Varnish {
     pub fn start_on(dir: &Path, vcl: &Path, port: u16) -> Result<Self, String> {
         fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let workdir = dir.join("varnish");
-        let log = fs::File::create(dir.join("varnishd.log")).map_err(|e| e.to_string())?;
-        let child = Command::new("varnishd")
-            .args(varnishd_args()?)
-            .args(shipped_varnishd_params()?)
-            .args(["-F", "-a"])
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("-n")
-            .arg(&workdir)
-            .arg("-f")
-            .arg(vcl)
-            .args(["-T", "127.0.0.1:0", "-s", "malloc,64m"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start varnishd: {e}"))?;
-        let mut varnish = Self {
+        let log = dir.join("varnishd.log");
+        let child = spawn_logged(
+            Command::new("varnishd")
+                .args(varnishd_args()?)
+                .args(shipped_varnishd_params()?)
+                .args(["-F", "-a"])
+                .arg(format!("127.0.0.1:{port}"))
+                .arg("-n")
+                .arg(&workdir)
+                .arg("-f")
+                .arg(vcl)
+                .args(["-T", "127.0.0.1:0", "-s", "malloc,64m"]),
+            &log,
+            "varnishd",
+        )?;
+        Ok(Self {
             port,
             workdir,
-            child,
-        };
-        if let Err(e) = wait_for_port(port, Duration::from_secs(30)) {
-            let _ = varnish.child.kill();
-            return Err(format!("{e}; see {}/varnishd.log", dir.display()));
-        }
-        Ok(varnish)
+            child: serving(child, port, Duration::from_secs(30), &log)?,
+        })
     }
 
     pub fn base_url(&self) -> String {

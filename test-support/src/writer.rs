@@ -2,10 +2,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
-use crate::{command_output, release_dir, wait_for_port};
+use crate::{command_output, release_dir, serving, spawn_logged};
 
 /// The release build of `shortlink`, with the VMOD beside it.
 pub fn shortlink_binary() -> Result<PathBuf, String> {
@@ -43,24 +43,21 @@ impl Writer {
         port: u16,
         env: &[(&str, &str)],
     ) -> Result<Self, String> {
-        let log_path = dir.join("writer.log");
-        let log =
-            fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
-        let child = Command::new(writer)
-            .args(["serve", "--config"])
-            .arg(config_file)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start the writer: {e}"))?;
-        let mut started = Self { port, child };
-        if let Err(e) = wait_for_port(port, Duration::from_secs(10)) {
-            let _ = started.child.kill();
-            return Err(format!("{e}; see {}", log_path.display()));
-        }
-        Ok(started)
+        // A new log each start: a test reads what this writer logged.
+        let log = dir.join("writer.log");
+        let _ = fs::remove_file(&log);
+        let child = spawn_logged(
+            Command::new(writer)
+                .args(["serve", "--config"])
+                .arg(config_file)
+                .envs(env.iter().copied()),
+            &log,
+            "the writer",
+        )?;
+        Ok(Self {
+            port,
+            child: serving(child, port, Duration::from_secs(10), &log)?,
+        })
     }
 
     pub fn base_url(&self) -> String {

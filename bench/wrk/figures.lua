@@ -1,0 +1,36 @@
+-- What every `make bench` wrk script shares: each thread numbered (`id`)
+-- and kept, to read its counters at the end, and the one "BENCH_JSON {...}"
+-- line bench.py reads. Found through LUA_PATH, which bench.py sets.
+
+local figures = { threads = {} }
+
+-- wrk's `setup`: numbers the thread and keeps it.
+function figures.setup(thread)
+    thread:set("id", #figures.threads)
+    table.insert(figures.threads, thread)
+end
+
+-- The sum of one global counter over every thread (0 where unset).
+function figures.sum(name)
+    local total = 0
+    for _, thread in ipairs(figures.threads) do
+        total = total + (thread:get(name) or 0)
+    end
+    return total
+end
+
+-- Prints the figures of a run; `non_3xx` is nil when answers were not
+-- counted by status, `reused_keys` how often a key was asked for again.
+function figures.print(summary, latency, non_3xx, reused_keys)
+    local e = summary.errors
+    local sockets = e.connect + e.read + e.write + e.timeout
+    io.write(string.format(
+        'BENCH_JSON {"requests": %d, "duration_us": %d, "errors": %d, "socket_errors": %d, "non_3xx": %s, ' ..
+        '"socket_error_kinds": {"connect": %d, "read": %d, "write": %d, "timeout": %d}, ' ..
+        '"p50_us": %d, "p99_us": %d, "reused_keys": %d}\n',
+        summary.requests, summary.duration, sockets + e.status, sockets,
+        non_3xx and tostring(non_3xx) or "null", e.connect, e.read, e.write, e.timeout,
+        latency:percentile(50), latency:percentile(99), reused_keys))
+end
+
+return figures
