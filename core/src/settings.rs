@@ -171,11 +171,6 @@ impl Timeout {
     /// write to disk before it answers.
     pub const WRITE: Self = Self(Duration::from_secs(2));
 
-    #[must_use]
-    pub const fn get(self) -> Duration {
-        self.0
-    }
-
     /// In whole milliseconds, as the writer's configuration spells it.
     #[must_use]
     pub fn as_millis(self) -> u64 {
@@ -213,11 +208,6 @@ impl Ttl {
     pub const NEGATIVE: Self = Self(Duration::from_mins(1));
     /// How long an expired link may still be served while Redis is away.
     pub const GRACE: Self = Self(Duration::from_hours(24));
-
-    #[must_use]
-    pub const fn get(self) -> Duration {
-        self.0
-    }
 
     /// In whole seconds, as the writer's configuration and VCL spell it.
     #[must_use]

@@ -273,10 +273,10 @@ mod tests {
         );
         assert!(api.contains(&signature), "API.md should read {signature}");
         for (parameter, default) in [
-            ("connect_timeout", Timeout::CONNECT.get()),
-            ("command_timeout", Timeout::COMMAND.get()),
-            ("ttl", Ttl::FOUND.get()),
-            ("negative_ttl", Ttl::NEGATIVE.get()),
+            ("connect_timeout", Duration::from(Timeout::CONNECT)),
+            ("command_timeout", Duration::from(Timeout::COMMAND)),
+            ("ttl", Duration::from(Ttl::FOUND)),
+            ("negative_ttl", Duration::from(Ttl::NEGATIVE)),
         ] {
             let section = api
                 .split("* `")

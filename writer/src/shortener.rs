@@ -27,11 +27,7 @@ impl ShortenError {
             Self::Invalid(invalid) => (StatusCode::UNPROCESSABLE_ENTITY, Some(invalid.field)),
             Self::Store(StoreError::KeyTaken { .. }) => (StatusCode::CONFLICT, Some(Field::Key)),
             Self::Store(StoreError::DigestExhausted) => (StatusCode::CONFLICT, Some(Field::Url)),
-            Self::Store(
-                StoreError::Unavailable(_)
-                | StoreError::PastDeadline
-                | StoreError::UnexpectedReply(_),
-            ) => (StatusCode::SERVICE_UNAVAILABLE, None),
+            Self::Store(StoreError::Unavailable(_)) => (StatusCode::SERVICE_UNAVAILABLE, None),
         }
     }
 }

@@ -65,19 +65,32 @@ pub enum StoreError {
     /// Every prefix of the digest holds another URL (2^160 says: never).
     #[error("every generated key for this URL is taken; use a custom key")]
     DigestExhausted,
-    /// Redis did not answer, refused, or failed.
+    /// Redis could not take the insert: answer 503, the client may retry.
     #[error("the link store (Redis) is unreachable; try again in a moment ({0})")]
-    Unavailable(#[from] redis::RedisError),
+    Unavailable(#[source] Unreachable),
+}
+
+/// Why the store could not take an insert.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreachable {
+    /// Redis did not answer, refused, or failed.
+    #[error(transparent)]
+    Redis(#[from] redis::RedisError),
     /// The claim reached Redis after its deadline, so it stored nothing.
     #[error(
-        "the link store (Redis) is unreachable; try again in a moment (Redis took longer \
-         than the write timeout, so nothing was stored; if Redis answers quickly, its \
-         clock is ahead of the writer's)"
+        "Redis took longer than the write timeout, so nothing was stored; if Redis \
+         answers quickly, its clock is ahead of the writer's"
     )]
     PastDeadline,
     /// The claim script answered something it never answers.
-    #[error("the link store (Redis) is unreachable; try again in a moment (the claim script answered {0})")]
+    #[error("the claim script answered {0}")]
     UnexpectedReply(i64),
+}
+
+impl From<redis::RedisError> for StoreError {
+    fn from(error: redis::RedisError) -> Self {
+        Self::Unavailable(Unreachable::Redis(error))
+    }
 }
 
 /// Links in Redis, through one multiplexed connection that reconnects by
@@ -168,13 +181,13 @@ impl LinkStore {
             .arg(fields);
         let (position, created): (i64, u8) = invocation.invoke_async(&mut connection).await?;
         match position {
-            -1 => Err(StoreError::PastDeadline),
+            -1 => Err(StoreError::Unavailable(Unreachable::PastDeadline)),
             0 => Ok(None),
             n => usize::try_from(n - 1)
                 .ok()
                 .filter(|&index| index < fields.len())
                 .map(|index| Some((index, created == 1)))
-                .ok_or(StoreError::UnexpectedReply(n)),
+                .ok_or(StoreError::Unavailable(Unreachable::UnexpectedReply(n))),
         }
     }
 
