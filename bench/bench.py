@@ -361,9 +361,9 @@ def run(processes):
         counters = json.loads(subprocess.run(
             ["varnishstat", "-n", str(workdir), "-j", "-f", "shortlink.*"],
             capture_output=True, text=True).stdout or "{}").get("counters", {})
-        lookups = counters.get("shortlink.links.lookups", {}).get("value", 0)
-        trips = counters.get("shortlink.links.round_trips", {}).get("value", 0)
-        failed = sum(counters.get(f"shortlink.links.{c}", {}).get("value", 0) for c in ("timeouts", "redis_errors"))
+        lookups = counters.get("shortlink.shortlink_links.lookups", {}).get("value", 0)
+        trips = counters.get("shortlink.shortlink_links.round_trips", {}).get("value", 0)
+        failed = sum(counters.get(f"shortlink.shortlink_links.{c}", {}).get("value", 0) for c in ("timeouts", "redis_errors"))
         if trips and vcl_name == "boot":
             say(f"{name}: last run: {lookups} lookups in {trips} Redis round trips ({lookups / trips:.1f} per trip), "
                 f"{failed} failed")

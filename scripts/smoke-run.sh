@@ -49,7 +49,7 @@ grep -qi '^Location: https://example.org/via-writer' <<<"$headers" || fail "$sho
 counters=$(sed -n 's/^ *Counters: *//p' "$log")
 [ -n "$counters" ] || fail "make run printed no counters command"
 found=$(cd / && bash -c "$counters") || fail "the printed command failed: $counters"
-grep -q '^shortlink.links.found  *[1-9]' <<<"$found" || fail "$counters printed: $found"
+grep -q '^shortlink.shortlink_links.found  *[1-9]' <<<"$found" || fail "$counters printed: $found"
 
 # kill -9 Redis right after an acknowledged insert: make run starts it again
 # from its append-only file, and the link is still there.

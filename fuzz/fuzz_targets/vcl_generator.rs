@@ -1,7 +1,8 @@
-//! Configurations through `Settings::new` and `vcl::generate`.
+//! Configurations through `Settings::new` and `vcl::generate`, in both its
+//! forms (standalone and `--include`).
 //!
 //! Whatever configuration the writer accepts, the VCL it generates must be
-//! the template with each value in its own slot: no value may end a string
+//! the templates with each value in its own slot: no value may end a string
 //! literal or a comment, add a line, or change another value. The check
 //! lexes the output and the template independently of the generator and
 //! compares them token by token.
@@ -22,7 +23,9 @@ use shortlink_core::{digest_key, MAX_KEY_LEN};
 use shortlink_writer::config::{Config, Settings};
 use shortlink_writer::vcl;
 
-const TEMPLATE: &str = include_str!("../../writer/src/shortlink.vcl.in");
+const LINKS: &str = include_str!("../../writer/src/links.vcl.in");
+const STANDALONE: &str = include_str!("../../writer/src/standalone.vcl.in");
+const INCLUDE: &str = include_str!("../../writer/src/include.vcl.in");
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
@@ -54,11 +57,29 @@ fn check(config: Config, toml: &str) {
     let Ok(settings) = Settings::new(config) else {
         return;
     };
-    let vcl = vcl::generate(&settings, "fuzz.toml");
-    let context = || format!("configuration:\n{toml}\nVCL:\n{vcl}");
-    assert!(vcl.starts_with("vcl 4.1;\n"), "{}", context());
-    let output = lex(&vcl).unwrap_or_else(|e| panic!("{e}\n{}", context()));
-    let expected = lex(&expected_template(&settings)).expect("the template lexes");
+    for form in [vcl::Form::Standalone, vcl::Form::Include] {
+        match vcl::generate(&settings, "fuzz.toml", form) {
+            Ok(vcl) => check_form(&settings, form, &vcl, toml),
+            // Links at the root would take a whole site: only the
+            // standalone VCL may have them.
+            Err(e) => assert!(
+                form == vcl::Form::Include && settings.link_path == "/",
+                "{form:?} refused: {e}\nconfiguration:\n{toml}"
+            ),
+        }
+    }
+}
+
+fn check_form(settings: &Settings, form: vcl::Form, vcl: &str, toml: &str) {
+    let context = || format!("configuration:\n{toml}\n{form:?} VCL:\n{vcl}");
+    assert_eq!(
+        vcl.starts_with("vcl 4.1;\n"),
+        form == vcl::Form::Standalone,
+        "{}",
+        context()
+    );
+    let output = lex(vcl).unwrap_or_else(|e| panic!("{e}\n{}", context()));
+    let expected = lex(&expected_template(settings, form)).expect("the template lexes");
     if output.skeleton != expected.skeleton {
         let (line, got, want) = first_difference(&output.skeleton, &expected.skeleton);
         panic!(
@@ -100,7 +121,15 @@ fn check(config: Config, toml: &str) {
             "@VMOD@" => config.varnish.vmod.as_str(),
             "@ACL_ENTRY@" => acl.next().expect("one literal per ACL entry").as_str(),
             want if want.contains("@KEY_PATTERN@") => {
-                check_key_regex(got, &settings, &context);
+                check_key_regex(got, settings, &context);
+                continue;
+            }
+            "^@LINK_PATH@" => {
+                check_path_regex(got, settings, &context);
+                continue;
+            }
+            "@HOST_REGEX@" => {
+                check_host_regex(got, settings, &context);
                 continue;
             }
             want => known(want),
@@ -125,16 +154,38 @@ fn first_difference<'a>(got: &'a str, want: &'a str) -> (usize, Option<&'a str>,
         .expect("different texts differ in some line")
 }
 
-/// The template as the generator should fill it for `settings`, with the
-/// import and ACL expanded and every other value left as a placeholder.
-fn expected_template(settings: &Settings) -> String {
-    let import = if settings.config.varnish.vmod.starts_with('/') {
+/// The templates of `form` as the generator should fill them for
+/// `settings`, with the link text placed, the code that depends on the
+/// configuration expanded, and every other value left as a placeholder.
+fn expected_template(settings: &Settings, form: vcl::Form) -> String {
+    let config = &settings.config;
+    let import = if config.varnish.vmod.starts_with('/') {
         "import shortlink from \"@VMOD@\";"
     } else {
         "import shortlink;"
     };
-    let acl = "    \"@ACL_ENTRY@\";\n".repeat(settings.config.varnish.purge_acl.len());
-    TEMPLATE.replace("@IMPORT@", import).replace("@ACL@", &acl)
+    let acl = "    \"@ACL_ENTRY@\";\n".repeat(config.varnish.purge_acl.len());
+    let host_match = if config.varnish.hosts.is_empty() {
+        ""
+    } else {
+        " && req.http.host ~ \"@HOST_REGEX@\""
+    };
+    let health = if settings.link_path == "/" {
+        "req.url == \"/\""
+    } else {
+        "req.url == \"/\" || req.url == \"/health\""
+    };
+    let links = LINKS
+        .replace("@IMPORT@", import)
+        .replace("@ACL@", &acl)
+        .replace("@HOST_MATCH@", host_match);
+    let frame = match form {
+        vcl::Form::Standalone => STANDALONE,
+        vcl::Form::Include => INCLUDE,
+    };
+    frame
+        .replace("@HEALTH_MATCH@", health)
+        .replace("@LINKS@", &links)
 }
 
 /// A VCL file split into its code, with every number or placeholder as `0`
@@ -298,6 +349,47 @@ fn check_key_regex(pattern: &str, settings: &Settings, context: &dyn Fn() -> Str
     }
 }
 
+/// The regex that claims requests for links must accept every path under
+/// the link path, and nothing else.
+fn check_path_regex(pattern: &str, settings: &Settings, context: &dyn Fn() -> String) {
+    let regex = Regex::new(pattern)
+        .unwrap_or_else(|e| panic!("the VCL regex {pattern:?} is invalid: {e}\n{}", context()));
+    let path = &settings.link_path;
+    for url in [path.clone(), format!("{path}Lm25"), format!("{path}?x")] {
+        assert!(regex.is_match(&url), "{pattern:?} refuses {url:?}\n{}", context());
+    }
+    let outside = [
+        format!("/x{path}"),
+        path.trim_end_matches('/').to_owned(),
+        path.replacen('.', "X", 1),
+    ];
+    for url in outside.iter().filter(|url| !url.starts_with(path.as_str())) {
+        assert!(!regex.is_match(url), "{pattern:?} accepts {url:?}\n{}", context());
+    }
+}
+
+/// The Host regex must accept each configured host, in any case and with
+/// any port, and nothing else.
+fn check_host_regex(pattern: &str, settings: &Settings, context: &dyn Fn() -> String) {
+    let regex = Regex::new(pattern)
+        .unwrap_or_else(|e| panic!("the VCL regex {pattern:?} is invalid: {e}\n{}", context()));
+    let hosts = &settings.config.varnish.hosts;
+    for host in hosts {
+        for seen in [host.clone(), host.to_ascii_uppercase(), format!("{host}:8443")] {
+            assert!(regex.is_match(&seen), "{pattern:?} refuses {seen:?}\n{}", context());
+        }
+        let others = [
+            format!("x{host}"),
+            format!("{host}.evil.example"),
+            format!("{host}:"),
+            host.replacen('.', "X", 1),
+        ];
+        for other in others.iter().filter(|other| !hosts.contains(other)) {
+            assert!(!regex.is_match(other), "{pattern:?} accepts {other:?}\n{}", context());
+        }
+    }
+}
+
 /// A configuration made of known-good values that a fuzzer may edit, so that
 /// most shapes load and reach the generator.
 #[derive(Arbitrary, Debug)]
@@ -319,6 +411,7 @@ struct Shape {
     purge_url: Pick,
     vmod: Pick,
     purge_acl: Option<Vec<Pick>>,
+    hosts: Option<Vec<Pick>>,
 }
 
 /// One of a field's good values, maybe with text inserted into it.
@@ -368,6 +461,7 @@ impl Shape {
                 "https://s.example/go.to/",
                 "http://[::1]:8080/a-b_c/d/",
                 "https://xn--bcher-kva.example:8443/l/",
+                "https://s.example/",
             ]),
         );
         put(&mut root, "max_url_length", self.max_url_length);
@@ -442,6 +536,15 @@ impl Shape {
                 })
                 .collect();
             varnish.insert("purge_acl".into(), toml::Value::Array(entries));
+        }
+        if let Some(hosts) = &self.hosts {
+            let entries = hosts
+                .iter()
+                .map(|host| {
+                    host.render(&["s.example", "127.0.0.1", "xn--bcher-kva.example", "www.s.example"])
+                })
+                .collect();
+            varnish.insert("hosts".into(), toml::Value::Array(entries));
         }
         root.insert("varnish".into(), toml::Value::Table(varnish));
 

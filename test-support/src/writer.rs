@@ -17,12 +17,18 @@ pub fn shortlink_binary() -> Result<PathBuf, String> {
     }
 }
 
-/// Writes to `vcl_file` the VCL `shortlink vcl` generates from `config_file`.
-pub fn generate_vcl(writer: &Path, config_file: &Path, vcl_file: &Path) -> Result<(), String> {
-    let vcl = command_output(
-        &writer.display().to_string(),
-        &["vcl", "--config", &config_file.display().to_string()],
-    )?;
+/// Writes to `vcl_file` the VCL `shortlink vcl ARGS` generates from
+/// `config_file` (`--include` for the form a site's VCL includes).
+pub fn generate_vcl(
+    writer: &Path,
+    config_file: &Path,
+    vcl_file: &Path,
+    args: &[&str],
+) -> Result<(), String> {
+    let config = config_file.display().to_string();
+    let mut all = vec!["vcl", "--config", config.as_str()];
+    all.extend_from_slice(args);
+    let vcl = command_output(&writer.display().to_string(), &all)?;
     fs::write(vcl_file, vcl).map_err(|e| format!("{}: {e}", vcl_file.display()))
 }
 

@@ -3,14 +3,19 @@
 //! vcl`) and a real `redis-server`.
 //!
 //! Each suite directory gets one Redis, started once on a free loopback port
-//! and shut down at the end. Tests of the `serving` suite share theirs and run
-//! in parallel; tests of the `faults` suite hang, kill and restart theirs and
-//! measure how fast Varnish answers meanwhile, so each runs alone, and each
-//! starts with Redis answering, whatever the one before left it in.
+//! and shut down at the end. Tests of the `serving` and `included` suites
+//! share theirs and run in parallel; tests of the `faults` suite hang, kill
+//! and restart theirs and measure how fast Varnish answers meanwhile, so
+//! each runs alone, and each starts with Redis answering, whatever the one
+//! before left it in.
 //!
 //! Every test sees these macros:
 //! - `${vcl}`: the generated VCL, default settings but the suite's Redis;
 //! - `${vcl_short_ttl}`: the same with a 2s TTL and 1s negative TTL;
+//! - `${vcl_root}`: the same with links at the root of `s.example`;
+//! - `${vcl_include}`: the form a site's VCL includes (`--include`), default
+//!   settings; `${vcl_include_hosts}`: the same for links under `/go/` on
+//!   `links.example` only;
 //! - `${varnishd_args}`: what every `varnish` needs (`-arg "${varnishd_args}"`):
 //!   no jail, and a `vmod_path` that finds `shortlink` and Varnish's own VMODs;
 //! - `${redis_url}`, `${redis_port}`, `${redis_socket}` (its unix socket),
@@ -56,7 +61,7 @@ fn main() -> ExitCode {
     let mut trials = Vec::new();
     let exclusive = Arc::new(RwLock::new(()));
     let mut servers = Vec::new();
-    for (suite, serial) in [("serving", false), ("faults", true)] {
+    for (suite, serial) in [("serving", false), ("included", false), ("faults", true)] {
         let dir = root.join("varnish-tests").join(suite);
         let files = vtc_files(&dir);
         if files.is_empty() {
@@ -121,16 +126,24 @@ struct Setup {
 }
 
 impl Setup {
-    /// Writes a writer configuration for `redis` and the VCL generated from it.
-    fn generate_vcl(&self, redis: &Redis, name: &str, redirect: &str) -> Result<PathBuf, String> {
+    /// Writes a writer configuration for `redis` (`top` before its first
+    /// section, `sections` after `[redis]`) and the VCL `shortlink vcl ARGS`
+    /// generates from it.
+    fn generate_vcl(
+        &self,
+        redis: &Redis,
+        name: &str,
+        (top, sections): (&str, &str),
+        args: &[&str],
+    ) -> Result<PathBuf, String> {
         let config = redis.dir.join(format!("{name}.toml"));
         fs::write(
             &config,
-            format!("[redis]\nurl = \"{}\"\n[redirect]\n{redirect}", redis.url),
+            format!("{top}[redis]\nurl = \"{}\"\n{sections}", redis.url),
         )
         .map_err(|e| format!("{}: {e}", config.display()))?;
         let file = redis.dir.join(format!("{name}.vcl"));
-        generate_vcl(&self.writer, &config, &file)?;
+        generate_vcl(&self.writer, &config, &file, args)?;
         Ok(file)
     }
 
@@ -152,15 +165,28 @@ impl Setup {
     }
 
     fn macros_for(&self, redis: &Redis) -> Result<Vec<(String, String)>, String> {
-        let vcl_file = self.generate_vcl(redis, "shortlink", "")?;
-        let short_file = self.generate_vcl(
-            redis,
-            "shortlink-short-ttl",
-            "ttl_s = 2\nnegative_ttl_s = 1\n",
-        )?;
-        Ok(vec![
-            ("vcl".into(), vcl_file.display().to_string()),
-            ("vcl_short_ttl".into(), short_file.display().to_string()),
+        let defaults = ("", "");
+        let short_ttl = ("", "[redirect]\nttl_s = 2\nnegative_ttl_s = 1\n");
+        let hosts = (
+            "public_base_url = \"http://links.example/go/\"\n",
+            "[varnish]\nhosts = [\"links.example\"]\n",
+        );
+        let root = (
+            "public_base_url = \"http://s.example/\"\n",
+            "[varnish]\nhosts = [\"s.example\"]\n",
+        );
+        let mut macros = Vec::new();
+        for (name, config, args) in [
+            ("vcl", defaults, &[][..]),
+            ("vcl_short_ttl", short_ttl, &[]),
+            ("vcl_root", root, &[]),
+            ("vcl_include", defaults, &["--include"]),
+            ("vcl_include_hosts", hosts, &["--include"]),
+        ] {
+            let file = self.generate_vcl(redis, name, config, args)?;
+            macros.push((name.to_owned(), file.display().to_string()));
+        }
+        macros.extend([
             ("varnishd_args".into(), self.varnishd_args.clone()),
             ("redis_url".into(), redis.url.clone()),
             ("redis_port".into(), redis.port.to_string()),
@@ -174,7 +200,8 @@ impl Setup {
                 "redisctl".into(),
                 format!("{REDISCTL} {}", redis.config().display()),
             ),
-        ])
+        ]);
+        Ok(macros)
     }
 }
 

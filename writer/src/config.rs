@@ -86,6 +86,10 @@ pub struct VarnishConfig {
     /// directory (or found through `vmod_path`), or the absolute path of
     /// `libvmod_shortlink.so`.
     pub vmod: String,
+    /// Host names links are served on (any port); empty: every host. The
+    /// VCL leaves requests for other hosts alone (`--include`) or answers
+    /// them 404.
+    pub hosts: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -202,6 +206,7 @@ impl Default for VarnishConfig {
             purge_url: "http://127.0.0.1:6081".into(),
             purge_acl: vec!["127.0.0.1".into(), "::1".into()],
             vmod: "shortlink".into(),
+            hosts: Vec::new(),
         }
     }
 }
@@ -271,13 +276,12 @@ impl Settings {
             )));
         }
         let link_path = public_base.path().to_owned();
-        if link_path == "/"
-            || !link_path
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"/-_.".contains(&b))
+        if !link_path
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/-_.".contains(&b))
         {
             return Err(ConfigError(format!(
-                "public_base_url path {link_path:?} must be a non-root path of letters, digits and - _ . /, such as /l/"
+                "public_base_url path {link_path:?} must be made of letters, digits and - _ . /, such as /l/"
             )));
         }
         let min = config.min_generated_key_length;
@@ -304,7 +308,7 @@ impl Settings {
         }
         check_redis(&config.redis)?;
         check_redirect(&config.redirect)?;
-        check_varnish(&config.varnish)?;
+        check_varnish(&config.varnish, &public_base)?;
         check_access(&config.access)?;
         if config.rate_limit.links_per_minute > 0 && config.rate_limit.burst == 0 {
             return Err(ConfigError(
@@ -431,7 +435,7 @@ fn check_redirect(redirect: &RedirectConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn check_varnish(varnish: &VarnishConfig) -> Result<(), ConfigError> {
+fn check_varnish(varnish: &VarnishConfig, public_base: &Url) -> Result<(), ConfigError> {
     if !varnish.purge_url.is_empty() {
         let url = Url::parse(&varnish.purge_url)
             .map_err(|e| ConfigError(format!("varnish.purge_url {:?}: {e}", varnish.purge_url)))?;
@@ -457,7 +461,43 @@ fn check_varnish(varnish: &VarnishConfig) -> Result<(), ConfigError> {
              directory) or the absolute path of libvmod_shortlink.so"
         )));
     }
+    for host in &varnish.hosts {
+        if !is_host_name(host) {
+            return Err(ConfigError(format!(
+                "varnish.hosts entry {host:?} must be a host name such as s.example \
+                 (letters, digits, - and dots; no port)"
+            )));
+        }
+    }
+    let public_host = public_base.host_str().unwrap_or_default();
+    if !varnish.hosts.is_empty()
+        && !varnish
+            .hosts
+            .iter()
+            .any(|host| host.eq_ignore_ascii_case(public_host))
+    {
+        return Err(ConfigError(format!(
+            "public_base_url's host {public_host:?} must be one of varnish.hosts {:?}, \
+             or Varnish would not serve the links the writer hands out",
+            varnish.hosts
+        )));
+    }
     Ok(())
+}
+
+/// A DNS name or IPv4 address as a Host header carries it, without a port.
+fn is_host_name(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }
 
 fn check_access(access: &AccessConfig) -> Result<(), ConfigError> {
@@ -542,7 +582,16 @@ mod tests {
             ("[redirect]\nstatus = 200", "not a redirect"),
             ("[redirect]\ncache_control = \"a\\\"b\"", "cache_control"),
             ("public_base_url = \"http://x/l\"", "must be an http(s) URL"),
-            ("public_base_url = \"http://x/\"", "non-root path"),
+            ("public_base_url = \"http://x/a%20b/\"", "letters, digits"),
+            (
+                "[varnish]\nhosts = [\"s.example:80\"]",
+                "varnish.hosts entry",
+            ),
+            ("[varnish]\nhosts = [\"-s.example\"]", "varnish.hosts entry"),
+            (
+                "[varnish]\nhosts = [\"s.example\"]",
+                "must be one of varnish.hosts",
+            ),
             ("min_generated_key_length = 2", "min_generated_key_length"),
             ("max_url_length = 10", "max_url_length"),
             ("[varnish]\npurge_acl = [\"localhost\"]", "purge_acl"),

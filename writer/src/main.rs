@@ -36,8 +36,15 @@ enum Command {
         #[arg(long, short)]
         key: Option<String>,
     },
-    /// Print the VCL for this configuration.
-    Vcl,
+    /// Print the VCL for this configuration: a whole VCL for a Varnish that
+    /// serves short links only.
+    Vcl {
+        /// Print instead a file to `include` from a site's own VCL, near its
+        /// top: it answers requests for links and leaves every other request
+        /// to the site.
+        #[arg(long)]
+        include: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -51,13 +58,26 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command.unwrap_or(Command::Serve) {
-        Command::Vcl => {
+        Command::Vcl { include } => {
             let source = cli
                 .config
                 .as_deref()
                 .map_or_else(|| "the defaults".to_owned(), |p| p.display().to_string());
-            print!("{}", vcl::generate(&settings, &source));
-            Ok(())
+            let form = if include {
+                vcl::Form::Include
+            } else {
+                vcl::Form::Standalone
+            };
+            match vcl::generate(&settings, &source, form) {
+                Ok(text) => {
+                    print!("{text}");
+                    Ok(())
+                }
+                Err(error) => {
+                    eprintln!("shortlink: configuration: {error}");
+                    return ExitCode::from(2);
+                }
+            }
         }
         Command::Add { url, key } => add(settings, &url, key.as_deref()),
         Command::Serve => serve(settings),

@@ -1,17 +1,47 @@
 //! Generates the VCL Varnish runs, from the writer's own configuration, so
 //! the two sides can never disagree about prefixes, key rules or TTLs.
+//!
+//! Both forms share one text for links (`links.vcl.in`): the standalone VCL
+//! is that text with a Varnish of its own around it, the included form is
+//! that text alone. Varnish runs the code of a subroutine defined more than
+//! once in the order it appears, so the link code runs first and returns
+//! only for link requests.
 
 use std::fmt::Write as _;
 
-use crate::config::Settings;
+use crate::config::{ConfigError, Settings};
 
-/// The VCL, with `@NAME@` where a configured value goes.
-const TEMPLATE: &str = include_str!("shortlink.vcl.in");
+/// What every link request goes through, with `@NAME@` where a configured
+/// value goes.
+const LINKS: &str = include_str!("links.vcl.in");
+/// A Varnish that serves links only: [`LINKS`] goes at `@LINKS@`.
+const STANDALONE: &str = include_str!("standalone.vcl.in");
+/// A file for a site's VCL to include: [`LINKS`] goes at `@LINKS@`.
+const INCLUDE: &str = include_str!("include.vcl.in");
 
-/// The complete VCL for `settings`. `source` names where the configuration
+/// Which VCL to generate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// A whole VCL for a Varnish that serves short links and nothing else
+    /// (`make run`): a health page at `/`, 404 for everything else.
+    Standalone,
+    /// A file to `include` from a site's own VCL: it acts on requests for
+    /// links only and leaves every other one to the site.
+    Include,
+}
+
+/// The VCL of `form` for `settings`. `source` names where the configuration
 /// came from, for the header comment.
-pub fn generate(settings: &Settings, source: &str) -> String {
+pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String, ConfigError> {
     let config = &settings.config;
+    if form == Form::Include && settings.link_path == "/" {
+        return Err(ConfigError(format!(
+            "public_base_url {:?} puts links at the root, which would take every path of \
+             the site: give them a path of their own (such as /l/) to include them, or \
+             run the standalone VCL on a host of its own",
+            config.public_base_url
+        )));
+    }
     let redis = &config.redis;
     let redirect = &config.redirect;
 
@@ -26,6 +56,25 @@ pub fn generate(settings: &Settings, source: &str) -> String {
     }
     let link_path = settings.link_path.replace('.', "\\.");
     let key_pattern = settings.scheme.key_pattern();
+    let hosts = &config.varnish.hosts;
+    let (host_match, hosts_note) = if hosts.is_empty() {
+        (String::new(), String::new())
+    } else {
+        let names: Vec<String> = hosts.iter().map(|h| h.replace('.', "\\.")).collect();
+        (
+            format!(
+                " && req.http.host ~ \"^(?i)({})(:[0-9]+)?$\"",
+                names.join("|")
+            ),
+            format!(" on {}", hosts.join(", ")),
+        )
+    };
+    // At the root, /health is a link's path: only / stays the health page.
+    let health_match = if settings.link_path == "/" {
+        "req.url == \"/\""
+    } else {
+        "req.url == \"/\" || req.url == \"/health\""
+    };
 
     // The header comment is one line: a path with a line break or a control
     // character must not start VCL of its own.
@@ -33,10 +82,13 @@ pub fn generate(settings: &Settings, source: &str) -> String {
         .chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect();
-    let values: [(&str, String); 17] = [
+    let mut values = vec![
         ("SOURCE", source),
         ("IMPORT", import),
         ("PATH", settings.link_path.clone()),
+        ("HOSTS_NOTE", hosts_note),
+        ("HOST_MATCH", host_match),
+        ("HEALTH_MATCH", health_match.to_owned()),
         ("ACL", acl),
         ("REDIS_URL", redis.url.clone()),
         ("PREFIX", settings.scheme.prefix().to_owned()),
@@ -52,7 +104,15 @@ pub fn generate(settings: &Settings, source: &str) -> String {
         ("LINK_PATH", link_path),
         ("KEY_PATTERN", key_pattern),
     ];
-    fill(TEMPLATE, &values)
+    // The link text, filled, is one more value: one pass over the frame
+    // places it whole, so nothing in it is filled again.
+    let links = fill(LINKS, &values);
+    values.push(("LINKS", links));
+    let frame = match form {
+        Form::Standalone => STANDALONE,
+        Form::Include => INCLUDE,
+    };
+    Ok(fill(frame, &values))
 }
 
 /// `template` with each `@NAME@` replaced by its value, in one pass over the
@@ -90,7 +150,12 @@ mod tests {
 
     #[test]
     fn the_shipped_vcl_is_the_default_configuration() {
-        let generated = generate(&Settings::new(Config::default()).unwrap(), "the defaults");
+        let generated = generate(
+            &Settings::new(Config::default()).unwrap(),
+            "the defaults",
+            Form::Standalone,
+        )
+        .unwrap();
         let shipped = include_str!("../../vcl/shortlink.vcl");
         assert!(
             generated == shipped,
@@ -102,12 +167,15 @@ mod tests {
     fn every_placeholder_is_filled() {
         let mut config = Config::default();
         config.redis.url = "redis://user:p%40ss@db.example:6390/2".into();
-        let vcl = generate(&Settings::new(config).unwrap(), "x");
-        let leftover = vcl.split('@').skip(1).step_by(2).find(|name| {
-            !name.is_empty() && name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
-        });
-        assert_eq!(leftover, None, "unfilled placeholder in:\n{vcl}");
-        assert!(vcl.contains("redis = \"redis://user:p%40ss@db.example:6390/2\","));
+        let settings = Settings::new(config).unwrap();
+        for form in [Form::Standalone, Form::Include] {
+            let vcl = generate(&settings, "x", form).unwrap();
+            let leftover = vcl.split('@').skip(1).step_by(2).find(|name| {
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+            });
+            assert_eq!(leftover, None, "unfilled placeholder in:\n{vcl}");
+            assert!(vcl.contains("redis = \"redis://user:p%40ss@db.example:6390/2\","));
+        }
     }
 
     #[test]
@@ -115,22 +183,24 @@ mod tests {
         let mut config = Config::default();
         config.redis.url = "redis://:p@TTL@ss@127.0.0.1:6380/0".into();
         config.redirect.cache_control = "public, @GRACE@".try_into().unwrap();
-        let vcl = generate(
-            &Settings::new(config).unwrap(),
-            "a\nsub vcl_recv { }\r@SOURCE@",
-        );
-        assert!(
-            vcl.contains("redis = \"redis://:p@TTL@ss@127.0.0.1:6380/0\","),
-            "{vcl}"
-        );
-        assert!(
-            vcl.contains("cache_control = \"public, @GRACE@\");"),
-            "{vcl}"
-        );
-        assert!(
-            vcl.contains("# Generated by `shortlink vcl` from a?sub vcl_recv { }?@SOURCE@.\n"),
-            "{vcl}"
-        );
+        let settings = Settings::new(config).unwrap();
+        for (form, command) in [
+            (Form::Standalone, "shortlink vcl"),
+            (Form::Include, "shortlink vcl --include"),
+        ] {
+            let vcl = generate(&settings, "a\nsub vcl_recv { }\r@SOURCE@ @LINKS@", form).unwrap();
+            assert!(
+                vcl.contains("redis = \"redis://:p@TTL@ss@127.0.0.1:6380/0\","),
+                "{vcl}"
+            );
+            assert!(
+                vcl.contains("cache_control = \"public, @GRACE@\");"),
+                "{vcl}"
+            );
+            let header =
+                format!("# Generated by `{command}` from a?sub vcl_recv {{ }}?@SOURCE@ @LINKS@.\n");
+            assert!(vcl.contains(&header), "{vcl}");
+        }
     }
 
     #[test]
@@ -144,17 +214,63 @@ mod tests {
         config.redirect.status = shortlink_core::RedirectStatus::PermanentRedirect;
         config.varnish.purge_acl = vec!["10.0.0.0/8".into()];
         config.varnish.vmod = "/opt/vmods/libvmod_shortlink.so".into();
-        let vcl = generate(&Settings::new(config).unwrap(), "test.toml");
-        for expected in [
-            "import shortlink from \"/opt/vmods/libvmod_shortlink.so\";",
-            "prefix = \"{links}:\",",
-            "split = 3,",
-            "status = 308,",
-            "\"10.0.0.0/8\";",
-            "if (req.url !~ \"^/go\\.to/[A-Za-z0-9_-]{4,64}$\")",
-            "# Generated by `shortlink vcl` from test.toml.",
-        ] {
-            assert!(vcl.contains(expected), "missing {expected:?} in:\n{vcl}");
+        config.varnish.hosts = vec!["s.example".into(), "www.s.example".into()];
+        let settings = Settings::new(config).unwrap();
+        for form in [Form::Standalone, Form::Include] {
+            let vcl = generate(&settings, "test.toml", form).unwrap();
+            for expected in [
+                "import shortlink from \"/opt/vmods/libvmod_shortlink.so\";",
+                "prefix = \"{links}:\",",
+                "split = 3,",
+                "status = 308,",
+                "\"10.0.0.0/8\";",
+                "if (req.url ~ \"^/go\\.to/\" && \
+                 req.http.host ~ \"^(?i)(s\\.example|www\\.s\\.example)(:[0-9]+)?$\")",
+                "if (req.url !~ \"^/go\\.to/[A-Za-z0-9_-]{4,64}$\")",
+                "from test.toml.",
+                "under /go.to/ on s.example, www.s.example",
+            ] {
+                assert!(vcl.contains(expected), "missing {expected:?} in:\n{vcl}");
+            }
         }
+    }
+
+    #[test]
+    fn links_at_the_root_are_for_the_standalone_vcl_only() {
+        let settings = Settings::new(Config {
+            public_base_url: "https://s.example/".into(),
+            ..Config::default()
+        })
+        .unwrap();
+        let standalone = generate(&settings, "x", Form::Standalone).unwrap();
+        assert!(
+            standalone.contains("if (req.url == \"/\") {"),
+            "{standalone}"
+        );
+        assert!(
+            standalone.contains("if (req.url ~ \"^/\") {"),
+            "{standalone}"
+        );
+        let refusal = generate(&settings, "x", Form::Include).unwrap_err().0;
+        assert!(refusal.contains("(such as /l/)"), "{refusal}");
+    }
+
+    #[test]
+    fn the_included_form_owns_no_backend_and_no_version() {
+        let settings = Settings::new(Config::default()).unwrap();
+        let included = generate(&settings, "x", Form::Include).unwrap();
+        // The site's VCL has the version line and the backends.
+        assert!(
+            !included
+                .lines()
+                .any(|line| line.starts_with("vcl ") || line.starts_with("backend ")),
+            "{included}"
+        );
+        assert!(
+            !included.contains("synth(404, \"Not Found\"));\n}"),
+            "{included}"
+        );
+        let standalone = generate(&settings, "x", Form::Standalone).unwrap();
+        assert!(standalone.contains(&included[included.find("import").unwrap()..]));
     }
 }

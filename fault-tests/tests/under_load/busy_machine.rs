@@ -45,8 +45,8 @@ pub fn healthy_redis() -> Result<(), String> {
     let counters = crate::stack::counters(&run.varnish)?;
     let counter = |name: &str| counters.get(name).copied().unwrap_or(u64::MAX);
     let (timeouts, errors) = (
-        counter("shortlink.links.timeouts"),
-        counter("shortlink.links.redis_errors"),
+        counter("shortlink.shortlink_links.timeouts"),
+        counter("shortlink.shortlink_links.redis_errors"),
     );
     if let Some(r) = records
         .iter()
@@ -76,8 +76,8 @@ pub fn healthy_redis() -> Result<(), String> {
         ms(percentile(&records, 50)),
         ms(percentile(&records, 99)),
         ms(links::max_latency(&records)),
-        counter("shortlink.links.lookups"),
-        counter("shortlink.links.round_trips"),
+        counter("shortlink.shortlink_links.lookups"),
+        counter("shortlink.shortlink_links.round_trips"),
     );
     Ok(())
 }

@@ -282,8 +282,8 @@ pub fn varnish_restart() -> Result<(), String> {
     let counters = crate::stack::counters(&varnish)?;
     let counter = |name: &str| counters.get(name).copied().unwrap_or(u64::MAX);
     let (lookups, found) = (
-        counter("shortlink.links.lookups"),
-        counter("shortlink.links.found"),
+        counter("shortlink.shortlink_links.lookups"),
+        counter("shortlink.shortlink_links.found"),
     );
     let links = cached.len() as u64;
     if lost > 0 || lookups != links || found != links {

@@ -140,7 +140,7 @@ pub fn configure(dir: &Path, config: &str) -> Result<(PathBuf, PathBuf), String>
     let config_file = dir.join("shortlink.toml");
     fs::write(&config_file, config).map_err(|e| e.to_string())?;
     let vcl_file = dir.join("shortlink.vcl");
-    generate_vcl(&shortlink_binary()?, &config_file, &vcl_file)?;
+    generate_vcl(&shortlink_binary()?, &config_file, &vcl_file, &[])?;
     Ok((config_file, vcl_file))
 }
 

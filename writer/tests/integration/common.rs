@@ -54,7 +54,7 @@ impl Suite {
         )
         .map_err(|e| e.to_string())?;
         let vcl_file = dir.join("shortlink.vcl");
-        generate_vcl(Path::new(WRITER), &config_file, &vcl_file)?;
+        generate_vcl(Path::new(WRITER), &config_file, &vcl_file, &[])?;
         let varnish = Varnish::start_on(&dir, &vcl_file, varnish_port)?;
         let writer = Writer::start(Path::new(WRITER), &dir, &config_file, writer_port, &[])?;
         let writer_url = writer.base_url();
@@ -273,23 +273,51 @@ pub fn get(agent: &ureq::Agent, url: &str) -> Result<(u16, Option<String>), Stri
     Ok((response.status().as_u16(), location))
 }
 
-/// Runs `varnishd -C` on the VCL of `config_toml`, as Varnish would load it.
-pub fn compiles(dir: &Path, name: &str, config_toml: &str) -> Result<(), String> {
+/// Runs `varnishd -C` on the VCL of `config_toml` as Varnish would load it:
+/// the standalone VCL, and the `--include` form included by a site's VCL
+/// with a backend and subroutines of its own (unless `include` is false).
+pub fn compiles(dir: &Path, name: &str, config_toml: &str, include: bool) -> Result<(), String> {
     let config = dir.join(format!("{name}.toml"));
     fs::write(&config, config_toml).map_err(|e| e.to_string())?;
-    let vcl = run_writer(&["vcl", "--config", &config.display().to_string()])?;
-    let file = dir.join(format!("{name}.vcl"));
-    fs::write(&file, vcl).map_err(|e| e.to_string())?;
-    let mut args = test_support::varnishd_args()?;
-    args.extend([
-        "-C".into(),
-        "-n".into(),
-        dir.join(format!("{name}-varnish")).display().to_string(),
-        "-f".into(),
-        file.display().to_string(),
-    ]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    test_support::command_output("varnishd", &args)
-        .map(drop)
-        .map_err(|e| format!("{name}: {e}"))
+    let standalone = dir.join(format!("{name}.vcl"));
+    generate_vcl(Path::new(WRITER), &config, &standalone, &[])?;
+    let mut files = vec![("standalone", standalone)];
+    if !include {
+        return check_compiles(dir, name, &files);
+    }
+    let included = dir.join(format!("{name}-include.vcl"));
+    generate_vcl(Path::new(WRITER), &config, &included, &["--include"])?;
+    let site = dir.join(format!("{name}-site.vcl"));
+    fs::write(
+        &site,
+        format!(
+            "vcl 4.1;\nimport std;\ninclude \"{}\";\n\
+             backend site {{ .host = \"127.0.0.1\"; .port = \"8080\"; }}\n\
+             sub vcl_recv {{ if (req.url == \"/private\") {{ return (pass); }} }}\n\
+             sub vcl_backend_response {{ set beresp.ttl = 5m; }}\n\
+             sub vcl_deliver {{ set resp.http.X-Site = std.toupper(\"yes\"); }}\n",
+            included.display()
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    files.push(("included", site));
+    check_compiles(dir, name, &files)
+}
+
+fn check_compiles(dir: &Path, name: &str, files: &[(&str, PathBuf)]) -> Result<(), String> {
+    for (form, file) in files {
+        let mut args = test_support::varnishd_args()?;
+        args.extend([
+            "-C".into(),
+            "-n".into(),
+            dir.join(format!("{name}-varnish")).display().to_string(),
+            "-f".into(),
+            file.display().to_string(),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        test_support::command_output("varnishd", &args)
+            .map(drop)
+            .map_err(|e| format!("{name} ({form}): {e}"))?;
+    }
+    Ok(())
 }

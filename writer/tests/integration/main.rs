@@ -20,11 +20,13 @@ use libtest_mimic::{Arguments, Trial};
 
 use common::{compiles, Suite};
 
-/// `varnishd -C` accepts the generated VCL for the defaults and for others.
+/// `varnishd -C` accepts the generated VCL, standalone and included in a
+/// site's VCL, for the defaults and for others; links at the root are for
+/// the standalone VCL only.
 fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
     let so = test_support::release_dir().join("libvmod_shortlink.so");
     let configs = [
-        ("defaults", String::new()),
+        ("defaults", String::new(), true),
         (
             "custom",
             format!(
@@ -33,19 +35,27 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
                  split = 3\npool_size = 64\n[redirect]\nstatus = 308\nttl_s = 31536000\n\
                  negative_ttl_s = 0\ngrace_s = 0\ncache_control = \"private, max-age=0\"\n\
                  [varnish]\npurge_url = \"\"\npurge_acl = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n\
-                 vmod = \"{}\"\n",
+                 vmod = \"{}\"\nhosts = [\"s.example\", \"www.s.example\"]\n",
                 so.display()
             ),
+            true,
         ),
         (
             "password",
             "[redis]\nurl = \"redis://writer:p%40ss@db.example:6390/3\"\nsplit = 1\n\
              [redirect]\nstatus = 302\n"
                 .to_owned(),
+            true,
+        ),
+        (
+            "root",
+            "public_base_url = \"https://s.example/\"\n[varnish]\nhosts = [\"s.example\"]\n"
+                .to_owned(),
+            false,
         ),
     ];
-    for (name, config) in configs {
-        compiles(&suite.dir, name, &config)?;
+    for (name, config, include) in configs {
+        compiles(&suite.dir, name, &config, include)?;
     }
     Ok(())
 }
