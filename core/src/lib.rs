@@ -26,7 +26,10 @@ use std::fmt;
 
 pub mod settings;
 
-pub use settings::{HeaderValue, PoolSize, RedirectStatus, SettingError, Timeout, Ttl};
+pub use settings::{
+    Bounded, DurationRule, HeaderValue, PoolSize, RedirectStatus, SettingError, Timeout,
+    TimeoutRule, Ttl, TtlRule,
+};
 
 /// Shortest key accepted anywhere. Shorter keys are refused before any
 /// lookup: they would be guessable and would crowd the key space.

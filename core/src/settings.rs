@@ -3,6 +3,7 @@
 //! the docs all take them from here.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -16,7 +17,7 @@ pub enum SettingError {
     HeaderValue(String),
     #[error("{0} must be {min} to {max}", min = PoolSize::MIN, max = PoolSize::MAX)]
     PoolSize(i64),
-    #[error("must be above 0s and at most {max:?}, not {0:?}", max = Timeout::MAX)]
+    #[error("must be above 0s and at most {max:?}, not {0:?}", max = TimeoutRule::MAX)]
     Timeout(Duration),
     #[error("must be at most ten years, not {0:?}")]
     Ttl(Duration),
@@ -157,81 +158,102 @@ impl fmt::Display for PoolSize {
     }
 }
 
-/// How long a Redis step may take: above zero, at most a minute.
+/// A duration setting within the bounds of its rule `R`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeout(Duration);
+pub struct Bounded<R>(Duration, PhantomData<R>);
 
-impl Timeout {
-    pub const MAX: Duration = Duration::from_mins(1);
-    /// Opening a Redis connection (writer and VMOD).
-    pub const CONNECT: Self = Self(Duration::from_millis(200));
-    /// One lookup in Varnish, from the round trip carrying it being sent.
-    pub const COMMAND: Self = Self(Duration::from_millis(200));
-    /// One insert in the writer: longer than a lookup, as Redis syncs each
-    /// write to disk before it answers.
-    pub const WRITE: Self = Self(Duration::from_secs(2));
+/// The bounds of a [`Bounded`] duration, and how a value outside them is
+/// refused.
+pub trait DurationRule {
+    /// Whether zero is a valid value.
+    const ZERO_ALLOWED: bool;
+    const MAX: Duration;
+    fn refusal(value: Duration) -> SettingError;
+}
 
-    /// In whole milliseconds, as the writer's configuration spells it.
+impl<R: DurationRule> Bounded<R> {
+    pub const MAX: Duration = R::MAX;
+
+    const fn new(value: Duration) -> Self {
+        Self(value, PhantomData)
+    }
+
+    /// In whole milliseconds, as the writer's configuration spells timeouts.
     #[must_use]
     pub fn as_millis(self) -> u64 {
         u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX)
     }
-}
 
-impl From<Timeout> for Duration {
-    fn from(timeout: Timeout) -> Self {
-        timeout.0
-    }
-}
-
-impl TryFrom<Duration> for Timeout {
-    type Error = SettingError;
-
-    fn try_from(timeout: Duration) -> Result<Self, SettingError> {
-        if timeout.is_zero() || timeout > Self::MAX {
-            Err(SettingError::Timeout(timeout))
-        } else {
-            Ok(Self(timeout))
-        }
-    }
-}
-
-/// How long Varnish keeps an answer: at most ten years.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ttl(Duration);
-
-impl Ttl {
-    pub const MAX: Duration = Duration::from_hours(10 * 365 * 24);
-    /// A found link.
-    pub const FOUND: Self = Self(Duration::from_hours(24));
-    /// A 404 for an unknown key (the writer purges it when the key is stored).
-    pub const NEGATIVE: Self = Self(Duration::from_mins(1));
-    /// How long an expired link may still be served while Redis is away.
-    pub const GRACE: Self = Self(Duration::from_hours(24));
-
-    /// In whole seconds, as the writer's configuration and VCL spell it.
+    /// In whole seconds, as the writer's configuration and VCL spell TTLs.
     #[must_use]
     pub const fn as_secs(self) -> u64 {
         self.0.as_secs()
     }
 }
 
-impl From<Ttl> for Duration {
-    fn from(ttl: Ttl) -> Self {
-        ttl.0
+impl<R> From<Bounded<R>> for Duration {
+    fn from(bounded: Bounded<R>) -> Self {
+        bounded.0
     }
 }
 
-impl TryFrom<Duration> for Ttl {
+impl<R: DurationRule> TryFrom<Duration> for Bounded<R> {
     type Error = SettingError;
 
-    fn try_from(ttl: Duration) -> Result<Self, SettingError> {
-        if ttl > Self::MAX {
-            Err(SettingError::Ttl(ttl))
+    fn try_from(value: Duration) -> Result<Self, SettingError> {
+        if (value.is_zero() && !R::ZERO_ALLOWED) || value > R::MAX {
+            Err(R::refusal(value))
         } else {
-            Ok(Self(ttl))
+            Ok(Self::new(value))
         }
     }
+}
+
+/// How long a Redis step may take: above zero, at most a minute.
+pub type Timeout = Bounded<TimeoutRule>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeoutRule;
+
+impl DurationRule for TimeoutRule {
+    const ZERO_ALLOWED: bool = false;
+    const MAX: Duration = Duration::from_mins(1);
+    fn refusal(value: Duration) -> SettingError {
+        SettingError::Timeout(value)
+    }
+}
+
+impl Timeout {
+    /// Opening a Redis connection (writer and VMOD).
+    pub const CONNECT: Self = Self::new(Duration::from_millis(200));
+    /// One lookup in Varnish, from the round trip carrying it being sent.
+    pub const COMMAND: Self = Self::new(Duration::from_millis(200));
+    /// One insert in the writer: longer than a lookup, as Redis syncs each
+    /// write to disk before it answers.
+    pub const WRITE: Self = Self::new(Duration::from_secs(2));
+}
+
+/// How long Varnish keeps an answer: at most ten years.
+pub type Ttl = Bounded<TtlRule>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TtlRule;
+
+impl DurationRule for TtlRule {
+    const ZERO_ALLOWED: bool = true;
+    const MAX: Duration = Duration::from_hours(10 * 365 * 24);
+    fn refusal(value: Duration) -> SettingError {
+        SettingError::Ttl(value)
+    }
+}
+
+impl Ttl {
+    /// A found link.
+    pub const FOUND: Self = Self::new(Duration::from_hours(24));
+    /// A 404 for an unknown key (the writer purges it when the key is stored).
+    pub const NEGATIVE: Self = Self::new(Duration::from_mins(1));
+    /// How long an expired link may still be served while Redis is away.
+    pub const GRACE: Self = Self::new(Duration::from_hours(24));
 }
 
 #[cfg(test)]
