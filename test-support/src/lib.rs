@@ -86,16 +86,27 @@ pub fn free_port() -> Result<u16, String> {
 
 /// Waits until something accepts connections on `port`.
 pub fn wait_for_port(port: u16, within: Duration) -> Result<(), String> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if poll_until(within, || TcpStream::connect(("127.0.0.1", port)).is_ok()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "nothing listens on 127.0.0.1:{port} after {within:?}"
+        ))
     }
-    Err(format!(
-        "nothing listens on 127.0.0.1:{port} after {within:?}"
-    ))
+}
+
+/// Whether `done` became true within `within`, asking every few milliseconds.
+fn poll_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Spawns `command` with no input and its output appended to `log`; `what`

@@ -12,10 +12,9 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::{Mutex, PoisonError};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::{command_output, free_port, repo_root, spawn_logged};
+use crate::{command_output, free_port, poll_until, repo_root, spawn_logged};
 
 /// How long a start may take: the shipped configuration replays its AOF first.
 const START_WITHIN: Duration = Duration::from_secs(10);
@@ -122,26 +121,21 @@ impl Redis {
         command.arg(&self.config);
         inherit_only_stdio(&mut command);
         let mut child = spawn_logged(&mut command, &log_path, "redis-server")?;
-        let deadline = Instant::now() + START_WITHIN;
-        loop {
-            if self.ping() {
-                break;
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!(
-                    "redis-server exited ({status}); see {}",
-                    log_path.display()
-                ));
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "redis-server did not answer PING within {START_WITHIN:?}; see {}",
-                    log_path.display()
-                ));
-            }
-            sleep(Duration::from_millis(5));
+        let exited = |child: &mut Child| child.try_wait().ok().flatten();
+        let answered = poll_until(START_WITHIN, || self.ping() || exited(&mut child).is_some());
+        if let Some(status) = exited(&mut child) {
+            return Err(format!(
+                "redis-server exited ({status}); see {}",
+                log_path.display()
+            ));
+        }
+        if !answered {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "redis-server did not answer PING within {START_WITHIN:?}; see {}",
+                log_path.display()
+            ));
         }
         let mut held = self.child.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(mut previous) = held.replace(child) {
@@ -222,22 +216,18 @@ impl Redis {
     /// resumed if hung, started again if killed. A test that fails halfway
     /// through a fault then leaves no fault to the next one.
     pub fn revive(&self) -> Result<(), String> {
-        if self.pid().is_some() {
-            self.resume()?;
-            let deadline = Instant::now() + START_WITHIN;
-            while Instant::now() < deadline {
-                if self.ping() {
-                    return Ok(());
-                }
-                sleep(Duration::from_millis(20));
-            }
-            return Err(format!(
+        if self.pid().is_none() {
+            return self.launch();
+        }
+        self.resume()?;
+        if poll_until(START_WITHIN, || self.ping()) {
+            Ok(())
+        } else {
+            Err(format!(
                 "Redis on port {} runs but does not answer PING",
                 self.port
-            ));
+            ))
         }
-        self.reap();
-        self.launch()
     }
 
     /// `SIGTERM` (after `SIGCONT`, should it hang), then `SIGKILL` if it
@@ -314,12 +304,9 @@ fn is_alive(pid: u32) -> bool {
 }
 
 fn wait_until_gone(pid: u32, within: Duration) -> Result<(), String> {
-    let deadline = Instant::now() + within;
-    while is_alive(pid) {
-        if Instant::now() > deadline {
-            return Err(format!("Redis (pid {pid}) still runs after {within:?}"));
-        }
-        sleep(Duration::from_millis(5));
+    if poll_until(within, || !is_alive(pid)) {
+        Ok(())
+    } else {
+        Err(format!("Redis (pid {pid}) still runs after {within:?}"))
     }
-    Ok(())
 }

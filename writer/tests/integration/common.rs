@@ -282,29 +282,24 @@ pub fn compiles(dir: &Path, name: &str, config_toml: &str, include: bool) -> Res
     let standalone = dir.join(format!("{name}.vcl"));
     generate_vcl(Path::new(WRITER), &config, &standalone, &[])?;
     let mut files = vec![("standalone", standalone)];
-    if !include {
-        return check_compiles(dir, name, &files);
+    if include {
+        let included = dir.join(format!("{name}-include.vcl"));
+        generate_vcl(Path::new(WRITER), &config, &included, &["--include"])?;
+        let site = dir.join(format!("{name}-site.vcl"));
+        fs::write(
+            &site,
+            format!(
+                "vcl 4.1;\nimport std;\ninclude \"{}\";\n\
+                 backend site {{ .host = \"127.0.0.1\"; .port = \"8080\"; }}\n\
+                 sub vcl_recv {{ if (req.url == \"/private\") {{ return (pass); }} }}\n\
+                 sub vcl_backend_response {{ set beresp.ttl = 5m; }}\n\
+                 sub vcl_deliver {{ set resp.http.X-Site = std.toupper(\"yes\"); }}\n",
+                included.display()
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        files.push(("included", site));
     }
-    let included = dir.join(format!("{name}-include.vcl"));
-    generate_vcl(Path::new(WRITER), &config, &included, &["--include"])?;
-    let site = dir.join(format!("{name}-site.vcl"));
-    fs::write(
-        &site,
-        format!(
-            "vcl 4.1;\nimport std;\ninclude \"{}\";\n\
-             backend site {{ .host = \"127.0.0.1\"; .port = \"8080\"; }}\n\
-             sub vcl_recv {{ if (req.url == \"/private\") {{ return (pass); }} }}\n\
-             sub vcl_backend_response {{ set beresp.ttl = 5m; }}\n\
-             sub vcl_deliver {{ set resp.http.X-Site = std.toupper(\"yes\"); }}\n",
-            included.display()
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    files.push(("included", site));
-    check_compiles(dir, name, &files)
-}
-
-fn check_compiles(dir: &Path, name: &str, files: &[(&str, PathBuf)]) -> Result<(), String> {
     for (form, file) in files {
         let mut args = test_support::varnishd_args()?;
         args.extend([
