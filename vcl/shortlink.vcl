@@ -38,7 +38,8 @@ sub vcl_init {
         status = 301,
         ttl = 86400s,
         negative_ttl = 60s,
-        cache_control = "public, max-age=86400");
+        grace = 86400s,
+        cache_control = "no-cache");
 }
 
 # Every subroutine below first asks whether the request is for a link, and
@@ -127,8 +128,9 @@ sub vcl_backend_fetch {
 
 sub vcl_backend_response {
     if (bereq.backend == shortlink_links.backend()) {
+        # A link that expires is never kept past its expiry, grace included.
         set beresp.ttl = shortlink_links.ttl(beresp.status);
-        set beresp.grace = 86400s;
+        set beresp.grace = shortlink_links.grace(beresp.status);
         set beresp.keep = 0s;
         # The body is a few hundred bytes made in one go: delivering it whole
         # spares the client thread the wake-ups of streaming.

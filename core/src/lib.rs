@@ -24,7 +24,10 @@
 
 use std::fmt;
 
+pub mod record;
 pub mod settings;
+
+pub use record::{Expiry, Owner, Record, RecordError, Stored, DELETED};
 
 pub use settings::{
     Bounded, DurationRule, HeaderValue, PoolSize, RedirectStatus, SettingError, Timeout,

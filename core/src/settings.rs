@@ -82,8 +82,9 @@ pub struct HeaderValue(String);
 
 impl HeaderValue {
     /// `Cache-Control` sent with a found link's redirect unless configured
-    /// otherwise: a day, like [`Ttl::FOUND`].
-    pub const DEFAULT_CACHE_CONTROL: &str = "public, max-age=86400";
+    /// otherwise: browsers may keep it but must ask again before each
+    /// reuse, so a link's edit or delete reaches them on the next click.
+    pub const DEFAULT_CACHE_CONTROL: &str = "no-cache";
 
     #[must_use]
     pub fn default_cache_control() -> Self {
@@ -327,7 +328,7 @@ mod tests {
         let readme = include_str!("../../README.md");
         let constructor = format!(
             "connect_timeout = {}ms, command_timeout = {}ms, pool_size = {},\n    \
-             status = {}, ttl = {}s, negative_ttl = {}s,\n    \
+             status = {}, ttl = {}s, negative_ttl = {}s, grace = {}s,\n    \
              cache_control = \"{}\");",
             Timeout::CONNECT.as_millis(),
             Timeout::COMMAND.as_millis(),
@@ -335,6 +336,7 @@ mod tests {
             RedirectStatus::default(),
             Ttl::FOUND.as_secs(),
             Ttl::NEGATIVE.as_secs(),
+            Ttl::GRACE.as_secs(),
             HeaderValue::DEFAULT_CACHE_CONTROL,
         );
         assert!(

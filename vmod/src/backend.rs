@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use shortlink_core::{check_redirect_target, escape_html, HeaderValue, KeyScheme, RedirectStatus};
+use shortlink_core::{escape_html, Expiry, HeaderValue, KeyScheme, RedirectStatus, Stored};
 use varnish::vcl::{Ctx, LogTag, StrOrBytes, VclBackend, VclError, VclResponse};
 use varnish::Vsc;
 
@@ -17,14 +17,31 @@ pub struct Settings {
     pub status: RedirectStatus,
     pub ttl: Duration,
     pub negative_ttl: Duration,
+    pub grace: Duration,
     pub cache_control: HeaderValue,
 }
+
+/// `Cache-Control` of every answer a browser must not reuse for a later
+/// click: a link that expires, an expired link's fallback, a 404.
+const ASK_AGAIN: &str = "no-cache";
+
+/// Status of an expired link's redirect to its fallback: temporary, as the
+/// link may be given a new expiry.
+const FALLBACK_STATUS: u16 = 302;
 
 /// Outcome of resolving one key, before it is written into a response.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Resolution {
-    /// The key holds a safe redirect target.
-    Found(String),
+    /// The key holds a safe redirect target, until its expiry if it has one.
+    Found {
+        url: String,
+        expires: Option<Expiry>,
+    },
+    /// The link has expired: it redirects to its fallback, if it has one,
+    /// or answers 410.
+    Expired { fallback: Option<String> },
+    /// The key was deleted: 410.
+    Deleted,
     /// Nothing stored under the key.
     Missing,
     /// The key breaks the key rules; Redis was not asked.
@@ -60,18 +77,11 @@ impl Resolver {
             .store(self.pool.round_trips(), Ordering::Relaxed);
         match outcome {
             Ok(Some(value)) => {
-                let verdict = std::str::from_utf8(&value)
+                let stored = std::str::from_utf8(&value)
                     .map_err(|_| "value is not UTF-8".to_owned())
-                    .and_then(|url| {
-                        check_redirect_target(url)
-                            .map(|()| url.to_owned())
-                            .map_err(|e| e.to_string())
-                    });
-                match verdict {
-                    Ok(url) => {
-                        stats.found.fetch_add(1, Ordering::Relaxed);
-                        Ok(Resolution::Found(url))
-                    }
+                    .and_then(|value| Stored::parse(value).map_err(|e| e.to_string()));
+                match stored {
+                    Ok(stored) => Ok(self.judge(stored, SystemTime::now())),
                     Err(reason) => {
                         stats.unsafe_targets.fetch_add(1, Ordering::Relaxed);
                         Ok(Resolution::Unsafe(format!(
@@ -96,14 +106,53 @@ impl Resolver {
         }
     }
 
-    /// The cache TTL for a response this backend produced with `status`.
-    pub fn ttl_for(&self, status: i64) -> Duration {
-        if status == i64::from(self.settings.status.code()) {
-            self.settings.ttl
-        } else if status == 404 {
-            self.settings.negative_ttl
+    /// What a stored value means at `now`, counted.
+    fn judge(&self, stored: Stored, now: SystemTime) -> Resolution {
+        let stats = &self.stats;
+        match stored {
+            Stored::Deleted => {
+                stats.gone.fetch_add(1, Ordering::Relaxed);
+                Resolution::Deleted
+            }
+            Stored::Link(record) if record.expires.is_some_and(|e| e.has_passed(now)) => {
+                stats.gone.fetch_add(1, Ordering::Relaxed);
+                Resolution::Expired {
+                    fallback: record.expired_url.map(|url| url.to_string()),
+                }
+            }
+            Stored::Link(record) => {
+                stats.found.fetch_add(1, Ordering::Relaxed);
+                Resolution::Found {
+                    url: record.url.to_string(),
+                    expires: record.expires,
+                }
+            }
+        }
+    }
+
+    /// How long Varnish keeps an answer of this backend with `status`, and
+    /// then how long it may serve it stale: `ttl` and `grace` for links
+    /// (also deleted and expired ones), `negative_ttl` for 404, nothing
+    /// for anything else. A link that expires `left` from now is never
+    /// kept past that moment, grace included.
+    pub fn lifetime(&self, status: i64, left: Option<Duration>) -> (Duration, Duration) {
+        let settings = &self.settings;
+        let (ttl, grace) = if status == 404 {
+            (settings.negative_ttl, settings.grace)
+        } else if status == i64::from(settings.status.code())
+            || status == i64::from(FALLBACK_STATUS)
+            || status == 410
+        {
+            (settings.ttl, settings.grace)
         } else {
-            Duration::ZERO
+            (Duration::ZERO, Duration::ZERO)
+        };
+        match left {
+            Some(left) => {
+                let ttl = ttl.min(left);
+                (ttl, grace.min(left.saturating_sub(ttl)))
+            }
+            None => (ttl, grace),
         }
     }
 
@@ -124,17 +173,45 @@ impl Resolver {
             .as_mut()
             .ok_or("shortlink: backend called without a backend response")?;
         let body = match &resolution {
-            Resolution::Found(url) => {
+            Resolution::Found { url, expires } => {
                 beresp.set_status(self.settings.status.code());
                 beresp.set_header("Location", url)?;
-                beresp.set_header("Cache-Control", self.settings.cache_control.as_str())?;
+                match expires {
+                    // Whatever browsers may keep for other links, they must
+                    // ask again for this one: it ends at a set moment.
+                    Some(expires) => {
+                        beresp.set_header("Cache-Control", ASK_AGAIN)?;
+                        beresp.set_header("Expires", &httpdate::fmt_http_date(expires.time()))?;
+                    }
+                    None => {
+                        beresp.set_header("Cache-Control", self.settings.cache_control.as_str())?;
+                    }
+                }
                 redirect_page(url)
+            }
+            Resolution::Expired {
+                fallback: Some(url),
+            } => {
+                beresp.set_status(FALLBACK_STATUS);
+                beresp.set_header("Location", url)?;
+                beresp.set_header("Cache-Control", ASK_AGAIN)?;
+                redirect_page(url)
+            }
+            Resolution::Expired { fallback: None } | Resolution::Deleted => {
+                beresp.set_status(410);
+                // Gone now, but the owner may give the link a new expiry.
+                beresp.set_header("Cache-Control", "no-store")?;
+                if matches!(resolution, Resolution::Deleted) {
+                    DELETED_PAGE.to_owned()
+                } else {
+                    EXPIRED_PAGE.to_owned()
+                }
             }
             Resolution::Missing | Resolution::Rejected(_) | Resolution::Unsafe(_) => {
                 beresp.set_status(404);
                 // Clients must not hold on to a 404: the link may be created
                 // a moment later. Varnish keeps it for the negative TTL.
-                beresp.set_header("Cache-Control", "no-cache")?;
+                beresp.set_header("Cache-Control", ASK_AGAIN)?;
                 NOT_FOUND_PAGE.to_owned()
             }
         };
@@ -159,6 +236,14 @@ pub fn key_of(url: &str) -> &str {
 const NOT_FOUND_PAGE: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <title>Link not found</title></head><body><h1>Link not found</h1>\
 <p>This short link does not exist. Check it for typing mistakes.</p></body></html>\n";
+
+const DELETED_PAGE: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<title>Link removed</title></head><body><h1>Link removed</h1>\
+<p>This short link was removed by its owner. It will not lead anywhere again.</p></body></html>\n";
+
+const EXPIRED_PAGE: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<title>Link expired</title></head><body><h1>Link expired</h1>\
+<p>This short link has expired.</p></body></html>\n";
 
 fn redirect_page(url: &str) -> String {
     let href = escape_html(url);

@@ -10,15 +10,18 @@ mod stats;
 use std::time::Duration;
 
 use shortlink_core::SettingError;
+use varnish::vcl::{Ctx, StrOrBytes};
 
 pub use backend::{key_of, Resolution};
 
 /// Cacheable redirects for short links stored in Redis hashes.
 ///
 /// A key `Lm25` is looked up with `HGET short:Lm 25` (hash prefix `short:`,
-/// split 2); the value is the long URL. Found links become a cacheable
-/// redirect, unknown keys a cacheable 404, and a Redis that does not answer a
-/// failed fetch (503) that is never cached.
+/// split 2); the value is the long URL, perhaps followed by an expiry, an
+/// owner and a fallback (see the README's storage format). Found links
+/// become a cacheable redirect, deleted and expired ones a cacheable 410
+/// (or the fallback's redirect), unknown keys a cacheable 404, and a Redis
+/// that does not answer a failed fetch (503) that is never cached.
 ///
 /// ```vcl
 /// import shortlink;
@@ -38,6 +41,7 @@ pub use backend::{key_of, Resolution};
 ///
 /// sub vcl_backend_response {
 ///     set beresp.ttl = links.ttl(beresp.status);
+///     set beresp.grace = links.grace(beresp.status);
 ///     return (deliver);
 /// }
 /// ```
@@ -52,7 +56,7 @@ mod shortlink {
 
     use crate::backend::{LinkBackend, Resolution, Resolver, Settings};
     use crate::pool::{PoolSettings, RedisPool};
-    use crate::{duration_or, redirector, without_panic};
+    use crate::{duration_or, redirector, time_left, without_panic};
 
     impl redirector {
         /// Create a short-link store backed by Redis.
@@ -96,14 +100,24 @@ mod shortlink {
             /// or 308.
             #[default(301)]
             status: i64,
-            /// How long Varnish caches a found link (see `.ttl()`). Default
-            /// `1d`. Links never change once stored, so this can be long.
+            /// How long Varnish caches a link's answer (see `.ttl()`): its
+            /// redirect, or its 410 once deleted or expired. Default `1d`.
+            /// The writer purges a link when it changes, so this can be long;
+            /// a link that expires is never kept past its expiry.
             ttl: Option<Duration>,
             /// How long Varnish caches a 404 for an unknown key (see
             /// `.ttl()`). Default `60s`. Clients are told not to cache it.
             negative_ttl: Option<Duration>,
-            /// `Cache-Control` sent to clients with a found link's redirect.
-            #[default("public, max-age=86400")]
+            /// How long Varnish may serve an answer past its TTL (see
+            /// `.grace()`), never past a link's expiry. Default `1d`.
+            grace: Option<Duration>,
+            /// `Cache-Control` sent to clients with the redirect of a link
+            /// that does not expire. The default makes a browser ask again
+            /// on every click, so an edit or a delete reaches it at once;
+            /// `max-age=N` spares those clicks but leaves the browser on the
+            /// old target for up to N seconds. Links that expire are always
+            /// sent with `no-cache`.
+            #[default("no-cache")]
             cache_control: &str,
         ) -> Result<Self, VclError> {
             without_panic(
@@ -120,6 +134,7 @@ mod shortlink {
                             "negative_ttl",
                             name,
                         )?,
+                        grace: duration_or(grace, Ttl::GRACE, "grace", name)?,
                         cache_control: HeaderValue::try_from(cache_control)
                             .map_err(|e| format!("shortlink: {name}: cache_control {e}"))?,
                     };
@@ -161,7 +176,11 @@ mod shortlink {
         /// ignored (`/l/Lm25?utm=x` looks up `Lm25`). It answers:
         ///
         /// - a found link: the configured status, `Location`, `Cache-Control`
-        ///   and a small HTML page linking to the target;
+        ///   and a small HTML page linking to the target; a link that
+        ///   expires also sends `Expires`, and `Cache-Control: no-cache`;
+        /// - a deleted link, or an expired one without a fallback: 410 with
+        ///   a small page, `Cache-Control: no-store`; an expired link with a
+        ///   fallback: a 302 to it, `Cache-Control: no-cache`;
         /// - an unknown key, a key that breaks the key rules (never sent to
         ///   Redis), or a stored value that is not a safe absolute http(s)
         ///   URL (never sent to the client): 404, `Cache-Control: no-cache`;
@@ -176,16 +195,22 @@ mod shortlink {
         }
 
         /// Look `key` up directly: the stored URL, or an empty string when
-        /// the key is unknown, breaks the key rules, holds an unsafe value,
-        /// or Redis does not answer (logged as an `Error` record).
+        /// the key is unknown, deleted or expired, breaks the key rules,
+        /// holds a value that cannot be served, or Redis does not answer
+        /// (logged as an `Error` record).
         pub fn lookup(&self, ctx: &mut Ctx, key: &str) -> String {
             let outcome = without_panic(
                 || self.resolver().resolve(key),
                 || Err("internal error".to_owned()),
             );
             match outcome {
-                Ok(Resolution::Found(url)) => url,
-                Ok(Resolution::Missing | Resolution::Rejected(_)) => String::new(),
+                Ok(Resolution::Found { url, .. }) => url,
+                Ok(
+                    Resolution::Missing
+                    | Resolution::Rejected(_)
+                    | Resolution::Deleted
+                    | Resolution::Expired { .. },
+                ) => String::new(),
                 Ok(Resolution::Unsafe(reason)) | Err(reason) => {
                     ctx.log(LogTag::Error, format!("shortlink: {reason}"));
                     String::new()
@@ -194,11 +219,21 @@ mod shortlink {
         }
 
         /// The cache TTL for a response of this object's backend with
-        /// `status`: `ttl` for the redirect status, `negative_ttl` for 404,
-        /// `0s` otherwise. Use it in `vcl_backend_response`:
-        /// `set beresp.ttl = links.ttl(beresp.status);`
-        pub fn ttl(&self, status: i64) -> Duration {
-            self.resolver().ttl_for(status)
+        /// `status`: `ttl` for a link's answer (its redirect, its 410, an
+        /// expired link's fallback), `negative_ttl` for 404, `0s` otherwise;
+        /// never past the `Expires` of a link that expires. Use it in
+        /// `vcl_backend_response`: `set beresp.ttl = links.ttl(beresp.status);`
+        pub fn ttl(&self, ctx: &Ctx, status: i64) -> Duration {
+            self.resolver().lifetime(status, time_left(ctx)).0
+        }
+
+        /// How long past its TTL Varnish may serve a response of this
+        /// object's backend with `status`: `grace`, or `0s` where the TTL is
+        /// `0s`, and never past the `Expires` of a link that expires. Use it
+        /// in `vcl_backend_response`:
+        /// `set beresp.grace = links.grace(beresp.status);`
+        pub fn grace(&self, ctx: &Ctx, status: i64) -> Duration {
+            self.resolver().lifetime(status, time_left(ctx)).1
         }
     }
 }
@@ -220,6 +255,21 @@ impl redirector {
 /// Every entry point Varnish calls, and the Redis I/O thread, goes through it.
 pub(crate) fn without_panic<T>(work: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> T {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| on_panic())
+}
+
+/// Time left before the `Expires` of the backend response, if it has one.
+fn time_left(ctx: &Ctx) -> Option<Duration> {
+    let expires = ctx.http_beresp.as_ref()?.header("Expires")?;
+    let StrOrBytes::Utf8(expires) = expires else {
+        return Some(Duration::ZERO);
+    };
+    // An unreadable date is in the past (RFC 9111, 5.3).
+    Some(
+        httpdate::parse_http_date(expires).map_or(Duration::ZERO, |at| {
+            at.duration_since(std::time::SystemTime::now())
+                .unwrap_or_default()
+        }),
+    )
 }
 
 /// `value`, or `default` when VCL left it out, within the bounds of `T`
@@ -266,7 +316,8 @@ mod tests {
         let signature = format!(
             "STRING prefix = \"{DEFAULT_PREFIX}\", INT split = {DEFAULT_SPLIT}, \
              [DURATION connect_timeout], [DURATION command_timeout], INT pool_size = {}, \
-             INT status = {}, [DURATION ttl], [DURATION negative_ttl], STRING cache_control = \"{}\")",
+             INT status = {}, [DURATION ttl], [DURATION negative_ttl], [DURATION grace], \
+             STRING cache_control = \"{}\")",
             PoolSize::DEFAULT,
             RedirectStatus::default(),
             HeaderValue::DEFAULT_CACHE_CONTROL,
@@ -277,6 +328,7 @@ mod tests {
             ("command_timeout", Duration::from(Timeout::COMMAND)),
             ("ttl", Duration::from(Ttl::FOUND)),
             ("negative_ttl", Duration::from(Ttl::NEGATIVE)),
+            ("grace", Duration::from(Ttl::GRACE)),
         ] {
             let section = api
                 .split("* `")

@@ -24,6 +24,10 @@ pub struct LinkStats {
     #[counter]
     pub found: AtomicU64,
 
+    /// Lookups that found a deleted or expired link (410, or its fallback)
+    #[counter]
+    pub gone: AtomicU64,
+
     /// Lookups that found nothing (404)
     #[counter]
     pub not_found: AtomicU64,

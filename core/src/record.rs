@@ -1,0 +1,294 @@
+//! What a link's field holds: the stored form of a link, read by the VMOD
+//! on every cache miss and written by the writer.
+//!
+//! A plain URL is a link that redirects forever, so a link written by hand
+//! with `HSET short:Lm 25 https://example.org/` stays valid. Words after the
+//! URL, separated by single spaces (a valid URL has none), add to it, in
+//! any order and at most once each:
+//!
+//! - `1767225600`: digits, the moment the link expires, in Unix seconds;
+//! - `@alice`: the name of the access token that created the link;
+//! - `>https://example.org/expired`: where an expired link redirects
+//!   instead of answering `410 Gone`.
+//!
+//! The value `deleted` marks a deleted key: it answers `410 Gone` and is
+//! never given to another link. A value that breaks these rules is never
+//! served: the VMOD answers 404 and logs why.
+//!
+//! The words are short because every byte is paid once per link: an expiry
+//! and a five-letter owner add 18 bytes to a plain link.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::{check_redirect_target, TargetError, ValidUrl};
+
+/// The stored value of a deleted key.
+pub const DELETED: &str = "deleted";
+
+/// Longest owner name.
+pub const MAX_OWNER_LEN: usize = 32;
+
+/// The name of an access token, recorded as the owner of the links it
+/// creates: 1 to [`MAX_OWNER_LEN`] characters of `A-Z a-z 0-9 . _ -`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Owner(String);
+
+impl Owner {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<&str> for Owner {
+    type Error = RecordError;
+
+    fn try_from(name: &str) -> Result<Self, RecordError> {
+        let valid = (1..=MAX_OWNER_LEN).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if valid {
+            Ok(Self(name.to_owned()))
+        } else {
+            Err(RecordError::Owner(name.to_owned()))
+        }
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A moment a link expires, to the second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Expiry(u64);
+
+impl Expiry {
+    /// The expiry `unix_seconds` after 1970-01-01T00:00:00Z.
+    pub const fn from_unix(unix_seconds: u64) -> Self {
+        Self(unix_seconds)
+    }
+
+    pub const fn unix(self) -> u64 {
+        self.0
+    }
+
+    pub fn time(self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(self.0)
+    }
+
+    /// Time left before `now` reaches the expiry; zero once it has.
+    pub fn left(self, now: SystemTime) -> Duration {
+        self.time().duration_since(now).unwrap_or_default()
+    }
+
+    pub fn has_passed(self, now: SystemTime) -> bool {
+        self.left(now).is_zero()
+    }
+}
+
+/// A link as stored: its target and what was added to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub url: ValidUrl,
+    pub expires: Option<Expiry>,
+    pub owner: Option<Owner>,
+    /// Where the link redirects once expired; `410 Gone` without one.
+    pub expired_url: Option<ValidUrl>,
+}
+
+impl Record {
+    /// A link to `url` that never expires, created by nobody in particular.
+    pub fn plain(url: ValidUrl) -> Self {
+        Self {
+            url,
+            expires: None,
+            owner: None,
+            expired_url: None,
+        }
+    }
+}
+
+impl fmt::Display for Record {
+    /// The stored form, each word in a fixed order so that equal records
+    /// are equal strings.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.url.as_str())?;
+        if let Some(expires) = self.expires {
+            write!(f, " {}", expires.unix())?;
+        }
+        if let Some(owner) = &self.owner {
+            write!(f, " @{owner}")?;
+        }
+        if let Some(url) = &self.expired_url {
+            write!(f, " >{url}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a key's field holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    Link(Record),
+    /// The key was deleted: `410 Gone`, never reused.
+    Deleted,
+}
+
+impl Stored {
+    /// Reads a stored value, or says why it cannot be served.
+    pub fn parse(value: &str) -> Result<Self, RecordError> {
+        if value == DELETED {
+            return Ok(Self::Deleted);
+        }
+        let mut words = value.split(' ');
+        let url = valid_url(words.next().unwrap_or_default(), "URL")?;
+        let mut record = Record::plain(url);
+        for word in words {
+            let duplicate = match word.as_bytes().first() {
+                Some(b'@') => record.owner.replace(Owner::try_from(&word[1..])?).is_some(),
+                Some(b'>') => record
+                    .expired_url
+                    .replace(valid_url(&word[1..], "expired URL")?)
+                    .is_some(),
+                Some(b'0'..=b'9') => record
+                    .expires
+                    .replace(Expiry(
+                        word.parse()
+                            .map_err(|_| RecordError::Word(word.to_owned()))?,
+                    ))
+                    .is_some(),
+                _ => return Err(RecordError::Word(word.to_owned())),
+            };
+            if duplicate {
+                return Err(RecordError::Repeated(word.to_owned()));
+            }
+        }
+        Ok(Self::Link(record))
+    }
+}
+
+impl fmt::Display for Stored {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Link(record) => record.fmt(f),
+            Self::Deleted => f.write_str(DELETED),
+        }
+    }
+}
+
+fn valid_url(text: &str, what: &'static str) -> Result<ValidUrl, RecordError> {
+    check_redirect_target(text).map_err(|source| RecordError::Url { what, source })?;
+    Ok(ValidUrl(text.to_owned()))
+}
+
+/// Why a stored value cannot be served, or an owner name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("the {what} is not safe to redirect to: {source}")]
+    Url {
+        what: &'static str,
+        #[source]
+        source: TargetError,
+    },
+    #[error(
+        "owner name {0:?} is not allowed: use 1 to {MAX_OWNER_LEN} characters \
+         of A-Z, a-z, 0-9 and . _ -"
+    )]
+    Owner(String),
+    #[error(
+        "the word {0:?} after the URL means nothing: use digits (expiry), \
+         @name (owner) or >URL (where an expired link goes)"
+    )]
+    Word(String),
+    #[error("the word {0:?} repeats something already given")]
+    Repeated(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(text: &str) -> ValidUrl {
+        ValidUrl::try_from(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn a_plain_url_is_a_link_forever() {
+        let stored = Stored::parse("https://example.org/").unwrap();
+        assert_eq!(
+            stored,
+            Stored::Link(Record::plain(url("https://example.org/")))
+        );
+        assert_eq!(stored.to_string(), "https://example.org/");
+    }
+
+    #[test]
+    fn words_add_expiry_owner_and_expired_url_in_any_order() {
+        let full = Record {
+            url: url("https://example.org/a"),
+            expires: Some(Expiry::from_unix(1_767_225_600)),
+            owner: Some(Owner::try_from("ci.bot-1").unwrap()),
+            expired_url: Some(url("https://example.org/over")),
+        };
+        let canonical = "https://example.org/a 1767225600 @ci.bot-1 >https://example.org/over";
+        assert_eq!(full.to_string(), canonical);
+        for value in [
+            canonical,
+            "https://example.org/a >https://example.org/over @ci.bot-1 1767225600",
+        ] {
+            assert_eq!(
+                Stored::parse(value),
+                Ok(Stored::Link(full.clone())),
+                "{value}"
+            );
+        }
+        assert_eq!(Stored::parse(DELETED), Ok(Stored::Deleted));
+        assert_eq!(Stored::Deleted.to_string(), DELETED);
+    }
+
+    #[test]
+    fn values_that_break_the_rules_are_never_served() {
+        for value in [
+            "",
+            "deleted ",
+            "Deleted",
+            "javascript:alert(1)",
+            "https://example.org/  1767225600",
+            "https://example.org/ 17672256x0",
+            "https://example.org/ 99999999999999999999999",
+            "https://example.org/ @",
+            "https://example.org/ @a/b",
+            "https://example.org/ >javascript:alert(1)",
+            "https://example.org/ >",
+            "https://example.org/ expires=1",
+            "https://example.org/ 1 2",
+            "https://example.org/ @a @b",
+            "https://example.org/ \r\nX: y",
+        ] {
+            assert!(Stored::parse(value).is_err(), "{value:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn owner_names() {
+        assert!(Owner::try_from("alice").is_ok());
+        assert!(Owner::try_from(&*"a".repeat(MAX_OWNER_LEN)).is_ok());
+        for bad in ["", "a b", "a@b", "ä", &"a".repeat(MAX_OWNER_LEN + 1)] {
+            assert!(Owner::try_from(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn expiry_counts_down_to_zero() {
+        let expiry = Expiry::from_unix(1000);
+        let before = UNIX_EPOCH + Duration::from_millis(999_500);
+        assert_eq!(expiry.left(before), Duration::from_millis(500));
+        assert!(!expiry.has_passed(before));
+        assert!(expiry.has_passed(UNIX_EPOCH + Duration::from_secs(1000)));
+        assert!(expiry.has_passed(UNIX_EPOCH + Duration::from_secs(2000)));
+    }
+}
