@@ -270,6 +270,32 @@ impl KeyScheme {
         Slot { hash, field }
     }
 
+    /// The list of the keys created through the writer by `owner`, oldest
+    /// first: `<prefix>@<owner>`, or `<prefix>@` for links created without
+    /// a token. `@` is no key character, so it never names a link's hash.
+    #[must_use]
+    pub fn index(&self, owner: Option<&Owner>) -> String {
+        format!(
+            "{}@{}",
+            self.prefix,
+            owner.map_or("", |owner| owner.as_str())
+        )
+    }
+
+    /// The owner whose index is named `name`: `None` inside for the index
+    /// of links created without a token, `Err` for a name that is no index.
+    pub fn index_owner(&self, name: &str) -> Result<Option<Owner>, RecordError> {
+        let owner = name
+            .strip_prefix(&self.prefix)
+            .and_then(|rest| rest.strip_prefix('@'))
+            .ok_or_else(|| RecordError::Owner(name.to_owned()))?;
+        if owner.is_empty() {
+            Ok(None)
+        } else {
+            Owner::try_from(owner).map(Some)
+        }
+    }
+
     /// A regular expression (without anchors) matching exactly the valid keys.
     pub fn key_pattern(&self) -> String {
         format!("{KEY_CHAR_CLASS}{{{},{MAX_KEY_LEN}}}", self.min_len())
@@ -487,6 +513,18 @@ mod tests {
             ValidUrl::try_from("javascript:alert(1)".to_owned()),
             Err(TargetError::Scheme)
         );
+    }
+
+    #[test]
+    fn indexes_never_share_a_name_with_a_hash() {
+        let scheme = KeyScheme::default();
+        let alice = Owner::try_from("alice").unwrap();
+        assert_eq!(scheme.index(Some(&alice)), "short:@alice");
+        assert_eq!(scheme.index(None), "short:@");
+        assert_eq!(scheme.index_owner("short:@alice"), Ok(Some(alice)));
+        assert_eq!(scheme.index_owner("short:@"), Ok(None));
+        assert!(scheme.index_owner("short:Lm").is_err());
+        assert!(scheme.locate("@alice").is_err());
     }
 
     #[test]

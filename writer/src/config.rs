@@ -8,8 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 use shortlink_core::{
-    HeaderValue, KeyScheme, PoolSize, RedirectStatus, Timeout, Ttl, DIGEST_KEY_LEN,
+    HeaderValue, KeyScheme, Owner, PoolSize, RedirectStatus, Timeout, Ttl, DIGEST_KEY_LEN,
 };
 use url::Url;
 
@@ -102,25 +103,109 @@ pub struct AccessConfig {
     pub require_token: bool,
 }
 
-/// A bearer token from the configuration. Its `Debug` hides it, so no log
-/// line or error message can carry it.
+/// A bearer token from the configuration, with the name its links record
+/// as their owner. Written as the token alone, or as a table:
+/// `{ name = "alice", token = "...", admin = true }`. Its `Debug` hides the
+/// token, so no log line or error message can carry it.
 #[derive(Clone, Deserialize)]
-#[serde(transparent)]
-pub struct AccessToken(String);
+#[serde(from = "TokenEntry")]
+pub struct AccessToken {
+    secret: String,
+    name: Option<String>,
+    admin: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TokenEntry {
+    Bare(String),
+    #[serde(rename_all = "snake_case")]
+    Named {
+        token: String,
+        name: Option<String>,
+        #[serde(default)]
+        admin: bool,
+    },
+}
+
+impl From<TokenEntry> for AccessToken {
+    fn from(entry: TokenEntry) -> Self {
+        match entry {
+            TokenEntry::Bare(secret) => Self::new(secret),
+            TokenEntry::Named { token, name, admin } => Self {
+                secret: token,
+                name,
+                admin,
+            },
+        }
+    }
+}
 
 impl AccessToken {
+    /// A token with no name: it gets one from its digest
+    /// ([`Self::owner_name`]).
     pub fn new(token: impl Into<String>) -> Self {
-        Self(token.into())
+        Self {
+            secret: token.into(),
+            name: None,
+            admin: false,
+        }
+    }
+
+    /// A token named `name`; `admin` may change every link.
+    pub fn named(name: &str, token: impl Into<String>, admin: bool) -> Self {
+        Self {
+            secret: token.into(),
+            name: Some(name.to_owned()),
+            admin,
+        }
+    }
+
+    /// A token as `SHORTLINK_TOKENS` gives it: `token`, `name=token`, or
+    /// `name:admin=token`.
+    pub fn from_env_entry(entry: &str) -> Self {
+        if let Some((label, token)) = entry.split_once('=') {
+            let (name, admin) = match label.strip_suffix(":admin") {
+                Some(name) => (name, true),
+                None => (label, false),
+            };
+            if Owner::try_from(name).is_ok() {
+                return Self::named(name, token, admin);
+            }
+        }
+        Self::new(entry)
     }
 
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.secret
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.admin
+    }
+
+    /// The owner its links record: its name, or for a token given without
+    /// one `token-` and the first 8 hex digits of its SHA-256, which stays
+    /// the same from start to start and says nothing usable of the token.
+    pub fn owner_name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            let digest = Sha256::digest(self.secret.as_bytes());
+            let [a, b, c, d, ..] = digest.as_slice() else {
+                unreachable!("SHA-256 has 32 bytes");
+            };
+            format!("token-{a:02x}{b:02x}{c:02x}{d:02x}")
+        })
     }
 }
 
 impl fmt::Debug for AccessToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("AccessToken(<hidden>)")
+        write!(
+            f,
+            "AccessToken({}, admin: {}, <hidden>)",
+            self.owner_name(),
+            self.admin
+        )
     }
 }
 
@@ -128,7 +213,8 @@ impl fmt::Debug for AccessToken {
 pub const MIN_TOKEN_LEN: usize = 32;
 
 /// Environment variable with more tokens, separated by commas or spaces, so
-/// a token need not be written into a configuration file.
+/// a token need not be written into a configuration file: each `token`,
+/// `name=token` or `name:admin=token`.
 pub const TOKENS_ENV: &str = "SHORTLINK_TOKENS";
 
 #[derive(Debug, Clone, Deserialize)]
@@ -251,7 +337,7 @@ impl Settings {
                 tokens
                     .split(|c: char| c == ',' || c.is_whitespace())
                     .filter(|t| !t.is_empty())
-                    .map(AccessToken::new),
+                    .map(AccessToken::from_env_entry),
             );
         }
         Self::new(config)
@@ -508,6 +594,25 @@ fn check_access(access: &AccessConfig) -> Result<(), ConfigError> {
             return Err(ConfigError(format!(
                 "access.tokens: token {} must be at least {MIN_TOKEN_LEN} printable \
                  characters without spaces (make one with `openssl rand -hex 32`)",
+                n + 1
+            )));
+        }
+    }
+    let mut names = std::collections::HashSet::new();
+    let mut secrets = std::collections::HashSet::new();
+    for (n, token) in access.tokens.iter().enumerate() {
+        let name = token.owner_name();
+        Owner::try_from(name.as_str())
+            .map_err(|e| ConfigError(format!("access.tokens: token {}: {e}", n + 1)))?;
+        if !names.insert(name.clone()) {
+            return Err(ConfigError(format!(
+                "access.tokens: the name {name:?} is given to two tokens; each token needs \
+                 a name of its own, as links record it as their owner"
+            )));
+        }
+        if !secrets.insert(token.expose()) {
+            return Err(ConfigError(format!(
+                "access.tokens: token {} is listed twice; remove one",
                 n + 1
             )));
         }

@@ -5,10 +5,12 @@ use std::process::ExitCode;
 
 use actix_web::{middleware, web, App, HttpServer};
 use clap::{Parser, Subcommand};
-use shortlink_writer::access::Gatekeeper;
+use shortlink_core::Owner;
+use shortlink_writer::access::{Gatekeeper, Identity};
 use shortlink_writer::config::Settings;
-use shortlink_writer::shortener::Shortener;
-use shortlink_writer::store::Inserted;
+use shortlink_writer::shortener::{Change, ListQuery, NewLink, Shortener, Written};
+use shortlink_writer::store::{Inserted, Link};
+use shortlink_writer::validate::format_expiry;
 use shortlink_writer::{vcl, web as routes};
 
 /// Short links served by Varnish from Redis: insert them, and generate the
@@ -35,6 +37,60 @@ enum Command {
         /// A custom key instead of a generated one.
         #[arg(long, short)]
         key: Option<String>,
+        /// When the link expires, as RFC 3339 (2026-12-31T23:59:59Z).
+        #[arg(long)]
+        expires_at: Option<String>,
+        /// Where the link goes once expired, instead of answering 410.
+        #[arg(long)]
+        expired_url: Option<String>,
+    },
+    /// Print a link: its target, expiry, owner and `ETag`.
+    Show { key: String },
+    /// Change a link's target or expiry; Varnish serves the change at once.
+    /// Run by an operator, so any link may be changed.
+    Edit {
+        key: String,
+        /// The new long URL.
+        #[arg(long)]
+        url: Option<String>,
+        /// The new expiry, as RFC 3339 (2026-12-31T23:59:59Z).
+        #[arg(long, conflicts_with = "no_expiry")]
+        expires_at: Option<String>,
+        /// Remove the expiry: the link stays forever.
+        #[arg(long)]
+        no_expiry: bool,
+        /// Where the link goes once expired, instead of answering 410.
+        #[arg(long, conflicts_with = "no_expired_url")]
+        expired_url: Option<String>,
+        /// Remove the expired URL: once expired, the link answers 410.
+        #[arg(long)]
+        no_expired_url: bool,
+        /// Change only if the link still has this `ETag` (from `show`).
+        #[arg(long)]
+        if_match: Option<String>,
+    },
+    /// Delete a link: it answers 410 Gone from now on, and its key is never
+    /// given to another link.
+    Delete {
+        key: String,
+        /// Delete only if the link still has this `ETag` (from `show`).
+        #[arg(long)]
+        if_match: Option<String>,
+    },
+    /// List links created through the writer, owner by owner, newest first.
+    List {
+        /// Only the links of the token with this name.
+        #[arg(long)]
+        owner: Option<String>,
+        /// Only links whose key or URL contains this.
+        #[arg(long)]
+        search: Option<String>,
+        /// Most links to print.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Go on from where an earlier listing stopped.
+        #[arg(long)]
+        cursor: Option<String>,
     },
     /// Print the VCL for this configuration: a whole VCL for a Varnish that
     /// serves short links only.
@@ -79,8 +135,25 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Add { url, key } => add(settings, &url, key.as_deref()),
+        Command::Add {
+            url,
+            key,
+            expires_at,
+            expired_url,
+        } => {
+            let new = NewLink {
+                url: &url,
+                key: key.as_deref(),
+                expires_at: expires_at.as_deref(),
+                expired_url: expired_url.as_deref(),
+            };
+            with_shortener(
+                settings,
+                |shortener| async move { add(&shortener, &new).await },
+            )
+        }
         Command::Serve => serve(settings),
+        command => with_shortener(settings, |shortener| manage(shortener, command)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -91,23 +164,152 @@ fn main() -> ExitCode {
     }
 }
 
-fn add(settings: Settings, url: &str, key: Option<&str>) -> Result<(), String> {
+/// The commands that read or change links, as an operator.
+async fn manage(shortener: Shortener, command: Command) -> Result<(), String> {
+    match command {
+        Command::Show { key } => {
+            let (link, current) = shortener.show(&key).await.map_err(|e| e.to_string())?;
+            print_link(&shortener, &link);
+            println!("etag        {}", current.etag());
+            Ok(())
+        }
+        Command::Edit {
+            key,
+            url,
+            expires_at,
+            no_expiry,
+            expired_url,
+            no_expired_url,
+            if_match,
+        } => {
+            let change = Change {
+                url: url.as_deref(),
+                expires_at: if no_expiry {
+                    Some(None)
+                } else {
+                    expires_at.as_deref().map(Some)
+                },
+                expired_url: if no_expired_url {
+                    Some(None)
+                } else {
+                    expired_url.as_deref().map(Some)
+                },
+            };
+            let written = shortener
+                .edit(&operator(), &key, &change, if_match.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            print_link(&shortener, &written.outcome.0);
+            warn_purge(written.purge_warning);
+            Ok(())
+        }
+        Command::Delete { key, if_match } => {
+            let written = shortener
+                .delete(&operator(), &key, if_match.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("deleted {key}: it answers 410 Gone from now on");
+            warn_purge(written.purge_warning);
+            Ok(())
+        }
+        Command::List {
+            owner,
+            search,
+            limit,
+            cursor,
+        } => {
+            let query = ListQuery {
+                limit,
+                cursor: cursor.as_deref(),
+                search: search.as_deref(),
+                owner: owner.as_deref(),
+            };
+            let listing = shortener
+                .list(&operator(), &query)
+                .await
+                .map_err(|e| e.to_string())?;
+            for link in &listing.links {
+                let record = &link.record;
+                println!(
+                    "{}\t{}\t{}\t{}",
+                    link.key,
+                    record.url,
+                    record.expires.map_or_else(|| "-".to_owned(), format_expiry),
+                    record.owner.as_ref().map_or("-", Owner::as_str),
+                );
+            }
+            if let Some(next) = listing.next_cursor {
+                eprintln!("more: shortlink list --cursor '{next}'");
+            }
+            Ok(())
+        }
+        Command::Serve | Command::Vcl { .. } | Command::Add { .. } => {
+            unreachable!("handled by main")
+        }
+    }
+}
+
+/// Runs `work` with a shortener on a runtime of its own.
+fn with_shortener<F, Fut>(settings: Settings, work: F) -> Result<(), String>
+where
+    F: FnOnce(Shortener) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(async {
         let shortener = Shortener::new(settings).map_err(|e| e.to_string())?;
-        let inserted = shortener
-            .shorten(url, key)
-            .await
-            .map_err(|e| e.to_string())?;
-        println!("{}", shortener.short_url(&inserted.link().key));
-        if let Inserted::Existing(_) = inserted {
-            eprintln!("(this URL already had that short link)");
-        }
-        Ok(())
+        work(shortener).await
     })
+}
+
+/// Whoever runs the command line holds the store's credentials: an admin.
+fn operator() -> Identity {
+    Identity {
+        owner: Owner::try_from("operator").expect("a valid name"),
+        admin: true,
+    }
+}
+
+async fn add(shortener: &Shortener, new: &NewLink<'_>) -> Result<(), String> {
+    let Written {
+        outcome: inserted,
+        purge_warning,
+    } = shortener
+        .create(new, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{}", shortener.short_url(&inserted.link().key));
+    if let Inserted::Existing(_) = inserted {
+        eprintln!("(this URL already had that short link)");
+    }
+    warn_purge(purge_warning);
+    Ok(())
+}
+
+fn print_link(shortener: &Shortener, link: &Link) {
+    let record = &link.record;
+    println!("key         {}", link.key);
+    println!("url         {}", record.url);
+    println!("short_url   {}", shortener.short_url(&link.key));
+    if let Some(expires) = record.expires {
+        println!("expires_at  {}", format_expiry(expires));
+    }
+    if let Some(url) = &record.expired_url {
+        println!("expired_url {url}");
+    }
+    println!(
+        "owner       {}",
+        record.owner.as_ref().map_or("(none)", Owner::as_str)
+    );
+}
+
+fn warn_purge(warning: Option<String>) {
+    if let Some(warning) = warning {
+        eprintln!("shortlink: warning: {warning}");
+    }
 }
 
 /// Warns when the split would push hashes out of Redis's compact encoding,

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
-use shortlink_core::{Key, KeyScheme, ValidUrl};
+use shortlink_core::{digest_key, Key, KeyScheme, Owner, Record, Stored};
 
 use crate::config::Settings;
 
@@ -23,18 +23,57 @@ use crate::config::Settings;
 /// its socket and would run when Redis resumes, storing a link nobody was
 /// told about. Past the deadline it stores nothing.
 ///
-/// `KEYS[1]`: the hash. `ARGV[1]`: the URL. `ARGV[2]`: the deadline, in
-/// milliseconds of Redis's clock (`TIME`). `ARGV[3..]`: candidate fields,
-/// shortest first. Returns `{n, created}`: the n-th candidate holds the URL
-/// (created = 1 if this call stored it), `{0, 0}` if every candidate holds
-/// another URL, or `{-1, 0}` if the deadline had passed.
-const CLAIM_SCRIPT: &str = include_str!("claim.lua");
+/// A link the script stores is added to its owner's index in the same
+/// step, so no link is ever missing from its owner's list.
+///
+/// Returns `{n, created}`: the n-th candidate holds the value (created = 1
+/// if this call stored it), `{0, 0}` if every candidate holds another
+/// value, or `{-1, 0}` if the deadline had passed.
+const CLAIM_SCRIPT: &str = concat!(include_str!("deadline.lua"), include_str!("claim.lua"));
+
+/// Replaces a link's value only if it still holds the value the change was
+/// based on, so two concurrent changes never both apply. Carries the same
+/// deadline as a claim. Returns `{1, 0}` when replaced, `{0, 0}` when the
+/// value had changed meanwhile, `{-1, 0}` past the deadline.
+const REPLACE_SCRIPT: &str = concat!(include_str!("deadline.lua"), include_str!("replace.lua"));
+
+/// Most index entries one listing reads before it answers with what it
+/// found: a filter that matches little must not keep Redis busy.
+const LIST_BUDGET: usize = 2000;
+
+/// Index entries read from Redis at once while listing.
+const LIST_CHUNK: usize = 200;
 
 /// A link as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {
     pub key: String,
-    pub url: String,
+    pub record: Record,
+}
+
+/// What a key holds now, as read for a change based on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Current {
+    pub stored: Stored,
+    /// The value exactly as Redis holds it: a change applies only if it
+    /// still does.
+    pub raw: String,
+}
+
+impl Current {
+    /// An entity tag for this value: equal values, equal tags.
+    pub fn etag(&self) -> String {
+        format!("\"{}\"", &digest_key(&self.raw)[..16])
+    }
+}
+
+/// One page of an owner's links, newest first.
+#[derive(Debug, Default)]
+pub struct Page {
+    pub links: Vec<Link>,
+    /// Where the next page starts: the index position below which entries
+    /// remain unread; `None` when none do.
+    pub next: Option<usize>,
 }
 
 /// What an insert did.
@@ -65,6 +104,9 @@ pub enum StoreError {
     /// Every prefix of the digest holds another URL (2^160 says: never).
     #[error("every generated key for this URL is taken; use a custom key")]
     DigestExhausted,
+    /// The key holds a value that is no link (written by hand, say).
+    #[error("the key {key:?} holds a value that is not a link ({reason}); fix it with redis-cli")]
+    Unreadable { key: String, reason: String },
     /// Redis could not take the insert: answer 503, the client may retry.
     #[error("the link store (Redis) is unreachable; try again in a moment ({0})")]
     Unavailable(#[source] Unreachable),
@@ -101,6 +143,7 @@ pub struct LinkStore {
     scheme: KeyScheme,
     min_generated_len: usize,
     claim: Script,
+    replace: Script,
     write_timeout: Duration,
 }
 
@@ -121,63 +164,193 @@ impl LinkStore {
             scheme: settings.scheme.clone(),
             min_generated_len: settings.config.min_generated_key_length,
             claim: Script::new(CLAIM_SCRIPT),
+            replace: Script::new(REPLACE_SCRIPT),
             write_timeout: settings.write_timeout(),
         })
     }
 
-    /// Stores `url` under the shortest free prefix of its digest key.
-    pub async fn insert_generated(&self, url: &ValidUrl) -> Result<Inserted, StoreError> {
-        let keys = self.scheme.generated_keys(url, self.min_generated_len);
+    /// Stores `record` under the shortest free prefix of its URL's digest
+    /// key, or finds the key already holding exactly this record.
+    pub async fn insert_generated(&self, record: &Record) -> Result<Inserted, StoreError> {
+        let keys = self
+            .scheme
+            .generated_keys(&record.url, self.min_generated_len);
         // Every candidate lives in the first one's hash.
         let Some(first) = keys.first() else {
             return Err(StoreError::DigestExhausted);
         };
-        let hash = self.scheme.slot(first).hash;
         let fields: Vec<&str> = keys.iter().map(|key| self.scheme.field(key)).collect();
-        match self.claim(&hash, url, &fields).await? {
+        match self.claim(first, record, &fields).await? {
             // `claim` answers only indexes of the fields it was given.
-            Some((index, created)) => Ok(outcome(&keys[index], url, created)),
+            Some((index, created)) => Ok(outcome(&keys[index], record, created)),
             None => Err(StoreError::DigestExhausted),
         }
     }
 
-    /// Stores `url` under exactly `key`, unless `key` holds another URL.
-    pub async fn insert_custom(&self, url: &ValidUrl, key: &Key) -> Result<Inserted, StoreError> {
-        let slot = self.scheme.slot(key);
-        match self.claim(&slot.hash, url, &[slot.field]).await? {
-            Some((_, created)) => Ok(outcome(key, url, created)),
+    /// Stores `record` under exactly `key`, unless `key` holds anything
+    /// else (another link, or a deleted one).
+    pub async fn insert_custom(&self, record: &Record, key: &Key) -> Result<Inserted, StoreError> {
+        match self.claim(key, record, &[self.scheme.field(key)]).await? {
+            Some((_, created)) => Ok(outcome(key, record, created)),
             None => Err(StoreError::KeyTaken {
                 key: key.to_string(),
             }),
         }
     }
 
-    /// The URL stored under `key`, if any; `None` too for keys that break
-    /// the key rules.
-    pub async fn get(&self, key: &str) -> Result<Option<String>, StoreError> {
-        let Ok(slot) = self.scheme.locate(key) else {
-            return Ok(None);
-        };
+    /// What `key` holds, if anything.
+    pub async fn read(&self, key: &Key) -> Result<Option<Current>, StoreError> {
+        let slot = self.scheme.slot(key);
         let mut connection = self.connection.clone();
-        let url: Option<String> = redis::cmd("HGET")
+        let raw: Option<String> = redis::cmd("HGET")
             .arg(&slot.hash)
             .arg(slot.field)
             .query_async(&mut connection)
             .await?;
-        Ok(url)
+        raw.map(|raw| current(key, raw)).transpose()
+    }
+
+    /// Stores `new` under `key` if it still holds `based_on`: `Ok(false)`
+    /// when a concurrent change came first, and nothing was stored.
+    pub async fn replace(
+        &self,
+        key: &Key,
+        based_on: &str,
+        new: &Stored,
+    ) -> Result<bool, StoreError> {
+        let slot = self.scheme.slot(key);
+        let mut connection = self.connection.clone();
+        let mut invocation = self.replace.key(&slot.hash);
+        invocation
+            .arg(new.to_string())
+            .arg(self.deadline_ms())
+            .arg(slot.field)
+            .arg(based_on);
+        let (outcome, _): (i64, u8) = invocation.invoke_async(&mut connection).await?;
+        match outcome {
+            -1 => Err(StoreError::Unavailable(Unreachable::PastDeadline)),
+            0 => Ok(false),
+            1 => Ok(true),
+            n => Err(StoreError::Unavailable(Unreachable::UnexpectedReply(n))),
+        }
+    }
+
+    /// The owners with an index, in name order; `None` stands for links
+    /// created without a token.
+    pub async fn owners(&self) -> Result<Vec<Option<Owner>>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mut names: Vec<String> = Vec::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{}*", self.scheme.index(None)))
+                .arg("COUNT")
+                .arg(1000)
+                .arg("TYPE")
+                .arg("list")
+                .query_async(&mut connection)
+                .await?;
+            names.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        let mut owners: Vec<Option<Owner>> = names
+            .iter()
+            .filter_map(|name| self.scheme.index_owner(name).ok())
+            .collect();
+        owners.sort();
+        owners.dedup();
+        Ok(owners)
+    }
+
+    /// Up to `limit` of `owner`'s links that pass `keep`, newest first,
+    /// from index position `before` down (from the newest when `None`).
+    /// Deleted links are skipped. Reads at most [`LIST_BUDGET`] entries: a
+    /// page may hold fewer links than asked and still have a next one.
+    pub async fn list(
+        &self,
+        owner: Option<&Owner>,
+        before: Option<usize>,
+        limit: usize,
+        keep: impl Fn(&Link) -> bool,
+    ) -> Result<Page, StoreError> {
+        let index = self.scheme.index(owner);
+        let mut connection = self.connection.clone();
+        let mut end = match before {
+            Some(before) => before,
+            None => {
+                redis::cmd("LLEN")
+                    .arg(&index)
+                    .query_async(&mut connection)
+                    .await?
+            }
+        };
+        let mut page = Page::default();
+        let mut budget = LIST_BUDGET;
+        while end > 0 && budget > 0 && page.links.len() < limit {
+            let start = end.saturating_sub(LIST_CHUNK.min(budget));
+            let keys: Vec<String> = redis::cmd("LRANGE")
+                .arg(&index)
+                .arg(start)
+                .arg(end - 1)
+                .query_async(&mut connection)
+                .await?;
+            let keys: Vec<Key> = keys
+                .iter()
+                .map(|key| self.scheme.key(key))
+                .collect::<Result<_, _>>()
+                .map_err(|e| StoreError::Unreadable {
+                    key: index.clone(),
+                    reason: e.to_string(),
+                })?;
+            let mut lookups = redis::pipe();
+            for key in &keys {
+                let slot = self.scheme.slot(key);
+                lookups.cmd("HGET").arg(&slot.hash).arg(slot.field);
+            }
+            let values: Vec<Option<String>> = lookups.query_async(&mut connection).await?;
+            for (position, (key, value)) in (start..end).zip(keys.into_iter().zip(values)).rev() {
+                end = position;
+                budget -= 1;
+                let Some(Stored::Link(record)) = value.and_then(|raw| Stored::parse(&raw).ok())
+                else {
+                    continue;
+                };
+                let link = Link {
+                    key: key.to_string(),
+                    record,
+                };
+                if keep(&link) {
+                    page.links.push(link);
+                    if page.links.len() == limit {
+                        break;
+                    }
+                }
+            }
+        }
+        page.next = (end > 0).then_some(end);
+        Ok(page)
     }
 
     async fn claim(
         &self,
-        hash: &str,
-        url: &ValidUrl,
+        first: &Key,
+        record: &Record,
         fields: &[&str],
     ) -> Result<Option<(usize, bool)>, StoreError> {
+        let slot = self.scheme.slot(first);
+        let head = &first.as_str()[..first.as_str().len() - slot.field.len()];
         let mut connection = self.connection.clone();
-        let mut invocation = self.claim.key(hash);
+        let mut invocation = self.claim.key(&slot.hash);
         invocation
-            .arg(url.as_str())
+            .key(self.scheme.index(record.owner.as_ref()))
+            .arg(record.to_string())
             .arg(self.deadline_ms())
+            .arg(head)
             .arg(fields);
         let (position, created): (i64, u8) = invocation.invoke_async(&mut connection).await?;
         match position {
@@ -203,10 +376,20 @@ impl LinkStore {
     }
 }
 
-fn outcome(key: &Key, url: &ValidUrl, created: bool) -> Inserted {
+fn current(key: &Key, raw: String) -> Result<Current, StoreError> {
+    match Stored::parse(&raw) {
+        Ok(stored) => Ok(Current { stored, raw }),
+        Err(e) => Err(StoreError::Unreadable {
+            key: key.to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+fn outcome(key: &Key, record: &Record, created: bool) -> Inserted {
     let link = Link {
         key: key.to_string(),
-        url: url.to_string(),
+        record: record.clone(),
     };
     if created {
         Inserted::Created(link)

@@ -1,8 +1,11 @@
 //! Checks on what users submit, before anything is written.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::time::SystemTime;
 
-use shortlink_core::{Key, ValidUrl};
+use shortlink_core::{Expiry, Key, ValidUrl};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
 use url::{Host, Url};
 
 use crate::config::Settings;
@@ -12,6 +15,12 @@ use crate::config::Settings;
 pub enum Field {
     Url,
     Key,
+    ExpiresAt,
+    ExpiredUrl,
+    Cursor,
+    Limit,
+    /// A field the API does not know.
+    Unknown,
 }
 
 impl Field {
@@ -20,6 +29,11 @@ impl Field {
         match self {
             Self::Url => "url",
             Self::Key => "key",
+            Self::ExpiresAt => "expires_at",
+            Self::ExpiredUrl => "expired_url",
+            Self::Cursor => "cursor",
+            Self::Limit => "limit",
+            Self::Unknown => "unknown",
         }
     }
 }
@@ -34,12 +48,59 @@ pub struct Invalid {
 }
 
 impl Invalid {
-    fn url(message: impl Into<String>) -> Self {
+    pub fn new(field: Field, message: impl Into<String>) -> Self {
         Self {
-            field: Field::Url,
+            field,
             message: message.into(),
         }
     }
+
+    fn url(message: impl Into<String>) -> Self {
+        Self::new(Field::Url, message)
+    }
+}
+
+/// Where an expired link goes: a URL under the same rules as a link's.
+pub fn normalize_expired_url(input: &str, settings: &Settings) -> Result<ValidUrl, Invalid> {
+    normalize_url(input, settings).map_err(|e| Invalid {
+        field: Field::ExpiredUrl,
+        message: e.message.replacen("the URL", "the expired URL", 1),
+    })
+}
+
+/// An expiry given as an RFC 3339 time (`2026-12-31T23:59:59Z`, or with an
+/// offset such as `+01:00`), which must be later than `now`. Stored to the
+/// second: a fraction is dropped.
+pub fn parse_expiry(input: &str, now: SystemTime) -> Result<Expiry, Invalid> {
+    let at = OffsetDateTime::parse(input, &Rfc3339).map_err(|e| {
+        Invalid::new(
+            Field::ExpiresAt,
+            format!(
+                "expires_at {input:?} is not an RFC 3339 time ({e}); write it like \
+                 2026-12-31T23:59:59Z"
+            ),
+        )
+    })?;
+    let unix = u64::try_from(at.unix_timestamp()).unwrap_or(0);
+    let expiry = Expiry::from_unix(unix);
+    if expiry.has_passed(now) {
+        return Err(Invalid::new(
+            Field::ExpiresAt,
+            format!(
+                "expires_at {input:?} is not in the future; give a later time, or null for none"
+            ),
+        ));
+    }
+    Ok(expiry)
+}
+
+/// `expiry` as RFC 3339, in UTC.
+pub fn format_expiry(expiry: Expiry) -> String {
+    i64::try_from(expiry.unix())
+        .ok()
+        .and_then(|unix| OffsetDateTime::from_unix_timestamp(unix).ok())
+        .and_then(|at| at.format(&Rfc3339).ok())
+        .unwrap_or_else(|| "9999-12-31T23:59:59Z".to_owned())
 }
 
 /// The URL to store: `input` checked and in its canonical form (lower-case

@@ -6,11 +6,13 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use serde::{Deserialize, Serialize};
 
-use crate::access::{is_form_cookie, new_form_cookie, Gatekeeper, Refusal, CSRF_COOKIE};
+use serde_json::{Map, Value};
+
+use crate::access::{is_form_cookie, new_form_cookie, Caller, Gatekeeper, Refusal, CSRF_COOKIE};
 use crate::page::{render, FormView, Outcome};
-use crate::shortener::{ShortenError, Shortener};
-use crate::store::{Inserted, Link};
-use crate::validate::Field;
+use crate::shortener::{Change, ListQuery, NewLink, ShortenError, Shortener, Written};
+use crate::store::{Current, Inserted, Link};
+use crate::validate::{format_expiry, Field, Invalid};
 
 /// Routes of the writer, for `App::configure`; bodies over `max_body_bytes`
 /// get 413. The app must also hold a `Shortener` and a `Gatekeeper`.
@@ -29,30 +31,88 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
         .route("/", web::get().to(form_page))
         .route("/", web::post().to(form_submit))
         .route("/api/links", web::post().to(create_link))
-        .route("/api/links/{key}", web::get().to(get_link));
+        .route("/api/links", web::get().to(list_links))
+        .route("/api/links/{key}", web::get().to(get_link))
+        .route("/api/links/{key}", web::patch().to(edit_link))
+        .route("/api/links/{key}", web::delete().to(delete_link));
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NewLink {
-    url: String,
-    #[serde(default)]
-    key: Option<String>,
-}
-
+/// A link as the API shows it.
 #[derive(Debug, Serialize)]
 pub struct LinkBody {
     key: String,
     url: String,
     short_url: String,
+    /// RFC 3339, UTC; `null` for a link that never expires.
+    expires_at: Option<String>,
+    /// Where the link goes once expired; `null`: it answers 410.
+    expired_url: Option<String>,
+    /// Whether the expiry has passed.
+    expired: bool,
+    /// The name of the token that created it; `null`: created without one,
+    /// or by hand.
+    owner: Option<String>,
+    /// Set when the change was stored but Varnish could not be told.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warning: Option<String>,
 }
 
 impl LinkBody {
     fn new(link: &Link, shortener: &Shortener) -> Self {
+        let record = &link.record;
         Self {
             key: link.key.clone(),
-            url: link.url.clone(),
+            url: record.url.to_string(),
             short_url: shortener.short_url(&link.key),
+            expires_at: record.expires.map(format_expiry),
+            expired_url: record.expired_url.as_ref().map(ToString::to_string),
+            expired: record
+                .expires
+                .is_some_and(|e| e.has_passed(std::time::SystemTime::now())),
+            owner: record.owner.as_ref().map(ToString::to_string),
+            warning: None,
+        }
+    }
+
+    fn warned(mut self, warning: Option<String>) -> Self {
+        self.warning = warning;
+        self
+    }
+}
+
+/// The fields of a JSON object, each taken at most once by name; whatever
+/// is left is an unknown field, answered 422 with its name.
+struct Fields(Map<String, Value>);
+
+impl Fields {
+    /// A string field: absent `None`; `null` is refused unless `nullable`,
+    /// where it is `Some(None)`: a change tells "leave it" from "remove it".
+    #[allow(clippy::option_option)]
+    fn text(&mut self, field: Field, nullable: bool) -> Result<Option<Option<String>>, Invalid> {
+        match self.0.remove(field.name()) {
+            None => Ok(None),
+            Some(Value::String(text)) => Ok(Some(Some(text))),
+            Some(Value::Null) if nullable => Ok(Some(None)),
+            Some(other) => Err(Invalid::new(
+                field,
+                format!(
+                    "{} must be a string{}, not {other}",
+                    field.name(),
+                    if nullable { " or null" } else { "" }
+                ),
+            )),
+        }
+    }
+
+    fn done(self) -> Result<(), Invalid> {
+        match self.0.keys().next() {
+            None => Ok(()),
+            Some(unknown) => Err(Invalid {
+                field: Field::Unknown,
+                message: format!(
+                    "unknown field {unknown:?}; a link has url, key, expires_at and expired_url"
+                ),
+            }),
         }
     }
 }
@@ -131,6 +191,12 @@ impl From<ShortenError> for ApiError {
     }
 }
 
+impl From<Invalid> for ApiError {
+    fn from(invalid: Invalid) -> Self {
+        ShortenError::Invalid(invalid).into()
+    }
+}
+
 impl From<Refusal> for ApiError {
     fn from(refusal: Refusal) -> Self {
         let mut error = Self::new(StatusCode::FORBIDDEN, refusal.to_string());
@@ -147,7 +213,7 @@ impl From<Refusal> for ApiError {
                 error.status = StatusCode::TOO_MANY_REQUESTS;
                 error.retry_after_s = Some(retry_after_s);
             }
-            Refusal::CrossSite(_) => {}
+            Refusal::CrossSite(_) | Refusal::NotYours => {}
         }
         error
     }
@@ -196,10 +262,32 @@ async fn create_link(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
     guard: web::Data<Gatekeeper>,
-    body: web::Json<NewLink>,
+    body: web::Json<Map<String, Value>>,
 ) -> Result<HttpResponse, ApiError> {
-    guard.admit(&request, None)?;
-    let inserted = shortener.shorten(&body.url, body.key.as_deref()).await?;
+    let caller = guard.admit(&request, None)?;
+    let mut fields = Fields(body.into_inner());
+    let url = fields
+        .text(Field::Url, false)?
+        .flatten()
+        .ok_or_else(|| Invalid::new(Field::Url, "send the long URL: {\"url\": \"https://...\"}"))?;
+    let key = fields.text(Field::Key, true)?.flatten();
+    let expires_at = fields.text(Field::ExpiresAt, true)?.flatten();
+    let expired_url = fields.text(Field::ExpiredUrl, true)?.flatten();
+    fields.done()?;
+    let new = NewLink {
+        url: &url,
+        key: key.as_deref(),
+        expires_at: expires_at.as_deref(),
+        expired_url: expired_url.as_deref(),
+    };
+    let owner = match caller {
+        Caller::TokenHolder(identity) => Some(identity.owner),
+        Caller::Anonymous => None,
+    };
+    let Written {
+        outcome: inserted,
+        purge_warning,
+    } = shortener.create(&new, owner).await?;
     let status = match inserted {
         Inserted::Created(_) => StatusCode::CREATED,
         Inserted::Existing(_) => StatusCode::OK,
@@ -207,22 +295,138 @@ async fn create_link(
     let link = inserted.link();
     Ok(HttpResponse::build(status)
         .insert_header((header::LOCATION, format!("/api/links/{}", link.key)))
-        .json(LinkBody::new(link, &shortener)))
+        .json(LinkBody::new(link, &shortener).warned(purge_warning)))
+}
+
+/// A link, with its `ETag` for a later `If-Match`.
+fn link_response(
+    link: &Link,
+    current: &Current,
+    shortener: &Shortener,
+    warning: Option<String>,
+) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::ETAG, current.etag()))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(LinkBody::new(link, shortener).warned(warning))
 }
 
 async fn get_link(
     shortener: web::Data<Shortener>,
     key: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let key = key.into_inner();
-    match shortener.get(&key).await {
-        Ok(Some(link)) => Ok(HttpResponse::Ok().json(LinkBody::new(&link, &shortener))),
-        Ok(None) => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("there is no link with the key {key:?}"),
-        )),
-        Err(error) => Err(ShortenError::Store(error).into()),
+    let (link, current) = shortener.show(&key).await?;
+    Ok(link_response(&link, &current, &shortener, None))
+}
+
+fn if_match(request: &HttpRequest) -> Option<&str> {
+    request
+        .headers()
+        .get(header::IF_MATCH)
+        .map(|value| value.to_str().unwrap_or("\"unreadable\""))
+}
+
+async fn edit_link(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    key: web::Path<String>,
+    body: web::Json<Map<String, Value>>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify(&request)?;
+    let mut fields = Fields(body.into_inner());
+    let url = fields.text(Field::Url, false)?.flatten();
+    let expires_at = fields.text(Field::ExpiresAt, true)?;
+    let expired_url = fields.text(Field::ExpiredUrl, true)?;
+    if fields.0.contains_key(Field::Key.name()) {
+        return Err(Invalid::new(
+            Field::Key,
+            "a link's key cannot change: create a new link with the new key instead",
+        )
+        .into());
     }
+    fields.done()?;
+    if url.is_none() && expires_at.is_none() && expired_url.is_none() {
+        return Err(Invalid::new(
+            Field::Url,
+            "nothing to change: send url, expires_at or expired_url",
+        )
+        .into());
+    }
+    let change = Change {
+        url: url.as_deref(),
+        expires_at: expires_at.as_ref().map(Option::as_deref),
+        expired_url: expired_url.as_ref().map(Option::as_deref),
+    };
+    let written = shortener
+        .edit(&who, &key, &change, if_match(&request))
+        .await?;
+    let (link, current) = &written.outcome;
+    Ok(link_response(
+        link,
+        current,
+        &shortener,
+        written.purge_warning,
+    ))
+}
+
+async fn delete_link(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify(&request)?;
+    let written = shortener.delete(&who, &key, if_match(&request)).await?;
+    Ok(match written.purge_warning {
+        None => HttpResponse::NoContent().finish(),
+        // Deleted, but Varnish may still redirect: say so.
+        Some(warning) => HttpResponse::Ok().json(serde_json::json!({
+            "deleted": key.as_str(),
+            "warning": warning,
+        })),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    limit: Option<usize>,
+    cursor: Option<String>,
+    search: Option<String>,
+    owner: Option<String>,
+}
+
+/// Links listed when the request names no limit.
+const DEFAULT_PAGE: usize = 20;
+
+async fn list_links(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify(&request)?;
+    let params = web::Query::<ListParams>::from_query(request.query_string()).map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("the query is not valid: {e}; use limit, cursor, search and owner"),
+        )
+    })?;
+    let query = ListQuery {
+        limit: params.limit.unwrap_or(DEFAULT_PAGE),
+        cursor: params.cursor.as_deref(),
+        search: params.search.as_deref().filter(|s| !s.is_empty()),
+        owner: params.owner.as_deref().filter(|s| !s.is_empty()),
+    };
+    let listing = shortener.list(&who, &query).await?;
+    let links: Vec<LinkBody> = listing
+        .links
+        .iter()
+        .map(|link| LinkBody::new(link, &shortener))
+        .collect();
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(serde_json::json!({ "links": links, "next_cursor": listing.next_cursor })))
 }
 
 #[derive(Debug, Deserialize)]
@@ -278,7 +482,7 @@ async fn form_submit(
                 );
             }
             Refusal::TokenInvalid => view.token_error = Some(error.message),
-            Refusal::RateLimited { .. } | Refusal::CrossSite(_) => {
+            Refusal::RateLimited { .. } | Refusal::CrossSite(_) | Refusal::NotYours => {
                 view.general_error = Some(error.message);
             }
         }
@@ -297,7 +501,7 @@ async fn form_submit(
             view = FormView {
                 outcome: Some(Outcome {
                     short_url: shortener.short_url(&link.key),
-                    long_url: link.url.clone(),
+                    long_url: link.record.url.to_string(),
                     created,
                 }),
                 ..FormView::default()
@@ -313,7 +517,8 @@ async fn form_submit(
             match field {
                 Some(Field::Key) => view.key_error = Some(message),
                 Some(Field::Url) => view.url_error = Some(message),
-                None => view.general_error = Some(message),
+                // The form has no other inputs.
+                _ => view.general_error = Some(message),
             }
             status
         }

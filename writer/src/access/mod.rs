@@ -9,6 +9,7 @@ mod tokens;
 use actix_web::HttpRequest;
 
 pub use cross_site::{is_form_cookie, new_form_cookie, CSRF_COOKIE};
+pub use tokens::Identity;
 
 use crate::config::Settings;
 use cross_site::FormProtection;
@@ -22,6 +23,8 @@ pub enum Refusal {
     TokenMissing,
     /// A token was sent and matches none configured.
     TokenInvalid,
+    /// The token is valid, but the link is someone else's.
+    NotYours,
     /// The client used up its links for now.
     RateLimited { retry_after_s: u64 },
     /// The form was posted from another site, or with a missing or stale
@@ -38,6 +41,10 @@ impl std::fmt::Display for Refusal {
             Self::TokenInvalid => {
                 f.write_str("the access token is not valid; check it with whoever runs this shortener")
             }
+            Self::NotYours => f.write_str(
+                "this link was created with another access token; only that token or an \
+                 admin token may change it",
+            ),
             Self::RateLimited { retry_after_s } => write!(
                 f,
                 "too many links from your address; try again in {retry_after_s} s, or use an access token"
@@ -48,10 +55,10 @@ impl std::fmt::Display for Refusal {
 }
 
 /// Who is creating a link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
-    /// Sent a valid token: never rate limited.
-    TokenHolder,
+    /// Sent a valid token: never rate limited; the link records its owner.
+    TokenHolder(Identity),
     /// Anonymous, within its rate limit.
     Anonymous,
 }
@@ -67,7 +74,7 @@ pub struct Gatekeeper {
 impl Gatekeeper {
     pub fn new(settings: &Settings) -> Result<Self, String> {
         Ok(Self {
-            tokens: AccessTokens::new(settings),
+            tokens: AccessTokens::new(settings)?,
             rate_limit: RateLimit::new(&settings.config.rate_limit),
             form: FormProtection::new()?,
         })
@@ -90,11 +97,11 @@ impl Gatekeeper {
             None => form_token.map(str::trim).filter(|t| !t.is_empty()),
         };
         if let Some(token) = presented {
-            return if self.tokens.is_valid(token) {
-                Ok(Caller::TokenHolder)
-            } else {
-                Err(Refusal::TokenInvalid)
-            };
+            return self
+                .tokens
+                .identify(token)
+                .map(Caller::TokenHolder)
+                .ok_or(Refusal::TokenInvalid);
         }
         if self.tokens.required() {
             return Err(Refusal::TokenMissing);
@@ -103,6 +110,13 @@ impl Gatekeeper {
             Some(limit) => limit.check(request).map(|()| Caller::Anonymous),
             None => Ok(Caller::Anonymous),
         }
+    }
+
+    /// Who sent the request's bearer token: changing a link always needs
+    /// one, wherever the writer listens.
+    pub fn identify(&self, request: &HttpRequest) -> Result<Identity, Refusal> {
+        let token = bearer(request)?.ok_or(Refusal::TokenMissing)?;
+        self.tokens.identify(token).ok_or(Refusal::TokenInvalid)
     }
 
     /// The form token for the browser holding `cookie`.
@@ -123,8 +137,27 @@ mod tests {
     use crate::config::{AccessToken, Config};
     use actix_web::http::header;
     use actix_web::test::TestRequest;
+    use shortlink_core::Owner;
 
     const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+    const ADMIN_TOKEN: &str = "fedcba9876543210fedcba9876543210";
+
+    /// The holder of `TOKEN`, named after its digest.
+    fn holder() -> Caller {
+        Caller::TokenHolder(Identity {
+            owner: Owner::try_from(AccessToken::new(TOKEN).owner_name().as_str()).unwrap(),
+            admin: false,
+        })
+    }
+
+    impl Caller {
+        fn identity(self) -> Identity {
+            match self {
+                Caller::TokenHolder(identity) => identity,
+                Caller::Anonymous => panic!("anonymous"),
+            }
+        }
+    }
 
     fn guard(edit: impl FnOnce(&mut Config)) -> Gatekeeper {
         let mut config = Config::default();
@@ -150,12 +183,12 @@ mod tests {
         for _ in 0..5 {
             assert_eq!(
                 guard.admit(&with(&format!("Bearer {TOKEN}")), None),
-                Ok(Caller::TokenHolder)
+                Ok(holder())
             );
         }
         assert_eq!(
             guard.admit(&with(&format!("bearer {TOKEN}")), None),
-            Ok(Caller::TokenHolder)
+            Ok(holder())
         );
         for bad in [
             &format!("Bearer {TOKEN}x"),
@@ -170,7 +203,7 @@ mod tests {
             );
         }
         let request = from("192.0.2.1").to_http_request();
-        assert_eq!(guard.admit(&request, Some(TOKEN)), Ok(Caller::TokenHolder));
+        assert_eq!(guard.admit(&request, Some(TOKEN)), Ok(holder()));
         assert_eq!(
             guard.admit(&request, Some("nope")),
             Err(Refusal::TokenInvalid)
@@ -186,7 +219,41 @@ mod tests {
         let request = from("127.0.0.1").to_http_request();
         assert_eq!(guard.admit(&request, None), Err(Refusal::TokenMissing));
         assert_eq!(guard.admit(&request, Some("")), Err(Refusal::TokenMissing));
-        assert_eq!(guard.admit(&request, Some(TOKEN)), Ok(Caller::TokenHolder));
+        assert_eq!(guard.admit(&request, Some(TOKEN)), Ok(holder()));
+    }
+
+    #[test]
+    fn changing_needs_a_bearer_token_and_names_its_holder() {
+        let guard = guard(|c| {
+            c.access.tokens = vec![
+                AccessToken::new(TOKEN),
+                AccessToken::named("ops", ADMIN_TOKEN, true),
+            ];
+        });
+        let with = |value: &str| {
+            from("127.0.0.1")
+                .insert_header((header::AUTHORIZATION, value.to_owned()))
+                .to_http_request()
+        };
+        let admin = guard
+            .identify(&with(&format!("Bearer {ADMIN_TOKEN}")))
+            .unwrap();
+        assert_eq!((admin.owner.as_str(), admin.admin), ("ops", true));
+        let plain = guard.identify(&with(&format!("Bearer {TOKEN}"))).unwrap();
+        assert_eq!(plain, holder().identity());
+        // Loopback does not excuse a change from its token.
+        assert_eq!(
+            guard.identify(&from("127.0.0.1").to_http_request()),
+            Err(Refusal::TokenMissing)
+        );
+        assert_eq!(
+            guard.identify(&with("Bearer not-a-token-at-all-0123456789ab")),
+            Err(Refusal::TokenInvalid)
+        );
+        let alice = Owner::try_from("alice").unwrap();
+        assert!(admin.may_change(Some(&alice)) && admin.may_change(None));
+        assert!(!plain.may_change(Some(&alice)) && !plain.may_change(None));
+        assert!(plain.may_change(Some(&plain.owner)));
     }
 
     #[test]

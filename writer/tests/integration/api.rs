@@ -154,8 +154,13 @@ pub fn malformed_requests(suite: &Suite) -> Result<(), String> {
         for (request, expected) in [
             (json("{\"url\": "), 400),
             (json("[]"), 400),
-            (json("{\"link\": \"https://example.org/\"}"), 400),
-            (json("{\"url\": 42}"), 400),
+            // Readable JSON that is no link: 422, naming the field.
+            (json("{\"link\": \"https://example.org/\"}"), 422),
+            (json("{\"url\": 42}"), 422),
+            (
+                json("{\"url\": \"https://example.org/\", \"colour\": \"red\"}"),
+                422,
+            ),
             (
                 actix_test::TestRequest::post()
                     .uri("/api/links")

@@ -14,8 +14,13 @@ use test_support::{
 
 pub type Test = fn(&Suite) -> Result<(), String>;
 
-/// The access token of the suite's writer.
+/// The access token of the suite's writer, given without a name.
 pub const TEST_TOKEN: &str = "test-token-0123456789abcdef0123456789";
+
+/// Tokens of the suite's writer named `alice` and `bob`, and `ops`, an admin.
+pub const ALICE_TOKEN: &str = "alice-token-0123456789abcdef0123456789";
+pub const BOB_TOKEN: &str = "bob-token-0123456789abcdef0123456789ab";
+pub const ADMIN_TOKEN: &str = "ops-token-0123456789abcdef0123456789ab";
 
 pub const WRITER: &str = env!("CARGO_BIN_EXE_shortlink");
 
@@ -47,7 +52,10 @@ impl Suite {
                  [redis]\nurl = \"{}\"\n\
                  [varnish]\npurge_url = \"http://127.0.0.1:{varnish_port}\"\n\
                  vmod = \"{}\"\n\
-                 [access]\ntokens = [\"{TEST_TOKEN}\"]\n",
+                 [access]\ntokens = [\"{TEST_TOKEN}\",\n\
+                 {{ name = \"alice\", token = \"{ALICE_TOKEN}\" }},\n\
+                 {{ name = \"bob\", token = \"{BOB_TOKEN}\" }},\n\
+                 {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }}]\n",
                 redis.url,
                 release_dir().join("libvmod_shortlink.so").display()
             ),
@@ -96,9 +104,14 @@ impl Suite {
         Shortener::new(self.settings(prefix, 2)).expect("shortener")
     }
 
-    /// Every hash name under `prefix` in Redis.
+    /// Every hash name under `prefix` in Redis: the owners' indexes
+    /// (`<prefix>@...`) are not hashes.
     pub fn hashes(&self, prefix: &str) -> Result<Vec<String>, String> {
-        self.redis.query(&["KEYS", &format!("{prefix}*")])
+        let names: Vec<String> = self.redis.query(&["KEYS", &format!("{prefix}*")])?;
+        Ok(names
+            .into_iter()
+            .filter(|name| !name[prefix.len()..].starts_with('@'))
+            .collect())
     }
 
     pub fn agent() -> ureq::Agent {

@@ -11,6 +11,7 @@ mod api;
 mod browser;
 mod e2e;
 mod form;
+mod lifecycle;
 mod security;
 mod store;
 
@@ -60,6 +61,105 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
     Ok(())
 }
 
+/// Every test of the suite, by name.
+const TESTS: &[(&str, common::Test)] = &[
+    ("store::same_url_same_key", store::same_url_same_key),
+    ("store::grows_on_collision", store::grows_on_collision),
+    ("store::custom_keys", store::custom_keys),
+    (
+        "store::concurrent_distinct_urls",
+        store::concurrent_distinct_urls,
+    ),
+    ("store::concurrent_same_url", store::concurrent_same_url),
+    (
+        "store::bench_keys_are_the_writers",
+        store::bench_keys_are_the_writers,
+    ),
+    ("api::create_and_get", api::create_and_get),
+    ("api::every_validation_rule", api::every_validation_rule),
+    ("api::malformed_requests", api::malformed_requests),
+    ("api::redis_unreachable", api::redis_unreachable),
+    ("form::submit_and_errors", form::submit_and_errors),
+    (
+        "lifecycle::edit_is_served_at_once",
+        lifecycle::edit_is_served_at_once,
+    ),
+    (
+        "lifecycle::delete_answers_410_and_keeps_the_key",
+        lifecycle::delete_answers_410_and_keeps_the_key,
+    ),
+    (
+        "lifecycle::only_owners_and_admins_change_links",
+        lifecycle::only_owners_and_admins_change_links,
+    ),
+    (
+        "lifecycle::bad_changes_change_nothing",
+        lifecycle::bad_changes_change_nothing,
+    ),
+    (
+        "lifecycle::expiry_needs_no_writer",
+        lifecycle::expiry_needs_no_writer,
+    ),
+    (
+        "lifecycle::listing_pages_newest_first",
+        lifecycle::listing_pages_newest_first,
+    ),
+    (
+        "lifecycle::changes_while_redis_hangs_store_nothing",
+        lifecycle::changes_while_redis_hangs_store_nothing,
+    ),
+    (
+        "lifecycle::command_line_shows_edits_deletes_and_lists",
+        lifecycle::command_line_shows_edits_deletes_and_lists,
+    ),
+    (
+        "e2e::api_link_served_after_cached_404",
+        e2e::api_link_served_after_cached_404,
+    ),
+    (
+        "e2e::form_link_served_at_once",
+        e2e::form_link_served_at_once,
+    ),
+    (
+        "e2e::purge_survives_idle_close",
+        e2e::purge_survives_idle_close,
+    ),
+    (
+        "e2e::concurrent_inserts_all_purged",
+        e2e::concurrent_inserts_all_purged,
+    ),
+    ("e2e::cli_add_and_vcl", e2e::cli_add_and_vcl),
+    (
+        "vcl::compiles_for_several_configurations",
+        compiles_for_several_configurations,
+    ),
+    (
+        "browser::form_to_landing_page",
+        browser::form_to_landing_page,
+    ),
+    (
+        "security::cross_site_form_posts",
+        security::cross_site_form_posts,
+    ),
+    (
+        "security::tokens_and_rate_limit",
+        security::tokens_and_rate_limit,
+    ),
+    ("security::required_token", security::required_token),
+    (
+        "security::refused_bodies_store_nothing",
+        security::refused_bodies_store_nothing,
+    ),
+    (
+        "security::off_loopback_needs_a_token",
+        security::off_loopback_needs_a_token,
+    ),
+    (
+        "security::tokens_never_logged",
+        security::tokens_never_logged,
+    ),
+];
+
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let suite = match Suite::start() {
@@ -69,74 +169,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let tests: Vec<(&str, common::Test)> = vec![
-        ("store::same_url_same_key", store::same_url_same_key),
-        ("store::grows_on_collision", store::grows_on_collision),
-        ("store::custom_keys", store::custom_keys),
-        (
-            "store::concurrent_distinct_urls",
-            store::concurrent_distinct_urls,
-        ),
-        ("store::concurrent_same_url", store::concurrent_same_url),
-        (
-            "store::bench_keys_are_the_writers",
-            store::bench_keys_are_the_writers,
-        ),
-        ("api::create_and_get", api::create_and_get),
-        ("api::every_validation_rule", api::every_validation_rule),
-        ("api::malformed_requests", api::malformed_requests),
-        ("api::redis_unreachable", api::redis_unreachable),
-        ("form::submit_and_errors", form::submit_and_errors),
-        (
-            "e2e::api_link_served_after_cached_404",
-            e2e::api_link_served_after_cached_404,
-        ),
-        (
-            "e2e::form_link_served_at_once",
-            e2e::form_link_served_at_once,
-        ),
-        (
-            "e2e::purge_survives_idle_close",
-            e2e::purge_survives_idle_close,
-        ),
-        (
-            "e2e::concurrent_inserts_all_purged",
-            e2e::concurrent_inserts_all_purged,
-        ),
-        ("e2e::cli_add_and_vcl", e2e::cli_add_and_vcl),
-        (
-            "vcl::compiles_for_several_configurations",
-            compiles_for_several_configurations,
-        ),
-        (
-            "browser::form_to_landing_page",
-            browser::form_to_landing_page,
-        ),
-        (
-            "security::cross_site_form_posts",
-            security::cross_site_form_posts,
-        ),
-        (
-            "security::tokens_and_rate_limit",
-            security::tokens_and_rate_limit,
-        ),
-        ("security::required_token", security::required_token),
-        (
-            "security::refused_bodies_store_nothing",
-            security::refused_bodies_store_nothing,
-        ),
-        (
-            "security::off_loopback_needs_a_token",
-            security::off_loopback_needs_a_token,
-        ),
-        (
-            "security::tokens_never_logged",
-            security::tokens_never_logged,
-        ),
-    ];
-    let trials = tests
-        .into_iter()
-        .map(|(name, test)| {
+    let trials = TESTS
+        .iter()
+        .map(|&(name, test)| {
             let suite = std::sync::Arc::clone(&suite);
             Trial::test(name, move || test(&suite).map_err(Into::into))
         })
