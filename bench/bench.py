@@ -65,6 +65,11 @@ WRITER_PAIRS = RUNS if QUICK else max(RUNS, 5)
 STORE_CEILING_INSERTS = 4_000 if QUICK else 60_000
 SPLIT = 2
 PREFIX = "short:"
+# An expiry and a five-letter owner, as the writer stores them.
+OWNED_EXPIRY = 1767225600
+OWNED_BY = "alice"
+# Issue target: a link with an expiry and an owner costs at most this.
+OWNED_BYTES_LIMIT = 64
 VARNISHD_PARAMS = ROOT / "vcl" / "varnishd.params"
 CLAIM_SCRIPT = ROOT / "writer" / "src" / "claim.lua"
 BENCH_TOKEN = "bench-token-" + "0123456789abcdef" * 2
@@ -305,6 +310,14 @@ def run(processes):
     encodings = subprocess.run(
         ["redis-cli", "-p", str(redis_port), "OBJECT", "ENCODING", PREFIX + links[0][0][:SPLIT]],
         capture_output=True, text=True).stdout.strip()
+    # The same links as the writer stores them with an expiry and an owner:
+    # the words after the URL, and the owner's list of keys.
+    subprocess.run(["redis-cli", "-p", str(plain_port), "FLUSHALL"], capture_output=True, check=True)
+    empty_owned = redis_memory(plain_port)
+    load(plain_port, [resp("HSET", PREFIX + key[:SPLIT], key[SPLIT:], f"{url} {OWNED_EXPIRY} @{OWNED_BY}")
+                      for key, url in links]
+                     + [resp("RPUSH", f"{PREFIX}@{OWNED_BY}", key) for key, _ in links])
+    owned_bytes = (redis_memory(plain_port) - empty_owned) / LINKS
 
     # Varnish and Redis share the machine: a unix socket spares both the
     # loopback TCP stack on every lookup.
@@ -458,6 +471,7 @@ def run(processes):
             "bytes_per_link": round(hash_bytes, 1),
             "plain_keys_bytes_per_link": round(plain_bytes, 1),
             "ratio_to_plain": round(hash_bytes / plain_bytes, 3),
+            "with_expiry_and_owner_bytes_per_link": round(owned_bytes, 1),
             "mean_url_bytes": round(url_bytes, 1),
             "hash_encoding": encodings,
         },
@@ -536,6 +550,11 @@ def judge(report):
         met = ratio <= bound if op == "<=" else ratio >= bound
         judged.append({"name": name, "value": v, "limit_name": limit_name, "limit": l, "ratio": ratio,
                        "target": f"{op} {bound}", "met": met, "always": always})
+    owned = report["memory"]["with_expiry_and_owner_bytes_per_link"]
+    judged.append({"name": "memory, owned links", "value": {"bytes_per_link": owned},
+                   "limit_name": None, "limit": OWNED_BYTES_LIMIT, "ratio": owned,
+                   "target": f"<= {OWNED_BYTES_LIMIT} bytes/link with expiry and owner",
+                   "met": owned <= OWNED_BYTES_LIMIT, "always": False})
     storm = report["scenarios"]["storm"]
     judged.append({"name": "storm answers", "value": {"non_3xx": storm["non_3xx"],
                                                         "socket_errors": storm["socket_errors"]},
@@ -578,7 +597,8 @@ def print_table(report):
     m = report["memory"]
     print(f"\nmemory      {m['bytes_per_link']:.1f} bytes/link in hashes ({m['hash_encoding']}), "
           f"{m['plain_keys_bytes_per_link']:.1f} as plain keys ({m['links']:,} links, URLs of "
-          f"{m['mean_url_bytes']:.0f} bytes)")
+          f"{m['mean_url_bytes']:.0f} bytes); with an expiry and an owner (and the owner's list): "
+          f"{m['with_expiry_and_owner_bytes_per_link']:.1f}")
     w = report["writer"]
     print(f"writer      {w['inserts_per_s']:,.0f} inserts/s through the JSON API, 16 clients, {w['errors']} errors; "
           f"the claim script straight at Redis: {w['store_ceiling_inserts_per_s']:,.0f}/s")
