@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use shortlink_core::Stored;
 use test_support::{generate_vcl, shortlink_binary, Persistence, Redis, Varnish, Writer};
 
 /// The lookup timeout configured in Varnish; a 503 must come within it
@@ -44,9 +45,11 @@ pub fn start_redis(dir: &Path) -> Result<Redis, String> {
     Redis::start(dir, Persistence::Shipped, "")
 }
 
-/// Every link under `prefix`, read back whole: key to URL.
+/// Every link under `prefix`, read back whole: key to URL. The owners'
+/// lists of keys (`<prefix>@...`) are not links.
 pub fn dump_links(redis: &Redis, prefix: &str) -> Result<BTreeMap<String, String>, String> {
-    let hashes: Vec<String> = redis.query(&["KEYS", &format!("{prefix}*")])?;
+    let mut hashes: Vec<String> = redis.query(&["KEYS", &format!("{prefix}*")])?;
+    hashes.retain(|name| !name[prefix.len()..].starts_with('@'));
     let mut conn = redis.connection()?;
     let mut pipe = redis::pipe();
     for hash in &hashes {
@@ -61,9 +64,17 @@ pub fn dump_links(redis: &Redis, prefix: &str) -> Result<BTreeMap<String, String
             let slot = &hash[prefix.len()..];
             fields
                 .into_iter()
-                .map(move |(field, url)| (format!("{slot}{field}"), url))
+                .map(move |(field, value)| (format!("{slot}{field}"), url_of(value)))
         })
         .collect())
+}
+
+/// The URL a stored value leads to; the value itself when it is no link.
+fn url_of(value: String) -> String {
+    match Stored::parse(&value) {
+        Ok(Stored::Link(record)) => record.url.to_string(),
+        _ => value,
+    }
 }
 
 /// What happens to Redis in a test.

@@ -568,3 +568,56 @@ pub fn command_line_shows_edits_deletes_and_lists(suite: &Suite) -> Result<(), S
         || format!("editing a deleted link: {stderr}"),
     )
 }
+
+/// A change Varnish was not told of says so, and is stored all the same.
+pub fn unpurged_changes_say_so(suite: &Suite) -> Result<(), String> {
+    let closed = test_support::free_port()?;
+    let settings = suite.settings_with("t-unpurged:", 2, |config| {
+        config.varnish.purge_url = format!("http://127.0.0.1:{closed}");
+    });
+    let admin = Identity {
+        owner: shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?,
+        admin: true,
+    };
+    block_on(async {
+        let shortener =
+            shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
+        let new = shortlink_writer::shortener::NewLink {
+            url: "https://example.org/lifecycle/unpurged",
+            key: Some("unpurged"),
+            ..Default::default()
+        };
+        let created = shortener
+            .create(&new, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let change = Change {
+            url: Some("https://example.org/lifecycle/unpurged-2"),
+            ..Change::default()
+        };
+        let edited = shortener
+            .edit(&admin, "unpurged", &change, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let deleted = shortener
+            .delete(&admin, "unpurged", None)
+            .await
+            .map_err(|e| e.to_string())?;
+        for (what, warning) in [
+            ("create", created.purge_warning),
+            ("edit", edited.purge_warning),
+            ("delete", deleted.purge_warning),
+        ] {
+            ensure(
+                warning
+                    .as_deref()
+                    .is_some_and(|w| w.contains("Varnish was not told")),
+                || format!("{what}: {warning:?}"),
+            )?;
+        }
+        let stored: Option<String> = suite.redis.query(&["HGET", "t-unpurged:un", "purged"])?;
+        ensure(stored.as_deref() == Some("deleted"), || {
+            format!("{stored:?}")
+        })
+    })
+}

@@ -109,6 +109,10 @@ const TESTS: &[(&str, common::Test)] = &[
         lifecycle::changes_while_redis_hangs_store_nothing,
     ),
     (
+        "lifecycle::unpurged_changes_say_so",
+        lifecycle::unpurged_changes_say_so,
+    ),
+    (
         "lifecycle::command_line_shows_edits_deletes_and_lists",
         lifecycle::command_line_shows_edits_deletes_and_lists,
     ),
