@@ -243,6 +243,12 @@ impl KeyScheme {
         self.split_key(&key.0).1
     }
 
+    /// The part of `key` that names its hash, after the prefix.
+    #[must_use]
+    pub fn head<'k>(&self, key: &'k Key) -> &'k str {
+        self.split_key(&key.0).0
+    }
+
     /// The keys the writer may give `url`, shortest first: the prefixes of
     /// its [`digest_key`] from `min_len` characters on. They share their
     /// first `split` characters, so all of them live in one hash.
@@ -501,6 +507,9 @@ mod tests {
         assert!(keys
             .iter()
             .all(|key| scheme.field(key) == scheme.slot(key).field));
+        assert!(keys
+            .iter()
+            .all(|key| format!("short:{}", scheme.head(key)) == hash));
         // Never shorter than the scheme allows, whatever is asked.
         let wide = KeyScheme::new("s:", 4).unwrap();
         assert_eq!(wide.generated_keys(&url, 1)[0].as_str().len(), 5);

@@ -10,7 +10,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use shortlink_core::{
-    HeaderValue, KeyScheme, Owner, PoolSize, RedirectStatus, Timeout, Ttl, DIGEST_KEY_LEN,
+    HeaderValue, KeyScheme, Owner, PoolSize, RecordError, RedirectStatus, Timeout, Ttl,
+    DIGEST_KEY_LEN,
 };
 use url::Url;
 
@@ -195,6 +196,11 @@ impl AccessToken {
             };
             format!("token-{a:02x}{b:02x}{c:02x}{d:02x}")
         })
+    }
+
+    /// [`Self::owner_name`] as an owner, or why the name is refused.
+    pub fn owner(&self) -> Result<Owner, RecordError> {
+        Owner::try_from(self.owner_name().as_str())
     }
 }
 
@@ -587,33 +593,31 @@ fn is_host_name(host: &str) -> bool {
 }
 
 fn check_access(access: &AccessConfig) -> Result<(), ConfigError> {
-    for (n, token) in access.tokens.iter().enumerate() {
-        let token = token.expose();
-        // The token itself never goes into the message.
-        if token.len() < MIN_TOKEN_LEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(ConfigError(format!(
-                "access.tokens: token {} must be at least {MIN_TOKEN_LEN} printable \
-                 characters without spaces (make one with `openssl rand -hex 32`)",
-                n + 1
-            )));
-        }
-    }
-    let mut names = std::collections::HashSet::new();
+    let mut owners = std::collections::HashSet::new();
     let mut secrets = std::collections::HashSet::new();
     for (n, token) in access.tokens.iter().enumerate() {
-        let name = token.owner_name();
-        Owner::try_from(name.as_str())
-            .map_err(|e| ConfigError(format!("access.tokens: token {}: {e}", n + 1)))?;
-        if !names.insert(name.clone()) {
+        let n = n + 1;
+        let secret = token.expose();
+        // The token itself never goes into a message.
+        if secret.len() < MIN_TOKEN_LEN || !secret.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(ConfigError(format!(
-                "access.tokens: the name {name:?} is given to two tokens; each token needs \
-                 a name of its own, as links record it as their owner"
+                "access.tokens: token {n} must be at least {MIN_TOKEN_LEN} printable \
+                 characters without spaces (make one with `openssl rand -hex 32`)"
             )));
         }
-        if !secrets.insert(token.expose()) {
+        let owner = token
+            .owner()
+            .map_err(|e| ConfigError(format!("access.tokens: token {n}: {e}")))?;
+        if !secrets.insert(secret) {
             return Err(ConfigError(format!(
-                "access.tokens: token {} is listed twice; remove one",
-                n + 1
+                "access.tokens: token {n} is listed twice; remove one"
+            )));
+        }
+        if !owners.insert(owner) {
+            return Err(ConfigError(format!(
+                "access.tokens: the name {:?} is given to two tokens; each token needs \
+                 a name of its own, as links record it as their owner",
+                token.owner_name()
             )));
         }
     }

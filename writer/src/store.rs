@@ -343,14 +343,13 @@ impl LinkStore {
         fields: &[&str],
     ) -> Result<Option<(usize, bool)>, StoreError> {
         let slot = self.scheme.slot(first);
-        let head = &first.as_str()[..first.as_str().len() - slot.field.len()];
         let mut connection = self.connection.clone();
         let mut invocation = self.claim.key(&slot.hash);
         invocation
             .key(self.scheme.index(record.owner.as_ref()))
             .arg(record.to_string())
             .arg(self.deadline_ms())
-            .arg(head)
+            .arg(self.scheme.head(first))
             .arg(fields);
         let (position, created): (i64, u8) = invocation.invoke_async(&mut connection).await?;
         match position {

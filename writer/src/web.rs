@@ -213,7 +213,7 @@ impl From<Refusal> for ApiError {
                 error.status = StatusCode::TOO_MANY_REQUESTS;
                 error.retry_after_s = Some(retry_after_s);
             }
-            Refusal::CrossSite(_) | Refusal::NotYours => {}
+            Refusal::CrossSite(_) => {}
         }
         error
     }
@@ -482,7 +482,7 @@ async fn form_submit(
                 );
             }
             Refusal::TokenInvalid => view.token_error = Some(error.message),
-            Refusal::RateLimited { .. } | Refusal::CrossSite(_) | Refusal::NotYours => {
+            Refusal::RateLimited { .. } | Refusal::CrossSite(_) => {
                 view.general_error = Some(error.message);
             }
         }

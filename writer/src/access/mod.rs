@@ -23,8 +23,6 @@ pub enum Refusal {
     TokenMissing,
     /// A token was sent and matches none configured.
     TokenInvalid,
-    /// The token is valid, but the link is someone else's.
-    NotYours,
     /// The client used up its links for now.
     RateLimited { retry_after_s: u64 },
     /// The form was posted from another site, or with a missing or stale
@@ -36,15 +34,12 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::TokenMissing => f.write_str(
-                "creating links here needs an access token: send it as Authorization: Bearer <token>",
+                "creating or changing links here needs an access token: send it as \
+                 Authorization: Bearer <token>",
             ),
             Self::TokenInvalid => {
                 f.write_str("the access token is not valid; check it with whoever runs this shortener")
             }
-            Self::NotYours => f.write_str(
-                "this link was created with another access token; only that token or an \
-                 admin token may change it",
-            ),
             Self::RateLimited { retry_after_s } => write!(
                 f,
                 "too many links from your address; try again in {retry_after_s} s, or use an access token"
@@ -145,7 +140,7 @@ mod tests {
     /// The holder of `TOKEN`, named after its digest.
     fn holder() -> Caller {
         Caller::TokenHolder(Identity {
-            owner: Owner::try_from(AccessToken::new(TOKEN).owner_name().as_str()).unwrap(),
+            owner: AccessToken::new(TOKEN).owner().unwrap(),
             admin: false,
         })
     }

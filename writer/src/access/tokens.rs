@@ -44,10 +44,8 @@ impl AccessTokens {
             .tokens
             .iter()
             .map(|token| {
-                let owner =
-                    Owner::try_from(token.owner_name().as_str()).map_err(|e| e.to_string())?;
                 let identity = Identity {
-                    owner,
+                    owner: token.owner().map_err(|e| e.to_string())?,
                     admin: token.is_admin(),
                 };
                 Ok((digest(token.expose()), identity))
