@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod config;
+pub mod manage;
 pub mod page;
 pub mod purge;
 pub mod shortener;

@@ -28,7 +28,8 @@ pub struct Outcome {
     pub created: bool,
 }
 
-const STYLE: &str = r"
+/// The look both pages share.
+pub(crate) const STYLE: &str = r"
 :root { color-scheme: light dark; --accent: #1d4ed8; --error: #b91c1c; --line: #8885; }
 @media (prefers-color-scheme: dark) { :root { --accent: #60a5fa; --error: #f87171; } }
 * { box-sizing: border-box; }
@@ -56,6 +57,8 @@ button { font: inherit; font-weight: 600; padding: .7rem 1.4rem; border: 0; bord
 .target { word-break: break-all; }
 .js-only { display: none; }
 .js .js-only { display: inline-block; }
+.nav { margin: -1.25rem 0 2rem; font-size: .95rem; }
+.nav a { color: var(--accent); }
 ";
 
 const SCRIPT: &str = r"
@@ -89,7 +92,7 @@ pub fn render(view: &FormView, keys: &KeyScheme) -> String {
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>Shorten a link</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n\
          <h1>Shorten a link</h1>\n<p class=\"lead\">Paste a long URL; get a short one that \
-         redirects to it.</p>\n"
+         redirects to it.</p>\n<p class=\"nav\"><a href=\"/manage\">Manage your links</a></p>\n"
     );
     if let Some(message) = &view.general_error {
         let _ = writeln!(

@@ -30,6 +30,8 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
         )
         .route("/", web::get().to(form_page))
         .route("/", web::post().to(form_submit))
+        .route("/manage", web::get().to(manage_page))
+        .route("/api/whoami", web::get().to(whoami))
         .route("/api/links", web::post().to(create_link))
         .route("/api/links", web::get().to(list_links))
         .route("/api/links/{key}", web::get().to(get_link))
@@ -427,6 +429,26 @@ async fn list_links(
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(serde_json::json!({ "links": links, "next_cursor": listing.next_cursor })))
+}
+
+/// Who the bearer token belongs to: lets a client check a token before
+/// using it, and the management page greet its user.
+async fn whoami(
+    request: HttpRequest,
+    guard: web::Data<Gatekeeper>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify(&request)?;
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(serde_json::json!({ "name": who.owner.to_string(), "admin": who.admin })))
+}
+
+/// The management page; it holds no data and asks the API for everything.
+async fn manage_page() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .body(crate::manage::render())
 }
 
 #[derive(Debug, Deserialize)]

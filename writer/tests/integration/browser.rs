@@ -1,6 +1,7 @@
 //! The web form in a real headless Chromium: fill it, submit it, read the
 //! short link, follow it through Varnish, and land on the test's own page.
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -8,7 +9,11 @@ use fantoccini::{ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use test_support::{free_port, wait_for_port};
 
-use crate::common::{Suite, CROSS_SITE_URL};
+use serde_json::json;
+
+use crate::common::{
+    api, create, ensure, get, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, CROSS_SITE_URL,
+};
 
 struct ChromeDriver(Child);
 
@@ -20,12 +25,25 @@ impl Drop for ChromeDriver {
 }
 
 pub fn form_to_landing_page(suite: &Suite) -> Result<(), String> {
+    let screenshot = suite.dir.join("form.png");
+    in_chromium(suite, "form", |client| {
+        form_steps(suite, client, &screenshot)
+    })
+}
+
+/// Runs `steps` in a headless Chromium of its own (driver, profile), and
+/// closes it whatever they answer.
+fn in_chromium<F, Fut>(suite: &Suite, name: &str, steps: F) -> Result<(), String>
+where
+    F: FnOnce(fantoccini::Client) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
     let port = free_port()?;
     let driver = Command::new("chromedriver")
         .arg(format!("--port={port}"))
         .arg(format!(
             "--log-path={}",
-            suite.dir.join("chromedriver.log").display()
+            suite.dir.join(format!("chromedriver-{name}.log")).display()
         ))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -33,23 +51,22 @@ pub fn form_to_landing_page(suite: &Suite) -> Result<(), String> {
         .map(ChromeDriver)
         .map_err(|e| format!("cannot start chromedriver (make test installs it): {e}"))?;
     wait_for_port(port, Duration::from_secs(20))?;
-    let profile = suite.dir.join("chromium-profile");
-    let screenshot = suite.dir.join("form.png");
+    let profile = suite.dir.join(format!("chromium-profile-{name}"));
     let result = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?
-        .block_on(drive(suite, port, &profile, &screenshot));
+        .block_on(async {
+            let client = open_session(port, &profile).await?;
+            let outcome = steps(client.clone()).await;
+            let _ = client.close().await;
+            outcome
+        });
     drop(driver);
     result
 }
 
-async fn drive(
-    suite: &Suite,
-    port: u16,
-    profile: &std::path::Path,
-    screenshot: &std::path::Path,
-) -> Result<(), String> {
+async fn open_session(port: u16, profile: &Path) -> Result<fantoccini::Client, String> {
     let mut capabilities = serde_json::Map::new();
     capabilities.insert(
         "goog:chromeOptions".into(),
@@ -64,21 +81,19 @@ async fn drive(
             ],
         }),
     );
-    let client = ClientBuilder::new(HttpConnector::new())
+    ClientBuilder::new(HttpConnector::new())
         .capabilities(capabilities)
         .connect(&format!("http://127.0.0.1:{port}"))
         .await
-        .map_err(|e| format!("cannot open a Chromium session: {e}"))?;
-    let outcome = steps(suite, &client, screenshot).await;
-    let _ = client.close().await;
-    outcome
+        .map_err(|e| format!("cannot open a Chromium session: {e}"))
 }
 
-async fn steps(
+async fn form_steps(
     suite: &Suite,
-    client: &fantoccini::Client,
-    screenshot: &std::path::Path,
+    client: fantoccini::Client,
+    screenshot: &Path,
 ) -> Result<(), String> {
+    let client = &client;
     let fail = |what: &str| {
         let what = what.to_owned();
         move |e: fantoccini::error::CmdError| format!("{what}: {e}")
@@ -200,4 +215,457 @@ async fn wait_for(
         .for_element(locator)
         .await
         .map_err(|e| format!("wait for {locator:?}: {e}"))
+}
+
+/// The management page in Chromium, as its user meets it. A visitor first
+/// clicks a short link, so the browser has seen the old redirect; the page
+/// then edits that link, and the same browser's next click must reach the
+/// new target (neither Varnish nor the browser's cache may keep the old
+/// one). Delete asks first, and the deleted link answers 410.
+pub fn management_page_changes_reach_a_browser_that_clicked_before(
+    suite: &Suite,
+) -> Result<(), String> {
+    let page = |path: &str| suite.landing_url.replace("/welcome", path);
+    let case = ManageCase {
+        suite,
+        edited: create(
+            suite,
+            Some(ALICE_TOKEN),
+            &json!({ "url": page("/manage-before") }),
+        )?,
+        deleted: create(
+            suite,
+            Some(ALICE_TOKEN),
+            &json!({ "url": page("/manage-doomed") }),
+        )?,
+        bobs: create(
+            suite,
+            Some(BOB_TOKEN),
+            &json!({ "url": page("/manage-bob") }),
+        )?,
+        before: page("/manage-before"),
+        after: page("/manage-after"),
+        theirs: page("/manage-theirs"),
+    };
+    let case = &case;
+    in_chromium(suite, "manage", |client| async move {
+        let client = &client;
+        // The visitor's first click, before any change.
+        click_link(client, &suite.landing_url, &case.short(&case.edited)).await?;
+        landed_on(client, &case.before).await?;
+        case.sign_in(client).await?;
+        case.list_and_search(client).await?;
+        case.edit_target(client).await?;
+        // The visitor's next click, from the same page, reaches the new
+        // target: the browser did not keep the old redirect.
+        click_link(client, &suite.landing_url, &case.short(&case.edited)).await?;
+        landed_on(client, &case.after).await?;
+        case.edit_expiry(client).await?;
+        if let Ok(png) = client.screenshot().await {
+            let _ = std::fs::write(suite.dir.join("manage.png"), png);
+        }
+        case.delete(client).await?;
+        case.sign_out(client).await
+    })?;
+    let (status, _) = get(&Suite::agent(), &case.short(&case.deleted))?;
+    ensure(status == 410, || {
+        format!("the deleted link answers {status}")
+    })
+}
+
+/// Alice's two links (one to edit, one to delete), Bob's one, and the
+/// landing pages they lead to.
+struct ManageCase<'a> {
+    suite: &'a Suite,
+    edited: String,
+    deleted: String,
+    bobs: String,
+    before: String,
+    after: String,
+    /// Where an admin sends the edited link while Alice edits it.
+    theirs: String,
+}
+
+impl ManageCase<'_> {
+    fn short(&self, key: &str) -> String {
+        format!("{}/l/{key}", self.suite.varnish.base_url())
+    }
+
+    fn stored(&self, key: &str) -> Result<serde_json::Value, String> {
+        let path = format!("/api/links/{key}");
+        Ok(api(self.suite, "GET", &path, None, None, None)?.body)
+    }
+
+    async fn open_page(&self, client: &fantoccini::Client) -> Result<(), String> {
+        open(client, &format!("{}/manage", self.suite.writer_url)).await
+    }
+
+    /// A wrong token is refused where it was typed; Alice's signs in.
+    async fn sign_in(&self, client: &fantoccini::Client) -> Result<(), String> {
+        self.open_page(client).await?;
+        type_into(client, "#token", "not-a-token").await?;
+        click(client, "#sign-in-form button[type=submit]").await?;
+        wait_js(
+            client,
+            "document.querySelector('#token-help.error')",
+            "the token refusal",
+        )
+        .await?;
+        let refusal = text(client, "#token-help").await?;
+        ensure(refusal.contains("not valid"), || {
+            format!("refusal {refusal:?}")
+        })?;
+        type_into(client, "#token", ALICE_TOKEN).await?;
+        click(client, "#sign-in-form button[type=submit]").await?;
+        wait_js(
+            client,
+            "document.querySelectorAll('li.link').length >= 2",
+            "alice's links",
+        )
+        .await?;
+        let who = text(client, "#who").await?;
+        ensure(who == "alice", || format!("signed in as {who:?}"))
+    }
+
+    /// Alice sees her links, newest first, and not Bob's; search narrows
+    /// them to what matches the key or the URL.
+    async fn list_and_search(&self, client: &fantoccini::Client) -> Result<(), String> {
+        let (edited, deleted, bobs) = (&self.edited, &self.deleted, &self.bobs);
+        let keys = listed_keys(client).await?;
+        ensure(
+            keys.contains(edited) && keys.contains(deleted) && !keys.contains(bobs),
+            || format!("alice sees {keys:?}; hers are {edited} and {deleted}, bob's {bobs}"),
+        )?;
+        ensure(
+            keys.iter().position(|k| k == deleted) < keys.iter().position(|k| k == edited),
+            || format!("not newest first: {keys:?}"),
+        )?;
+        type_into(client, "#search", "manage-doomed").await?;
+        click(client, "#search-form button").await?;
+        wait_js(
+            client,
+            "document.querySelectorAll('li.link').length === 1",
+            "one match",
+        )
+        .await?;
+        let found = listed_keys(client).await?;
+        ensure(found == [deleted.clone()], || {
+            format!("search found {found:?}")
+        })?;
+        type_into(client, "#search", "").await?;
+        click(client, "#search-form button").await?;
+        wait_js(
+            client,
+            "document.querySelectorAll('li.link').length >= 2",
+            "the whole list",
+        )
+        .await
+    }
+
+    /// A bad URL is refused next to its field and stores nothing; an edit
+    /// made elsewhere meanwhile refuses the save and shows the other
+    /// version; then the real change is saved and listed.
+    async fn edit_target(&self, client: &fantoccini::Client) -> Result<(), String> {
+        let edited = &self.edited;
+        click(client, &format!("button[aria-label='Edit {edited}']")).await?;
+        wait_js(
+            client,
+            "document.getElementById('edit-dialog').open",
+            "the edit dialog",
+        )
+        .await?;
+        let shown = value(client, "#edit-url").await?;
+        ensure(shown == self.before, || format!("the form shows {shown:?}"))?;
+        type_into(client, "#edit-url", "not a url").await?;
+        click(client, "#edit-save").await?;
+        wait_js(
+            client,
+            "document.querySelector('#edit-url-help.error')",
+            "the URL refusal",
+        )
+        .await?;
+        let stored = self.stored(edited)?;
+        ensure(stored["url"] == json!(self.before), || {
+            format!("a refused edit stored {stored}")
+        })?;
+
+        let path = format!("/api/links/{edited}");
+        let change = json!({ "url": self.theirs });
+        let other = api(
+            self.suite,
+            "PATCH",
+            &path,
+            Some(ADMIN_TOKEN),
+            None,
+            Some(&change),
+        )?;
+        ensure(other.status == 200, || {
+            format!("the concurrent edit: {}", other.status)
+        })?;
+        type_into(client, "#edit-url", &self.after).await?;
+        click(client, "#edit-save").await?;
+        wait_js(
+            client,
+            "!document.getElementById('edit-error').hidden",
+            "the conflict",
+        )
+        .await?;
+        let conflict = text(client, "#edit-error").await?;
+        ensure(conflict.contains("changed elsewhere"), || {
+            format!("conflict {conflict:?}")
+        })?;
+        let theirs_shown = format!(
+            "document.getElementById('edit-url').value === {}",
+            json!(self.theirs)
+        );
+        wait_js(client, &theirs_shown, "their URL in the form").await?;
+
+        type_into(client, "#edit-url", &self.after).await?;
+        click(client, "#edit-save").await?;
+        wait_js(
+            client,
+            "!document.getElementById('edit-dialog').open",
+            "the saved edit",
+        )
+        .await?;
+        let target = text(client, &format!("li.link[data-key='{edited}'] .target")).await?;
+        ensure(target == self.after, || {
+            format!("the list shows {target:?}")
+        })
+    }
+
+    /// Back on the page (still signed in), an expiry typed in local time
+    /// is stored as that moment.
+    async fn edit_expiry(&self, client: &fantoccini::Client) -> Result<(), String> {
+        let edited = &self.edited;
+        self.open_page(client).await?;
+        click(client, &format!("button[aria-label='Edit {edited}']")).await?;
+        let ready = format!(
+            "document.getElementById('edit-dialog').open && \
+             document.getElementById('edit-url').value === {}",
+            json!(self.after)
+        );
+        wait_js(client, &ready, "the edit dialog").await?;
+        type_into(client, "#edit-expires", "06152030\t1030AM").await?;
+        let typed = value(client, "#edit-expires").await?;
+        ensure(typed == "2030-06-15T10:30", || {
+            format!("the expiry field holds {typed:?}")
+        })?;
+        click(client, "#edit-save").await?;
+        wait_js(
+            client,
+            "!document.getElementById('edit-dialog').open",
+            "the saved expiry",
+        )
+        .await?;
+        let meta = text(client, &format!("li.link[data-key='{edited}'] .meta")).await?;
+        ensure(meta.contains("Expires"), || {
+            format!("the row says {meta:?}")
+        })?;
+        let expected = client
+            .execute(
+                "return new Date('2030-06-15T10:30').toISOString().replace('.000Z', 'Z')",
+                vec![],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let stored = self.stored(edited)?;
+        ensure(
+            stored["url"] == json!(self.after) && stored["expires_at"] == expected,
+            || format!("stored {stored} after typing 2030-06-15 10:30 local ({expected})"),
+        )
+    }
+
+    /// Delete asks first, and keeping the link changes nothing; confirmed,
+    /// the row goes and the link shows the "removed" page.
+    async fn delete(&self, client: &fantoccini::Client) -> Result<(), String> {
+        let deleted = &self.deleted;
+        let delete = format!("button[aria-label='Delete {deleted}']");
+        click(client, &delete).await?;
+        wait_js(
+            client,
+            "document.getElementById('delete-dialog').open",
+            "the confirmation",
+        )
+        .await?;
+        click(client, "#delete-cancel").await?;
+        wait_js(
+            client,
+            "!document.getElementById('delete-dialog').open",
+            "the kept link",
+        )
+        .await?;
+        let kept = api(
+            self.suite,
+            "GET",
+            &format!("/api/links/{deleted}"),
+            None,
+            None,
+            None,
+        )?;
+        ensure(kept.status == 200, || {
+            format!("a cancelled delete answered {}", kept.status)
+        })?;
+        click(client, &delete).await?;
+        wait_js(
+            client,
+            "document.getElementById('delete-dialog').open",
+            "the confirmation",
+        )
+        .await?;
+        click(client, "#delete-confirm").await?;
+        let row_gone = format!("!document.querySelector(\"li.link[data-key='{deleted}']\")");
+        wait_js(client, &row_gone, "the deleted row to go").await?;
+        let said = text(client, "#status").await?;
+        ensure(said.contains("410"), || {
+            format!("after delete the page says {said:?}")
+        })?;
+        click_link(client, &self.suite.landing_url, &self.short(deleted)).await?;
+        let gone = text(client, "body").await?;
+        ensure(gone.to_lowercase().contains("removed"), || {
+            format!("the deleted link shows {gone:?}")
+        })
+    }
+
+    /// The tab remembers the sign-in until Sign out, which forgets it.
+    async fn sign_out(&self, client: &fantoccini::Client) -> Result<(), String> {
+        self.open_page(client).await?;
+        wait_js(
+            client,
+            "!document.getElementById('manager').hidden",
+            "the remembered sign-in",
+        )
+        .await?;
+        click(client, "#sign-out").await?;
+        self.open_page(client).await?;
+        wait_js(
+            client,
+            "!document.getElementById('sign-in').hidden",
+            "the sign-in form",
+        )
+        .await
+    }
+}
+
+async fn open(client: &fantoccini::Client, url: &str) -> Result<(), String> {
+    client
+        .goto(url)
+        .await
+        .map_err(|e| format!("open {url}: {e}"))
+}
+
+/// Clicks a link to `url` on the page at `on`, as a visitor does; the
+/// browser may answer the click from its own cache. (Chromium keys its
+/// cache by the site a navigation starts from, so every click in a test
+/// starts from the same page.)
+async fn click_link(client: &fantoccini::Client, on: &str, url: &str) -> Result<(), String> {
+    open(client, on).await?;
+    // The mark stays with the old document: its absence means a new one.
+    let script = format!(
+        "window.leftBehind = true; const a = document.createElement('a'); \
+         a.href = {}; a.textContent = 'the short link'; document.body.append(a); a.click();",
+        json!(url)
+    );
+    client
+        .execute(&script, vec![])
+        .await
+        .map_err(|e| format!("click {url}: {e}"))?;
+    wait_js(
+        client,
+        "!window.leftBehind && document.readyState === 'complete'",
+        url,
+    )
+    .await
+}
+
+async fn landed_on(client: &fantoccini::Client, target: &str) -> Result<(), String> {
+    wait_for(client, Locator::Id("landed")).await?;
+    let url = client.current_url().await.map_err(|e| e.to_string())?;
+    ensure(url.as_str() == target, || {
+        format!("landed on {url}, not {target}")
+    })
+}
+
+async fn click(client: &fantoccini::Client, css: &str) -> Result<(), String> {
+    wait_for(client, Locator::Css(css))
+        .await?
+        .click()
+        .await
+        .map_err(|e| format!("click {css}: {e}"))
+}
+
+/// Replaces the text of the input at `css` with `keys`, typed.
+async fn type_into(client: &fantoccini::Client, css: &str, keys: &str) -> Result<(), String> {
+    let field = wait_for(client, Locator::Css(css)).await?;
+    field
+        .clear()
+        .await
+        .map_err(|e| format!("clear {css}: {e}"))?;
+    if keys.is_empty() {
+        return Ok(());
+    }
+    field
+        .send_keys(keys)
+        .await
+        .map_err(|e| format!("type into {css}: {e}"))
+}
+
+async fn text(client: &fantoccini::Client, css: &str) -> Result<String, String> {
+    wait_for(client, Locator::Css(css))
+        .await?
+        .text()
+        .await
+        .map_err(|e| format!("read {css}: {e}"))
+}
+
+async fn value(client: &fantoccini::Client, css: &str) -> Result<String, String> {
+    wait_for(client, Locator::Css(css))
+        .await?
+        .prop("value")
+        .await
+        .map_err(|e| format!("read {css}: {e}"))
+        .map(Option::unwrap_or_default)
+}
+
+async fn listed_keys(client: &fantoccini::Client) -> Result<Vec<String>, String> {
+    let keys = client
+        .execute(
+            "return [...document.querySelectorAll('li.link')].map(li => li.dataset.key)",
+            vec![],
+        )
+        .await
+        .map_err(|e| format!("list the keys: {e}"))?;
+    serde_json::from_value(keys).map_err(|e| e.to_string())
+}
+
+/// Waits up to 10 s for the script expression `condition` to be truthy.
+async fn wait_js(client: &fantoccini::Client, condition: &str, what: &str) -> Result<(), String> {
+    let script = format!("return !!({condition});");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let met = client
+            .execute(&script, vec![])
+            .await
+            .map_err(|e| format!("wait for {what}: {e}"))?;
+        if met == serde_json::Value::Bool(true) {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            let url = client
+                .current_url()
+                .await
+                .map_or_else(|e| e.to_string(), |url| url.to_string());
+            let said = client
+                .execute(
+                    "return (document.getElementById('status') || document.body).textContent",
+                    vec![],
+                )
+                .await
+                .map_or_else(|e| e.to_string(), |said| said.to_string());
+            return Err(format!(
+                "waited 10 s for {what} ({condition}); at {url} the page says {said}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

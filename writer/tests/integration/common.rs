@@ -6,6 +6,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde_json::Value;
 use shortlink_writer::config::{AccessToken, Config, Settings};
 use shortlink_writer::shortener::Shortener;
 use test_support::{
@@ -139,30 +140,37 @@ fn start_landing_server(writer_url: &str) -> Result<String, String> {
          <input name=\"url\" value=\"{CROSS_SITE_URL}\"></form>\
          <script>document.forms[0].submit()</script></body></html>"
     );
+    let attack: &'static str = attack.leak();
+    // A thread per connection: a browser may open a connection it does not
+    // use at once, and that must not hold up the one it does.
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(&stream);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let is_attack = line.starts_with("GET /attack ");
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                line.clear();
-            }
-            let body = if is_attack {
-                attack.as_str()
-            } else {
-                "<!DOCTYPE html><html><head><title>Landed</title></head>\
-                 <body><h1 id=\"landed\">You landed</h1></body></html>"
-            };
-            let _ = write!(
-                &stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\
-                 Connection: close\r\n\r\n{body}",
-                body.len()
-            );
+            std::thread::spawn(move || answer_landing(&stream, attack));
         }
     });
     Ok(format!("http://127.0.0.1:{port}/welcome"))
+}
+
+fn answer_landing(stream: &std::net::TcpStream, attack: &str) {
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    let _ = reader.read_line(&mut line);
+    let is_attack = line.starts_with("GET /attack ");
+    while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+        line.clear();
+    }
+    let body = if is_attack {
+        attack
+    } else {
+        "<!DOCTYPE html><html><head><title>Landed</title></head>\
+         <body><h1 id=\"landed\">You landed</h1></body></html>"
+    };
+    let _ = write!(
+        &*stream,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
 }
 
 /// The URL the landing server's `/attack` page tries to shorten.
@@ -328,4 +336,72 @@ pub fn compiles(dir: &Path, name: &str, config_toml: &str, include: bool) -> Res
             .map_err(|e| format!("{name} ({form}): {e}"))?;
     }
     Ok(())
+}
+
+/// One API answer: status, `ETag` and JSON body (`null` when empty).
+pub struct Answer {
+    pub status: u16,
+    pub etag: Option<String>,
+    pub body: Value,
+}
+
+/// Sends `method path` to the suite's writer with `token` and `body`.
+pub fn api(
+    suite: &Suite,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    if_match: Option<&str>,
+    body: Option<&Value>,
+) -> Result<Answer, String> {
+    let agent = Suite::agent();
+    let url = format!("{}{path}", suite.writer_url);
+    let mut request = ureq::http::Request::builder().method(method).uri(&url);
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    if let Some(tag) = if_match {
+        request = request.header("if-match", tag);
+    }
+    let request = match body {
+        Some(body) => request
+            .header("content-type", "application/json")
+            .body(body.to_string()),
+        None => request.body(String::new()),
+    }
+    .map_err(|e| e.to_string())?;
+    let mut response = agent
+        .run(request)
+        .map_err(|e| format!("{method} {url}: {e}"))?;
+    let etag = response
+        .headers()
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).map_err(|e| format!("{method} {url}: {e}: {text}"))?
+    };
+    Ok(Answer {
+        status: response.status().as_u16(),
+        etag,
+        body,
+    })
+}
+
+/// Creates a link to `url` with `token`, answering its key.
+pub fn create(suite: &Suite, token: Option<&str>, body: &Value) -> Result<String, String> {
+    let answer = api(suite, "POST", "/api/links", token, None, Some(body))?;
+    ensure(answer.status == 201, || {
+        format!("create {body}: {} {}", answer.status, answer.body)
+    })?;
+    answer.body["key"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| answer.body.to_string())
 }

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Value};
+use serde_json::json;
 use shortlink_core::Stored;
 use shortlink_writer::access::Identity;
 use shortlink_writer::shortener::{Change, ShortenError};
@@ -12,76 +12,9 @@ use shortlink_writer::store::StoreError;
 use test_support::{Persistence, Redis};
 
 use crate::common::{
-    block_on, ensure, get, run_writer, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, TEST_TOKEN,
+    api, block_on, create, ensure, get, run_writer, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN,
+    TEST_TOKEN,
 };
-
-/// One API answer: status, `ETag` and JSON body (`null` when empty).
-struct Answer {
-    status: u16,
-    etag: Option<String>,
-    body: Value,
-}
-
-/// Sends `method path` to the suite's writer with `token` and `body`.
-fn api(
-    suite: &Suite,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    if_match: Option<&str>,
-    body: Option<&Value>,
-) -> Result<Answer, String> {
-    let agent = Suite::agent();
-    let url = format!("{}{path}", suite.writer_url);
-    let mut request = ureq::http::Request::builder().method(method).uri(&url);
-    if let Some(token) = token {
-        request = request.header("authorization", format!("Bearer {token}"));
-    }
-    if let Some(tag) = if_match {
-        request = request.header("if-match", tag);
-    }
-    let request = match body {
-        Some(body) => request
-            .header("content-type", "application/json")
-            .body(body.to_string()),
-        None => request.body(String::new()),
-    }
-    .map_err(|e| e.to_string())?;
-    let mut response = agent
-        .run(request)
-        .map_err(|e| format!("{method} {url}: {e}"))?;
-    let etag = response
-        .headers()
-        .get("etag")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let text = response
-        .body_mut()
-        .read_to_string()
-        .map_err(|e| e.to_string())?;
-    let body = if text.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&text).map_err(|e| format!("{method} {url}: {e}: {text}"))?
-    };
-    Ok(Answer {
-        status: response.status().as_u16(),
-        etag,
-        body,
-    })
-}
-
-/// Creates a link to `url` with `token`, answering its key.
-fn create(suite: &Suite, token: Option<&str>, body: &Value) -> Result<String, String> {
-    let answer = api(suite, "POST", "/api/links", token, None, Some(body))?;
-    ensure(answer.status == 201, || {
-        format!("create {body}: {} {}", answer.status, answer.body)
-    })?;
-    answer.body["key"]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| answer.body.to_string())
-}
 
 /// What Varnish answers for `key`: status and Location.
 fn served(suite: &Suite, key: &str) -> Result<(u16, Option<String>), String> {
@@ -268,6 +201,23 @@ pub fn only_owners_and_admins_change_links(suite: &Suite) -> Result<(), String> 
     ensure(deleted.status == 403, || {
         format!("bob's delete: {}", deleted.status)
     })?;
+    // Each token can ask who it is, as the management page does.
+    for (token, expected) in [
+        (
+            Some(ALICE_TOKEN),
+            json!({ "name": "alice", "admin": false }),
+        ),
+        (Some(ADMIN_TOKEN), json!({ "name": "ops", "admin": true })),
+        (None, json!(401)),
+    ] {
+        let answer = api(suite, "GET", "/api/whoami", token, None, None)?;
+        let seen = if answer.status == 200 {
+            answer.body
+        } else {
+            json!(answer.status)
+        };
+        ensure(seen == expected, || format!("whoami {token:?}: {seen}"))?;
+    }
     // An admin's edit keeps the link's owner.
     let shown = api(
         suite,

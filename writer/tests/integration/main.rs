@@ -142,6 +142,10 @@ const TESTS: &[(&str, common::Test)] = &[
         browser::form_to_landing_page,
     ),
     (
+        "browser::management_page_changes_reach_a_browser_that_clicked_before",
+        browser::management_page_changes_reach_a_browser_that_clicked_before,
+    ),
+    (
         "security::cross_site_form_posts",
         security::cross_site_form_posts,
     ),

@@ -11,7 +11,8 @@ use shortlink_core::digest_key;
 use test_support::{free_port, Writer};
 
 use crate::common::{
-    ensure, form_credentials, get, post_form, send_form, Suite, TEST_TOKEN, WRITER,
+    create, ensure, form_credentials, get, post_form, send_form, Suite, ALICE_TOKEN, TEST_TOKEN,
+    WRITER,
 };
 
 /// Whether the suite's writer stored a link for `url` (under its digest key).
@@ -417,6 +418,28 @@ pub fn tokens_never_logged(suite: &Suite) -> Result<(), String> {
             || format!("token {expected}: answered {status}"),
         )?;
     }
+    // Changing and listing send the token the same way.
+    let key = create(
+        suite,
+        Some(ALICE_TOKEN),
+        &serde_json::json!({ "url": "https://example.org/security/logged-change" }),
+    )?;
+    let path = format!("/api/links/{key}");
+    let change = serde_json::json!({ "url": "https://example.org/security/logged-changed" });
+    for (method, path, token, body, expected) in [
+        ("PATCH", path.as_str(), ALICE_TOKEN, Some(&change), 200),
+        ("DELETE", path.as_str(), wrong, None, 401),
+        ("GET", "/api/links", ALICE_TOKEN, None, 200),
+        ("GET", "/api/whoami", ALICE_TOKEN, None, 200),
+    ] {
+        let answer = crate::common::api(suite, method, path, Some(token), None, body)?;
+        ensure(answer.status == expected, || {
+            format!(
+                "{method} {path}: answered {} {}",
+                answer.status, answer.body
+            )
+        })?;
+    }
     let _ = get(&agent, &format!("{}/", suite.writer_url))?;
     // env_logger writes each line as it is logged; give the workers a moment.
     std::thread::sleep(Duration::from_millis(200));
@@ -424,7 +447,12 @@ pub fn tokens_never_logged(suite: &Suite) -> Result<(), String> {
     ensure(log.contains("\"POST /api/links HTTP/1.1\" 401"), || {
         format!("the refused request is not in the log:\n{log}")
     })?;
-    ensure(!log.contains(TEST_TOKEN) && !log.contains(wrong), || {
-        "a token appears in the writer's log".into()
-    })
+    ensure(
+        log.contains(&format!("\"PATCH {path} HTTP/1.1\" 200")),
+        || format!("the change is not in the log:\n{log}"),
+    )?;
+    ensure(
+        !log.contains(TEST_TOKEN) && !log.contains(ALICE_TOKEN) && !log.contains(wrong),
+        || "a token appears in the writer's log".into(),
+    )
 }

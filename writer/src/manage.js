@@ -1,0 +1,270 @@
+// The management page: everything goes through the JSON API with the
+// token as a bearer, so the page can do exactly what the token may.
+// The token stays in this tab's sessionStorage: closing the tab or
+// signing out forgets it, and no cookie carries it to the server.
+'use strict';
+document.documentElement.classList.add('js');
+
+var TOKEN_SLOT = 'shortlink-token';
+var PAGE_SIZE = 20;
+var $ = function (id) { return document.getElementById(id); };
+var state = { token: sessionStorage.getItem(TOKEN_SLOT), cursor: null, search: '', editing: null, deleting: null };
+
+function api(method, path, body, etag) {
+  var headers = { Authorization: 'Bearer ' + state.token };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (etag) headers['If-Match'] = etag;
+  return fetch(path, {
+    method: method, headers: headers, cache: 'no-store',
+    body: body === undefined ? undefined : JSON.stringify(body)
+  }).then(function (response) {
+    if (response.status === 204) return { response: response, body: null };
+    return response.json().catch(function () { return {}; }).then(function (json) {
+      return { response: response, body: json };
+    });
+  }, function () {
+    return { response: { ok: false, status: 0 }, body: { error: 'the shortener did not answer; check your connection and try again' } };
+  });
+}
+
+// A failed call: a token that stopped working signs the page out; anything
+// else is shown where the user is looking.
+function failure(result, show) {
+  if (result.response.status === 401) {
+    signOut('Your access token is no longer accepted; sign in again.');
+    return;
+  }
+  show(result.body && result.body.error ? result.body.error : 'the shortener answered ' + result.response.status);
+}
+
+function say(text, isError) {
+  var status = $('status');
+  status.textContent = text;
+  status.className = isError ? 'error' : 'notice';
+}
+
+function showSignIn(message) {
+  $('sign-in').hidden = false;
+  $('manager').hidden = true;
+  var help = $('token-help');
+  help.textContent = message || 'Kept in this browser tab only, until you sign out or close it.';
+  help.className = message ? 'error' : 'hint';
+  $('token').setAttribute('aria-invalid', message ? 'true' : 'false');
+  $('token').focus();
+}
+
+function signOut(message) {
+  sessionStorage.removeItem(TOKEN_SLOT);
+  state.token = null;
+  $('link-list').textContent = '';
+  showSignIn(message);
+}
+
+function signIn(token) {
+  state.token = token;
+  api('GET', '/api/whoami').then(function (result) {
+    if (!result.response.ok) {
+      state.token = null;
+      showSignIn(result.response.status === 401
+        ? 'This access token is not valid; check it with whoever runs this shortener.'
+        : (result.body.error || 'the shortener answered ' + result.response.status));
+      return;
+    }
+    sessionStorage.setItem(TOKEN_SLOT, token);
+    $('token').value = '';
+    $('who').textContent = result.body.name + (result.body.admin ? ' (admin: every link)' : '');
+    $('sign-in').hidden = true;
+    $('manager').hidden = false;
+    load(true);
+  });
+}
+
+function load(fresh) {
+  if (fresh) { state.cursor = null; $('link-list').textContent = ''; }
+  var query = '?limit=' + PAGE_SIZE;
+  if (state.cursor) query += '&cursor=' + encodeURIComponent(state.cursor);
+  if (state.search) query += '&search=' + encodeURIComponent(state.search);
+  $('more').hidden = true;
+  api('GET', '/api/links' + query).then(function (result) {
+    if (!result.response.ok) { failure(result, function (m) { say(m, true); }); return; }
+    result.body.links.forEach(function (link) { $('link-list').appendChild(row(link)); });
+    state.cursor = result.body.next_cursor;
+    $('more').hidden = !state.cursor;
+    var shown = $('link-list').children.length;
+    say(shown === 0
+      ? (state.search ? 'No link matches "' + state.search + '".' : 'No links yet: shorten one first.')
+      : shown + (state.cursor ? '+' : '') + ' link' + (shown === 1 ? '' : 's') +
+        (state.search ? ' matching "' + state.search + '"' : ''), false);
+  });
+}
+
+function element(tag, className, text) {
+  var node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function localTime(rfc3339) {
+  return new Date(rfc3339).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+}
+
+// One link, built from text nodes only: nothing stored is read as HTML.
+function row(link) {
+  var item = element('li', 'link');
+  item.dataset.key = link.key;
+  var head = element('div', 'link-head');
+  var short = element('a', 'short', link.short_url);
+  short.href = link.short_url;
+  head.appendChild(short);
+  if (link.expired) head.appendChild(element('span', 'badge', 'expired'));
+  item.appendChild(head);
+  item.appendChild(element('div', 'target', link.url));
+  var meta = [];
+  if (link.expires_at) meta.push((link.expired ? 'Expired ' : 'Expires ') + localTime(link.expires_at));
+  if (link.expired_url) meta.push('then leads to ' + link.expired_url);
+  meta.push(link.owner ? 'created by ' + link.owner : 'created without a token');
+  item.appendChild(element('div', 'meta', meta.join(' · ')));
+  var actions = element('div', 'row-actions');
+  var edit = element('button', 'secondary edit', 'Edit');
+  edit.type = 'button';
+  edit.setAttribute('aria-label', 'Edit ' + link.key);
+  edit.addEventListener('click', function () { openEdit(link.key); });
+  var remove = element('button', 'danger delete', 'Delete');
+  remove.type = 'button';
+  remove.setAttribute('aria-label', 'Delete ' + link.key);
+  remove.addEventListener('click', function () { openDelete(link.key); });
+  actions.appendChild(edit);
+  actions.appendChild(remove);
+  item.appendChild(actions);
+  return item;
+}
+
+function replaceRow(link) {
+  var old = document.querySelector('li.link[data-key="' + CSS.escape(link.key) + '"]');
+  if (old) old.replaceWith(row(link));
+}
+
+// datetime-local speaks the browser's local time, the API UTC.
+function toLocalInput(rfc3339) {
+  if (!rfc3339) return '';
+  var at = new Date(rfc3339);
+  var pad = function (n) { return String(n).padStart(2, '0'); };
+  return at.getFullYear() + '-' + pad(at.getMonth() + 1) + '-' + pad(at.getDate()) +
+    'T' + pad(at.getHours()) + ':' + pad(at.getMinutes());
+}
+
+// The edit form's inputs are named like the API's fields, so a 422 is
+// shown next to the input it blames.
+function fieldError(field, message) {
+  var blamed = false;
+  $('edit-form').querySelectorAll('input[name]').forEach(function (input) {
+    var help = $(input.id + '-help');
+    var bad = input.name === field;
+    blamed = blamed || bad;
+    input.setAttribute('aria-invalid', bad ? 'true' : 'false');
+    help.textContent = bad ? message : help.dataset.hint;
+    help.className = bad ? 'error' : 'hint';
+  });
+  var general = $('edit-error');
+  general.hidden = !message || blamed;
+  general.textContent = general.hidden ? '' : message;
+}
+
+function fillEdit(link, etag) {
+  state.editing = { key: link.key, etag: etag, link: link };
+  $('edit-key').textContent = link.key;
+  $('edit-url').value = link.url;
+  $('edit-expires').value = toLocalInput(link.expires_at);
+  $('edit-expired-url').value = link.expired_url || '';
+  fieldError(null, '');
+}
+
+function openEdit(key) {
+  api('GET', '/api/links/' + encodeURIComponent(key)).then(function (result) {
+    if (!result.response.ok) { failure(result, function (m) { say(m, true); }); return; }
+    fillEdit(result.body, result.response.headers.get('ETag'));
+    $('edit-dialog').showModal();
+    $('edit-url').focus();
+  });
+}
+
+// Sends only what the user changed, so an untouched past expiry or an
+// untouched URL is never checked again.
+function saveEdit(event) {
+  event.preventDefault();
+  var editing = state.editing;
+  var change = {};
+  var url = $('edit-url').value.trim();
+  if (url !== editing.link.url) change.url = url;
+  var expires = $('edit-expires').value;
+  if (expires !== toLocalInput(editing.link.expires_at)) {
+    change.expires_at = expires ? new Date(expires).toISOString() : null;
+  }
+  var expiredUrl = $('edit-expired-url').value.trim();
+  if (expiredUrl !== (editing.link.expired_url || '')) change.expired_url = expiredUrl || null;
+  if (Object.keys(change).length === 0) { $('edit-dialog').close(); return; }
+  $('edit-save').disabled = true;
+  api('PATCH', '/api/links/' + encodeURIComponent(editing.key), change, editing.etag).then(function (result) {
+    $('edit-save').disabled = false;
+    var status = result.response.status;
+    if (result.response.ok) {
+      $('edit-dialog').close();
+      replaceRow(result.body);
+      say(result.body.warning ? 'Saved ' + editing.key + ', but ' + result.body.warning : 'Saved ' + editing.key + ': it leads to the new target from the next click.', !!result.body.warning);
+    } else if (status === 412) {
+      // Someone else changed it meanwhile: show theirs, keep nothing of ours.
+      api('GET', '/api/links/' + encodeURIComponent(editing.key)).then(function (fresh) {
+        if (fresh.response.ok) { fillEdit(fresh.body, fresh.response.headers.get('ETag')); replaceRow(fresh.body); }
+        fieldError(null, 'This link was changed elsewhere while you edited it. The form now shows its current state; make your change again.');
+      });
+    } else if (status === 422) {
+      fieldError(result.body.field, result.body.error);
+    } else {
+      failure(result, function (m) { fieldError(null, m); });
+    }
+  });
+}
+
+function openDelete(key) {
+  state.deleting = key;
+  $('delete-key').textContent = key;
+  $('delete-dialog').showModal();
+  $('delete-cancel').focus();
+}
+
+function confirmDelete(event) {
+  event.preventDefault();
+  var key = state.deleting;
+  $('delete-confirm').disabled = true;
+  api('DELETE', '/api/links/' + encodeURIComponent(key)).then(function (result) {
+    $('delete-confirm').disabled = false;
+    $('delete-dialog').close();
+    if (!result.response.ok) { failure(result, function (m) { say(m, true); }); return; }
+    var old = document.querySelector('li.link[data-key="' + CSS.escape(key) + '"]');
+    if (old) old.remove();
+    say(result.body && result.body.warning
+      ? 'Deleted ' + key + ', but ' + result.body.warning
+      : 'Deleted ' + key + ': it answers "410 Gone" from now on.', !!(result.body && result.body.warning));
+  });
+}
+
+document.querySelectorAll('[data-hint]').forEach(function (help) { help.textContent = help.dataset.hint; });
+$('sign-in-form').addEventListener('submit', function (event) {
+  event.preventDefault();
+  var token = $('token').value.trim();
+  if (token) signIn(token); else showSignIn('Enter your access token.');
+});
+$('sign-out').addEventListener('click', function () { signOut(); });
+$('search-form').addEventListener('submit', function (event) {
+  event.preventDefault();
+  state.search = $('search').value.trim();
+  load(true);
+});
+$('more').addEventListener('click', function () { load(false); });
+$('edit-form').addEventListener('submit', saveEdit);
+$('edit-cancel').addEventListener('click', function () { $('edit-dialog').close(); });
+$('edit-clear-expiry').addEventListener('click', function () { $('edit-expires').value = ''; });
+$('delete-form').addEventListener('submit', confirmDelete);
+$('delete-cancel').addEventListener('click', function () { $('delete-dialog').close(); });
+if (state.token) signIn(state.token); else showSignIn();

@@ -1,0 +1,181 @@
+//! The management page: sign in with an access token, list and search the
+//! links it may change, edit their target and expiry, delete them after a
+//! confirmation. The page is static; its script does everything through
+//! the JSON API with the token as a bearer, so it can never do more than
+//! the API lets that token do.
+
+use std::fmt::Write as _;
+use std::sync::LazyLock;
+
+use crate::page::STYLE;
+use crate::validate::Field;
+
+const MANAGE_STYLE: &str = r"
+main { max-width: 48rem; }
+.toolbar { display: flex; flex-wrap: wrap; gap: .75rem; align-items: center; justify-content: space-between;
+           margin-bottom: 1rem; }
+#search-form { display: flex; gap: .5rem; flex: 1 1 20rem; }
+#search-form input { flex: 1; }
+.who { font-size: .95rem; opacity: .8; }
+button.secondary { background: transparent; color: var(--accent); border: 1px solid var(--accent); }
+button.danger { background: var(--error); color: Canvas; }
+button:disabled { opacity: .5; cursor: wait; }
+#link-list { list-style: none; margin: 0; padding: 0; }
+.link { padding: .9rem 0; border-bottom: 1px solid var(--line); }
+.link-head { display: flex; gap: .6rem; align-items: baseline; }
+.short { font-weight: 600; color: var(--accent); word-break: break-all; }
+.badge { font-size: .75rem; padding: .05rem .45rem; border-radius: .4rem; border: 1px solid var(--error);
+         color: var(--error); }
+.meta { font-size: .85rem; opacity: .75; }
+.row-actions { display: flex; gap: .5rem; margin-top: .5rem; }
+.row-actions button { padding: .3rem .8rem; font-size: .9rem; }
+#status { min-height: 1.5rem; }
+.notice { opacity: .85; }
+dialog { border: 1px solid var(--line); border-radius: .75rem; padding: 1.5rem; width: min(34rem, 92vw);
+         background: Canvas; color: CanvasText; }
+dialog::backdrop { background: #0006; }
+dialog h2 { margin-top: 0; font-size: 1.25rem; word-break: break-all; }
+.actions { display: flex; gap: .75rem; justify-content: flex-end; margin-top: 1rem; }
+.inline { display: flex; gap: .5rem; }
+.inline button { white-space: nowrap; }
+";
+
+/// The page, the same for everyone: built once.
+pub fn render() -> &'static str {
+    static PAGE: LazyLock<String> = LazyLock::new(build);
+    &PAGE
+}
+
+fn build() -> String {
+    let mut page = String::with_capacity(16 * 1024);
+    let _ = write!(
+        page,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>Manage your links</title>\n<style>{STYLE}{MANAGE_STYLE}</style>\n</head>\n<body>\n<main>\n\
+         <h1>Manage your links</h1>\n\
+         <p class=\"lead\">Change where your short links lead and when they expire, or take them \
+         down. Changes reach every visitor on their next click.</p>\n\
+         <p class=\"nav\"><a href=\"/\">Shorten a link</a></p>\n\
+         <noscript><p class=\"error\">This page needs JavaScript. Without it, use the JSON API \
+         under /api/links or the shortlink command.</p></noscript>\n"
+    );
+    page.push_str(
+        "<section id=\"sign-in\" hidden>\n<form id=\"sign-in-form\" novalidate>\n\
+         <div class=\"field\">\n<label for=\"token\">Access token</label>\n\
+         <input id=\"token\" type=\"password\" autocomplete=\"current-password\" required \
+         aria-describedby=\"token-help\">\n<p class=\"hint\" id=\"token-help\"></p>\n</div>\n\
+         <button type=\"submit\">Sign in</button>\n</form>\n</section>\n",
+    );
+    page.push_str(
+        "<section id=\"manager\" hidden>\n<div class=\"toolbar\">\n\
+         <form id=\"search-form\" role=\"search\">\n\
+         <input id=\"search\" type=\"search\" placeholder=\"Key or part of the URL\" \
+         aria-label=\"Search your links by key or URL\">\n\
+         <button type=\"submit\" class=\"secondary\">Search</button>\n</form>\n\
+         <div><span class=\"who\">Signed in as <span id=\"who\"></span></span> \
+         <button type=\"button\" id=\"sign-out\" class=\"secondary\">Sign out</button></div>\n</div>\n\
+         <p id=\"status\" role=\"status\" aria-live=\"polite\"></p>\n\
+         <ul id=\"link-list\"></ul>\n\
+         <p><button type=\"button\" id=\"more\" class=\"secondary\" hidden>Show more</button></p>\n\
+         </section>\n",
+    );
+    page.push_str(
+        "<dialog id=\"edit-dialog\" aria-labelledby=\"edit-title\">\n\
+         <form id=\"edit-form\" novalidate>\n\
+         <h2 id=\"edit-title\">Edit <span id=\"edit-key\"></span></h2>\n",
+    );
+    edit_field(
+        &mut page,
+        Field::Url,
+        "edit-url",
+        "Long URL",
+        "url",
+        "Where the short link leads; starts with http:// or https://",
+    );
+    let _ = write!(
+        page,
+        "<div class=\"field\">\n<label for=\"edit-expires\">Expires <span class=\"optional\">\
+         (optional, your local time)</span></label>\n<div class=\"inline\">\
+         <input id=\"edit-expires\" name=\"{}\" type=\"datetime-local\" \
+         aria-describedby=\"edit-expires-help\">\
+         <button type=\"button\" id=\"edit-clear-expiry\" class=\"secondary\">Never</button></div>\n\
+         <p class=\"hint\" id=\"edit-expires-help\" data-hint=\"After this moment the link answers \
+         410 Gone, or leads to the URL below.\"></p>\n</div>\n",
+        Field::ExpiresAt.name()
+    );
+    edit_field(
+        &mut page,
+        Field::ExpiredUrl,
+        "edit-expired-url",
+        "Once expired, lead to <span class=\"optional\">(optional)</span>",
+        "url",
+        "Leave empty to answer 410 Gone after the expiry.",
+    );
+    page.push_str(
+        "<p class=\"error\" id=\"edit-error\" role=\"alert\" hidden></p>\n\
+         <div class=\"actions\"><button type=\"button\" id=\"edit-cancel\" class=\"secondary\">\
+         Cancel</button><button type=\"submit\" id=\"edit-save\">Save</button></div>\n\
+         </form>\n</dialog>\n",
+    );
+    page.push_str(
+        "<dialog id=\"delete-dialog\" aria-labelledby=\"delete-title\">\n\
+         <form id=\"delete-form\">\n<h2 id=\"delete-title\">Delete <span id=\"delete-key\"></span>?</h2>\n\
+         <p>From the next click it answers <strong>410 Gone</strong>. The key is never handed \
+         out again, so a printed link never leads somewhere else. This cannot be undone.</p>\n\
+         <div class=\"actions\"><button type=\"button\" id=\"delete-cancel\" class=\"secondary\">\
+         Keep it</button><button type=\"submit\" id=\"delete-confirm\" class=\"danger\">Delete\
+         </button></div>\n</form>\n</dialog>\n",
+    );
+    let _ = write!(
+        page,
+        "</main>\n<script>{}</script>\n</body>\n</html>\n",
+        include_str!("manage.js")
+    );
+    page
+}
+
+/// A labelled input of the edit form, named like the API field it sends so
+/// the API's 422 lands next to it.
+fn edit_field(page: &mut String, field: Field, id: &str, label: &str, kind: &str, hint: &str) {
+    let _ = write!(
+        page,
+        "<div class=\"field\">\n<label for=\"{id}\">{label}</label>\n\
+         <input id=\"{id}\" name=\"{name}\" type=\"{kind}\" autocomplete=\"off\" \
+         spellcheck=\"false\" aria-describedby=\"{id}-help\">\n\
+         <p class=\"hint\" id=\"{id}-help\" data-hint=\"{hint}\"></p>\n</div>\n",
+        name = field.name(),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_edit_input_is_named_like_its_api_field() {
+        let page = render();
+        for field in [Field::Url, Field::ExpiresAt, Field::ExpiredUrl] {
+            assert!(
+                page.contains(&format!("name=\"{}\"", field.name())),
+                "{}",
+                field.name()
+            );
+        }
+    }
+
+    #[test]
+    fn the_script_finds_every_element_it_names() {
+        let page = render();
+        let script = include_str!("manage.js");
+        let mut rest = script;
+        let mut checked = 0;
+        while let Some(at) = rest.find("$('") {
+            rest = &rest[at + 3..];
+            let id = &rest[..rest.find('\'').unwrap()];
+            assert!(page.contains(&format!("id=\"{id}\"")), "no element #{id}");
+            checked += 1;
+        }
+        assert!(checked > 20, "{checked}");
+    }
+}
