@@ -37,8 +37,11 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+from edits import EDITORS, KEYS_PER_EDITOR, run_editors
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE = ROOT / "target" / "release"
@@ -61,6 +64,8 @@ STORM_LINKS = min(100_000, LINKS)
 # Writer runs, each paired with a store-ceiling run: fsync times drift, so
 # this figure needs more pairs than the others need runs.
 WRITER_PAIRS = RUNS if QUICK else max(RUNS, 5)
+# Connections reading the edited links while they are edited.
+EDIT_READERS = 16
 # Inserts the claim script is driven with straight at Redis, per run.
 STORE_CEILING_INSERTS = 4_000 if QUICK else 60_000
 SPLIT = 2
@@ -276,6 +281,32 @@ def store_ceiling(redis_port):
     return float(rows[0][1].strip('"'))
 
 
+def edit_scenario(base, writer_port, varnish_port, keys_file):
+    """RUNS runs of the editors, each with wrk readers on the same keys;
+    edits/s the median, the failures and stale answers summed."""
+    runs = []
+    for _ in range(RUNS):
+        readers = {}
+        thread = threading.Thread(target=lambda: readers.update(wrk(
+            base, "links.lua", ["random", str(keys_file), str(THREADS), "statuses"],
+            connections=EDIT_READERS, duration=DURATION)))
+        thread.start()
+        figures = run_editors(keys_file.read_text().split(), writer_port, varnish_port, BENCH_TOKEN,
+                              "/l/", DURATION)
+        thread.join()
+        runs.append({**figures, "readers": readers})
+    chosen = {key: statistics.median(r[key] for r in runs) for key in ("edits_per_s", "p50_ms", "p99_ms")}
+    for count in ("edits", "failed", "purge_warnings", "stale_after_answer"):
+        chosen[count] = sum(r[count] for r in runs)
+    chosen["max_window_ms"] = max(r["max_window_ms"] for r in runs)
+    chosen["runs_edits_per_s"] = [r["edits_per_s"] for r in runs]
+    chosen["examples"] = [e for r in runs for e in r["examples"]][:5]
+    chosen["readers"] = {"rps": statistics.median(r["readers"]["rps"] for r in runs),
+                         "non_3xx": sum(r["readers"]["non_3xx"] or 0 for r in runs),
+                         "socket_errors": sum(r["readers"]["socket_errors"] for r in runs)}
+    return chosen
+
+
 def write_keys(name, keys):
     path = WORK / f"{name}.keys"
     path.write_text("".join(f"{key}\n" for key in keys))
@@ -334,8 +365,9 @@ def run(processes):
         f'[varnish]\npurge_url = "http://127.0.0.1:{varnish_port}"\n'
         f'vmod = "{RELEASE / "libvmod_shortlink.so"}"\n'
         # The 16 insert clients share one address: as token holders they are
-        # not rate limited, as a real bulk importer would not be.
-        f'[access]\ntokens = ["{BENCH_TOKEN}"]\n')
+        # not rate limited, as a real bulk importer would not be. An admin
+        # token, so the editors may change the links loaded by hand.
+        f'[access]\ntokens = [{{ name = "bench", token = "{BENCH_TOKEN}", admin = true }}]\n')
     vcl = WORK / "shortlink.vcl"
     vcl.write_text(subprocess.run([str(RELEASE / "shortlink"), "vcl", "--config", str(config)],
                                   capture_output=True, text=True, check=True).stdout)
@@ -451,6 +483,18 @@ def run(processes):
         say(f"store ceiling: {store:.0f} inserts/s (runs {store_runs}); "
             f"ratios {[round(r, 3) for r in pair_ratios]}")
 
+    edit = None
+    if not ONLY or "edit" in ONLY:
+        edited = [key for key, _ in links[:EDITORS * KEYS_PER_EDITOR]]
+        say(f"edit: {EDITORS} editors change {len(edited)} links through the API, each checking Varnish "
+            f"right after the answer, while {EDIT_READERS} connections read the same links")
+        edit = edit_scenario(base, writer_port, varnish_port, write_keys("edit", edited))
+        say(f"edit: {edit['edits_per_s']:.0f} edits/s, p99 {edit['p99_ms']} ms, "
+            f"{edit['stale_after_answer']} stale after the answer (longest window {edit['max_window_ms']} ms), "
+            f"{edit['failed']} failed, {edit['purge_warnings']} unpurged; readers {edit['readers']['rps']:.0f} req/s, "
+            f"non-3xx {edit['readers']['non_3xx']} (runs {edit['runs_edits_per_s']})"
+            + (f"; e.g. {edit['examples']}" if edit["examples"] else ""))
+
     if ONLY:
         return 0
     ceiling = scenarios["ceiling"]["rps"]
@@ -484,6 +528,7 @@ def run(processes):
                    "runs_store_ceiling_inserts_per_s": store_runs,
                    # The median of each run's ratio to the ceiling run that followed it.
                    "ratio_to_store_ceiling": round(writer["ratio"], 3)},
+        "edit": {**edit, "ratio_to_store_ceiling": round(edit["edits_per_s"] / store, 3)},
     }
     report["targets"] = judge(report)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -558,6 +603,15 @@ def judge(report):
                    "limit_name": None, "limit": OWNED_BYTES_LIMIT, "ratio": owned,
                    "target": f"<= {OWNED_BYTES_LIMIT} B/link",
                    "met": owned <= OWNED_BYTES_LIMIT, "always": False})
+    edit = report["edit"]
+    judged.append({"name": "edit window", "value": {"stale_after_answer": edit["stale_after_answer"],
+                                                     "failed": edit["failed"],
+                                                     "unpurged": edit["purge_warnings"]},
+                   "limit_name": None, "limit": None, "ratio": edit["stale_after_answer"],
+                   "target": "0 stale, 0 failed, 0 unpurged",
+                   "met": edit["stale_after_answer"] == 0 and edit["failed"] == 0
+                   and edit["purge_warnings"] == 0 and edit["edits"] > 0,
+                   "always": True})
     storm = report["scenarios"]["storm"]
     judged.append({"name": "storm answers", "value": {"non_3xx": storm["non_3xx"],
                                                         "socket_errors": storm["socket_errors"]},
@@ -605,6 +659,11 @@ def print_table(report):
     w = report["writer"]
     print(f"writer      {w['inserts_per_s']:,.0f} inserts/s through the JSON API, 16 clients, {w['errors']} errors; "
           f"the claim script straight at Redis: {w['store_ceiling_inserts_per_s']:,.0f}/s")
+    e = report["edit"]
+    print(f"edit        {e['edits_per_s']:,.0f} edits/s with their purges ({e['ratio_to_store_ceiling']:.3f} x the store "
+          f"ceiling), p50 {e['p50_ms']} ms, p99 {e['p99_ms']} ms; {e['stale_after_answer']} of {e['edits']:,} "
+          f"answers followed by the old target (longest window {e['max_window_ms']} ms); "
+          f"readers {e['readers']['rps']:,.0f} req/s")
     print(f"\n{'target':<20}{'value':>12}  {'limit':<26}{'':>10}{'ratio':>8}  {'target':<10}")
     for t in report["targets"]:
         verdict = "met" if t["met"] else "MISSED"
