@@ -69,6 +69,9 @@ sub shortlink_recv {
         if (client.ip !~ shortlink_purgers) {
             return (synth(403, "Forbidden"));
         }
+        # A lookup of this key already under way must not cache what it
+        # read before the change: the purge skips objects being fetched.
+        shortlink_links.changed(req.url);
         return (purge);
     }
     if (req.method != "GET" && req.method != "HEAD") {

@@ -13,6 +13,8 @@
 //! - `${vcl}`: the generated VCL, default settings but the suite's Redis;
 //! - `${vcl_short_ttl}`: the same with a 2s TTL and 1s negative TTL;
 //! - `${vcl_root}`: the same with links at the root of `s.example`;
+//! - `${vcl_patient}`: the same with a 2s command timeout, for tests that
+//!   hold Redis for a while and must not see a lookup time out;
 //! - `${vcl_include}`: the form a site's VCL includes (`--include`), default
 //!   settings; `${vcl_include_hosts}`: the same for links under `/go/` on
 //!   `links.example` only;
@@ -171,6 +173,7 @@ impl Setup {
             "public_base_url = \"http://links.example/go/\"\n",
             "[varnish]\nhosts = [\"links.example\"]\n",
         );
+        let patient = ("", "command_timeout_ms = 2000\n");
         let root = (
             "public_base_url = \"http://s.example/\"\n",
             "[varnish]\nhosts = [\"s.example\"]\n",
@@ -180,6 +183,7 @@ impl Setup {
             ("vcl", defaults, &[][..]),
             ("vcl_short_ttl", short_ttl, &[]),
             ("vcl_root", root, &[]),
+            ("vcl_patient", patient, &[]),
             ("vcl_include", defaults, &["--include"]),
             ("vcl_include_hosts", hosts, &["--include"]),
         ] {

@@ -8,6 +8,7 @@ use shortlink_core::{escape_html, Expiry, HeaderValue, KeyScheme, RedirectStatus
 use varnish::vcl::{Ctx, LogTag, StrOrBytes, VclBackend, VclError, VclResponse};
 use varnish::Vsc;
 
+use crate::changes::Changes;
 use crate::pool::RedisPool;
 use crate::stats::LinkStats;
 
@@ -55,7 +56,12 @@ pub struct Resolver {
     pub settings: Settings,
     pub pool: RedisPool,
     pub stats: Vsc<LinkStats>,
+    pub changes: Changes,
 }
+
+/// Reads of one key in one lookup at most: a link changed twice during
+/// its own lookup is rare, and a third change is not waited for.
+const MAX_READS: usize = 3;
 
 impl Resolver {
     /// Resolves `key` with at most one `HGET`; `Err` means Redis gave no answer.
@@ -68,8 +74,20 @@ impl Resolver {
                 return Ok(Resolution::Rejected(error.to_string()));
             }
         };
-        stats.lookups.fetch_add(1, Ordering::Relaxed);
-        let outcome = self.pool.hget(&slot);
+        let mut reads = 1;
+        let outcome = loop {
+            let mark = self.changes.mark();
+            stats.lookups.fetch_add(1, Ordering::Relaxed);
+            let outcome = self.pool.hget(&slot);
+            // What was read may predate a change whose PURGE came while this
+            // lookup was under way, and that purge skipped the object being
+            // fetched: read again, or the old answer would be cached.
+            if outcome.is_err() || reads == MAX_READS || !self.changes.changed_since(key, mark) {
+                break outcome;
+            }
+            stats.rereads.fetch_add(1, Ordering::Relaxed);
+            reads += 1;
+        };
         // The I/O thread counts round trips but cannot hold the Vsc (it is
         // not Send): each lookup publishes the count.
         stats

@@ -4,6 +4,7 @@
 //! the repository's README for the storage format.
 
 mod backend;
+mod changes;
 mod pool;
 mod stats;
 
@@ -161,6 +162,7 @@ mod shortlink {
                         settings,
                         pool,
                         stats: Vsc::new("shortlink", name),
+                        changes: crate::changes::Changes::default(),
                     };
                     let backend =
                         Backend::new(ctx, "shortlink", name, LinkBackend { resolver }, true)?;
@@ -192,6 +194,22 @@ mod shortlink {
         /// read with `std.healthy()` to serve stale links longer.
         pub unsafe fn backend(&self) -> VCL_BACKEND {
             self.backend.vcl_ptr()
+        }
+
+        /// Tell the redirector that the link at `url` (a short link's path,
+        /// as PURGE names it) changed. Call it where PURGE is handled, just
+        /// before `return (purge)`: Varnish's purge skips an object still
+        /// being fetched, so a lookup of that key already under way reads
+        /// the link again instead of caching what it read before the change.
+        ///
+        /// ```vcl
+        /// if (req.method == "PURGE") {
+        ///     links.changed(req.url);
+        ///     return (purge);
+        /// }
+        /// ```
+        pub fn changed(&self, url: &str) {
+            without_panic(|| self.resolver().changes.note(crate::key_of(url)), || ());
         }
 
         /// Look `key` up directly: the stored URL, or an empty string when

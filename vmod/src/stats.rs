@@ -32,6 +32,13 @@ pub struct LinkStats {
     #[counter]
     pub not_found: AtomicU64,
 
+    /// Lookups read again because their link changed meanwhile
+    ///
+    /// A PURGE of the key came while its lookup was under way; the old value
+    /// must not be cached after the purge.
+    #[counter]
+    pub rereads: AtomicU64,
+
     /// Keys refused by the key rules before any lookup
     #[counter]
     pub rejected: AtomicU64,
