@@ -303,24 +303,22 @@ impl ManageCase<'_> {
     /// A wrong token is refused where it was typed; Alice's signs in.
     async fn sign_in(&self, client: &fantoccini::Client) -> Result<(), String> {
         self.open_page(client).await?;
-        type_into(client, "#token", "not-a-token").await?;
-        click(client, "#sign-in-form button[type=submit]").await?;
-        wait_js(
+        step(
             client,
+            Some(("#token", "not-a-token")),
+            "#sign-in-form button[type=submit]",
             "document.querySelector('#token-help.error')",
-            "the token refusal",
         )
         .await?;
         let refusal = text(client, "#token-help").await?;
         ensure(refusal.contains("not valid"), || {
             format!("refusal {refusal:?}")
         })?;
-        type_into(client, "#token", ALICE_TOKEN).await?;
-        click(client, "#sign-in-form button[type=submit]").await?;
-        wait_js(
+        step(
             client,
+            Some(("#token", ALICE_TOKEN)),
+            "#sign-in-form button[type=submit]",
             "document.querySelectorAll('li.link').length >= 2",
-            "alice's links",
         )
         .await?;
         let who = text(client, "#who").await?;
@@ -340,12 +338,11 @@ impl ManageCase<'_> {
             keys.iter().position(|k| k == deleted) < keys.iter().position(|k| k == edited),
             || format!("not newest first: {keys:?}"),
         )?;
-        type_into(client, "#search", "manage-doomed").await?;
-        click(client, "#search-form button").await?;
-        wait_js(
+        step(
             client,
+            Some(("#search", "manage-doomed")),
+            "#search-form button",
             "document.querySelectorAll('li.link').length === 1",
-            "one match",
         )
         .await?;
         let found = listed_keys(client).await?;
@@ -367,21 +364,20 @@ impl ManageCase<'_> {
     /// version; then the real change is saved and listed.
     async fn edit_target(&self, client: &fantoccini::Client) -> Result<(), String> {
         let edited = &self.edited;
-        click(client, &format!("button[aria-label='Edit {edited}']")).await?;
-        wait_js(
+        step(
             client,
+            None,
+            &format!("button[aria-label='Edit {edited}']"),
             "document.getElementById('edit-dialog').open",
-            "the edit dialog",
         )
         .await?;
         let shown = value(client, "#edit-url").await?;
         ensure(shown == self.before, || format!("the form shows {shown:?}"))?;
-        type_into(client, "#edit-url", "not a url").await?;
-        click(client, "#edit-save").await?;
-        wait_js(
+        step(
             client,
+            Some(("#edit-url", "not a url")),
+            "#edit-save",
             "document.querySelector('#edit-url-help.error')",
-            "the URL refusal",
         )
         .await?;
         let stored = self.stored(edited)?;
@@ -402,12 +398,11 @@ impl ManageCase<'_> {
         ensure(other.status == 200, || {
             format!("the concurrent edit: {}", other.status)
         })?;
-        type_into(client, "#edit-url", &self.after).await?;
-        click(client, "#edit-save").await?;
-        wait_js(
+        step(
             client,
+            Some(("#edit-url", &self.after)),
+            "#edit-save",
             "!document.getElementById('edit-error').hidden",
-            "the conflict",
         )
         .await?;
         let conflict = text(client, "#edit-error").await?;
@@ -420,12 +415,11 @@ impl ManageCase<'_> {
         );
         wait_js(client, &theirs_shown, "their URL in the form").await?;
 
-        type_into(client, "#edit-url", &self.after).await?;
-        click(client, "#edit-save").await?;
-        wait_js(
+        step(
             client,
+            Some(("#edit-url", &self.after)),
+            "#edit-save",
             "!document.getElementById('edit-dialog').open",
-            "the saved edit",
         )
         .await?;
         let target = text(client, &format!("li.link[data-key='{edited}'] .target")).await?;
@@ -451,11 +445,11 @@ impl ManageCase<'_> {
         ensure(typed == "2030-06-15T10:30", || {
             format!("the expiry field holds {typed:?}")
         })?;
-        click(client, "#edit-save").await?;
-        wait_js(
+        step(
             client,
+            None,
+            "#edit-save",
             "!document.getElementById('edit-dialog').open",
-            "the saved expiry",
         )
         .await?;
         let meta = text(client, &format!("li.link[data-key='{edited}'] .meta")).await?;
@@ -481,18 +475,18 @@ impl ManageCase<'_> {
     async fn delete(&self, client: &fantoccini::Client) -> Result<(), String> {
         let deleted = &self.deleted;
         let delete = format!("button[aria-label='Delete {deleted}']");
-        click(client, &delete).await?;
-        wait_js(
+        step(
             client,
+            None,
+            &delete,
             "document.getElementById('delete-dialog').open",
-            "the confirmation",
         )
         .await?;
-        click(client, "#delete-cancel").await?;
-        wait_js(
+        step(
             client,
+            None,
+            "#delete-cancel",
             "!document.getElementById('delete-dialog').open",
-            "the kept link",
         )
         .await?;
         let kept = api(
@@ -506,11 +500,11 @@ impl ManageCase<'_> {
         ensure(kept.status == 200, || {
             format!("a cancelled delete answered {}", kept.status)
         })?;
-        click(client, &delete).await?;
-        wait_js(
+        step(
             client,
+            None,
+            &delete,
             "document.getElementById('delete-dialog').open",
-            "the confirmation",
         )
         .await?;
         click(client, "#delete-confirm").await?;
@@ -584,6 +578,21 @@ async fn landed_on(client: &fantoccini::Client, target: &str) -> Result<(), Stri
     ensure(url.as_str() == target, || {
         format!("landed on {url}, not {target}")
     })
+}
+
+/// One user step: type `keys` into the input `field` (if given), press
+/// `button`, and wait until the script expression `until` holds.
+async fn step(
+    client: &fantoccini::Client,
+    typed: Option<(&str, &str)>,
+    button: &str,
+    until: &str,
+) -> Result<(), String> {
+    if let Some((field, keys)) = typed {
+        type_into(client, field, keys).await?;
+    }
+    click(client, button).await?;
+    wait_js(client, until, until).await
 }
 
 async fn click(client: &fantoccini::Client, css: &str) -> Result<(), String> {
