@@ -405,8 +405,9 @@ pub fn listing_pages_newest_first(suite: &Suite) -> Result<(), String> {
 }
 
 /// Changes while Redis hangs: 503 within the write timeout, and nothing
-/// stored once Redis comes back. On a Redis of its own, as it is hung.
-pub fn changes_while_redis_hangs_store_nothing(suite: &Suite) -> Result<(), String> {
+/// stored once Redis comes back; while it is down: 503 at once. On a Redis
+/// of its own, as it is hung and killed.
+pub fn changes_while_redis_hangs_or_is_down_store_nothing(suite: &Suite) -> Result<(), String> {
     let redis = Redis::start(&suite.dir.join("hung-redis"), Persistence::Scratch, "")?;
     let settings = suite.settings_with("t-hung:", 2, |config| {
         config.redis.url.clone_from(&redis.url);
@@ -456,7 +457,25 @@ pub fn changes_while_redis_hangs_store_nothing(suite: &Suite) -> Result<(), Stri
                 .as_deref()
                 .is_some_and(|v| matches!(Stored::parse(v), Ok(Stored::Link(_)))),
             || format!("{after:?}"),
-        )
+        )?;
+        redis.kill()?;
+        let started = std::time::Instant::now();
+        let edit = shortener.edit(&admin, "hung1", &change, None).await;
+        let delete = shortener.delete(&admin, "hung1", None).await;
+        let waited = started.elapsed();
+        for (what, outcome) in [("edit", edit.map(|_| ())), ("delete", delete.map(|_| ()))] {
+            let error = outcome
+                .err()
+                .ok_or_else(|| format!("{what} with Redis down succeeded"))?;
+            let (status, _) = error.status_and_field();
+            ensure(
+                status == 503 && matches!(error, ShortenError::Store(StoreError::Unavailable(_))),
+                || format!("{what} with Redis down: {status} {error:?}"),
+            )?;
+        }
+        ensure(waited < Duration::from_secs(3), || {
+            format!("two changes took {waited:?} against a Redis that is down")
+        })
     })
 }
 

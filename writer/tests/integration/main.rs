@@ -105,8 +105,8 @@ const TESTS: &[(&str, common::Test)] = &[
         lifecycle::listing_pages_newest_first,
     ),
     (
-        "lifecycle::changes_while_redis_hangs_store_nothing",
-        lifecycle::changes_while_redis_hangs_store_nothing,
+        "lifecycle::changes_while_redis_hangs_or_is_down_store_nothing",
+        lifecycle::changes_while_redis_hangs_or_is_down_store_nothing,
     ),
     (
         "lifecycle::unpurged_changes_say_so",
