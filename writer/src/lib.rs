@@ -4,6 +4,7 @@
 pub mod access;
 pub mod config;
 pub mod manage;
+pub mod metrics;
 pub mod page;
 pub mod purge;
 pub mod shortener;

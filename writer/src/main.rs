@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use shortlink_core::Owner;
 use shortlink_writer::access::{Gatekeeper, Identity};
 use shortlink_writer::config::Settings;
+use shortlink_writer::metrics::Metrics;
 use shortlink_writer::shortener::{Change, ListQuery, NewLink, Shortener, Written};
 use shortlink_writer::store::{Inserted, Link};
 use shortlink_writer::validate::format_expiry;
@@ -337,6 +338,7 @@ fn serve(settings: Settings) -> Result<(), String> {
     let listen = settings.config.listen;
     let max_body_bytes = settings.config.max_body_bytes;
     let guard = web::Data::new(Gatekeeper::new(&settings)?);
+    let metrics = web::Data::new(Metrics::new());
     actix_web::rt::System::new().block_on(async move {
         let checked = web::Data::new(Shortener::new(settings.clone()).map_err(|e| e.to_string())?);
         log::info!("writer listening on http://{listen}/");
@@ -351,6 +353,7 @@ fn serve(settings: Settings) -> Result<(), String> {
             App::new()
                 .app_data(shortener)
                 .app_data(guard.clone())
+                .app_data(metrics.clone())
                 // The request line and status only: no header, so no token.
                 .wrap(middleware::Logger::new("%a \"%r\" %s %b %Dms"))
                 .configure(|config| routes::routes(config, max_body_bytes))

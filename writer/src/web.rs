@@ -3,19 +3,21 @@
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::error::{JsonPayloadError, UrlencodedError};
 use actix_web::http::{header, StatusCode};
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{middleware, web, HttpRequest, HttpResponse, ResponseError};
 use serde::{Deserialize, Serialize};
 
 use serde_json::{Map, Value};
 
 use crate::access::{is_form_cookie, new_form_cookie, Caller, Gatekeeper, Refusal, CSRF_COOKIE};
+use crate::metrics::{count_writes, serve_metrics, Metrics};
 use crate::page::{render, FormView, Outcome};
 use crate::shortener::{Change, ListQuery, NewLink, ShortenError, Shortener, Written};
 use crate::store::{Current, Inserted, Link};
 use crate::validate::{format_expiry, Field, Invalid};
 
 /// Routes of the writer, for `App::configure`; bodies over `max_body_bytes`
-/// get 413. The app must also hold a `Shortener` and a `Gatekeeper`.
+/// get 413. The app must also hold a `Shortener`, a `Gatekeeper` and the
+/// writer's one `Metrics`.
 pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
     config
         .app_data(
@@ -28,15 +30,21 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
                 .limit(max_body_bytes)
                 .error_handler(move |error, _req| form_error(&error, max_body_bytes).into()),
         )
-        .route("/", web::get().to(form_page))
-        .route("/", web::post().to(form_submit))
-        .route("/manage", web::get().to(manage_page))
-        .route("/api/whoami", web::get().to(whoami))
-        .route("/api/links", web::post().to(create_link))
-        .route("/api/links", web::get().to(list_links))
-        .route("/api/links/{key}", web::get().to(get_link))
-        .route("/api/links/{key}", web::patch().to(edit_link))
-        .route("/api/links/{key}", web::delete().to(delete_link));
+        .service(
+            // One scope for every route: its middleware counts each write.
+            web::scope("")
+                .wrap(middleware::from_fn(count_writes))
+                .route("/", web::get().to(form_page))
+                .route("/", web::post().to(form_submit))
+                .route("/manage", web::get().to(manage_page))
+                .route("/metrics", web::get().to(serve_metrics))
+                .route("/api/whoami", web::get().to(whoami))
+                .route("/api/links", web::post().to(create_link))
+                .route("/api/links", web::get().to(list_links))
+                .route("/api/links/{key}", web::get().to(get_link))
+                .route("/api/links/{key}", web::patch().to(edit_link))
+                .route("/api/links/{key}", web::delete().to(delete_link)),
+        );
 }
 
 /// A link as the API shows it.
@@ -290,6 +298,7 @@ async fn create_link(
         outcome: inserted,
         purge_warning,
     } = shortener.create(&new, owner).await?;
+    note_purge_failure(&request, purge_warning.as_ref());
     let status = match inserted {
         Inserted::Created(_) => StatusCode::CREATED,
         Inserted::Existing(_) => StatusCode::OK,
@@ -298,6 +307,15 @@ async fn create_link(
     Ok(HttpResponse::build(status)
         .insert_header((header::LOCATION, format!("/api/links/{}", link.key)))
         .json(LinkBody::new(link, &shortener).warned(purge_warning)))
+}
+
+/// Counts a change that was stored but not purged.
+fn note_purge_failure(request: &HttpRequest, warning: Option<&String>) {
+    if warning.is_some() {
+        if let Some(metrics) = request.app_data::<web::Data<Metrics>>() {
+            metrics.purge_failed();
+        }
+    }
 }
 
 /// A link, with its `ETag` for a later `If-Match`.
@@ -363,6 +381,7 @@ async fn edit_link(
     let written = shortener
         .edit(&who, &key, &change, if_match(&request))
         .await?;
+    note_purge_failure(&request, written.purge_warning.as_ref());
     let (link, current) = &written.outcome;
     Ok(link_response(
         link,
@@ -380,6 +399,7 @@ async fn delete_link(
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify(&request)?;
     let written = shortener.delete(&who, &key, if_match(&request)).await?;
+    note_purge_failure(&request, written.purge_warning.as_ref());
     Ok(match written.purge_warning {
         None => HttpResponse::NoContent().finish(),
         // Deleted, but Varnish may still redirect: say so.

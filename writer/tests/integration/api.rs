@@ -7,7 +7,7 @@ use shortlink_core::digest_key;
 use shortlink_writer::shortener::Shortener;
 use test_support::free_port;
 
-use crate::common::{ensure, Suite};
+use crate::common::{ensure, Suite, TEST_TOKEN};
 
 fn api_app_test<F, Fut>(suite: &Suite, prefix: &str, test: F) -> Result<(), String>
 where
@@ -210,5 +210,93 @@ pub fn redis_unreachable(suite: &Suite) -> Result<(), String> {
     })?;
     ensure(started.elapsed() < Duration::from_secs(5), || {
         format!("the 503 took {:?}", started.elapsed())
+    })
+}
+
+/// `GET /metrics` counts each write by its answer, in Prometheus' text
+/// format: new links (not existing ones), edits, deletes, and refusals by
+/// reason.
+pub fn metrics_count_writes_by_outcome(suite: &Suite) -> Result<(), String> {
+    api_app_test(suite, "t-metrics:", |shortener| async move {
+        let app = api_app!(shortener);
+        let bearer = || ("authorization", format!("Bearer {TEST_TOKEN}"));
+        let create = |url: &str| {
+            actix_test::TestRequest::post()
+                .uri("/api/links")
+                .insert_header(bearer())
+                .set_json(serde_json::json!({ "url": url }))
+        };
+        let status = |request: actix_test::TestRequest| {
+            let app = &app;
+            async move {
+                actix_test::call_service(app, request.to_request())
+                    .await
+                    .status()
+                    .as_u16()
+            }
+        };
+        let (created, body) = call!(app, create("https://example.org/metrics/1"));
+        ensure(created == 201, || format!("create: {created} {body}"))?;
+        let key = body["key"].as_str().ok_or("no key")?.to_owned();
+        let link = format!("/api/links/{key}");
+        let patch = || {
+            actix_test::TestRequest::patch()
+                .uri(&link)
+                .insert_header(bearer())
+                .set_json(serde_json::json!({ "url": "https://example.org/metrics/2" }))
+        };
+        for (what, request, expected) in [
+            (
+                "the same URL again",
+                create("https://example.org/metrics/1"),
+                200,
+            ),
+            ("a bad URL", create("not a url"), 422),
+            ("an edit", patch(), 200),
+            (
+                "a stale edit",
+                patch().insert_header(("if-match", "\"stale\"")),
+                412,
+            ),
+            (
+                "a delete without a token",
+                actix_test::TestRequest::delete().uri(&link),
+                401,
+            ),
+            (
+                "a delete",
+                actix_test::TestRequest::delete()
+                    .uri(&link)
+                    .insert_header(bearer()),
+                204,
+            ),
+        ] {
+            let got = status(request).await;
+            ensure(got == expected, || format!("{what}: {got}, not {expected}"))?;
+        }
+        let response = actix_test::call_service(
+            &app,
+            actix_test::TestRequest::get().uri("/metrics").to_request(),
+        )
+        .await;
+        ensure(response.status() == 200, || {
+            format!("/metrics answered {}", response.status())
+        })?;
+        let text = String::from_utf8(actix_test::read_body(response).await.to_vec())
+            .map_err(|e| e.to_string())?;
+        for line in [
+            "shortlink_links_created_total 1",
+            "shortlink_links_edited_total 1",
+            "shortlink_links_deleted_total 1",
+            "shortlink_purge_failures_total 0",
+            "shortlink_writes_refused_total{reason=\"invalid\"} 1",
+            "shortlink_writes_refused_total{reason=\"stale\"} 1",
+            "shortlink_writes_refused_total{reason=\"unauthorized\"} 1",
+        ] {
+            ensure(text.lines().any(|l| l == line), || {
+                format!("no {line:?} in\n{text}")
+            })?;
+        }
+        Ok(())
     })
 }

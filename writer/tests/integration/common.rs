@@ -203,6 +203,9 @@ macro_rules! api_app {
             ::actix_web::App::new()
                 .app_data(::actix_web::web::Data::new(shortener))
                 .app_data(::actix_web::web::Data::new(guard))
+                .app_data(::actix_web::web::Data::new(
+                    shortlink_writer::metrics::Metrics::new(),
+                ))
                 .configure(|config| shortlink_writer::web::routes(config, max_body_bytes))
         })
         .await

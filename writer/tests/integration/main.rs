@@ -63,6 +63,10 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
 
 /// Every test of the suite, by name.
 const TESTS: &[(&str, common::Test)] = &[
+    (
+        "api::metrics_count_writes_by_outcome",
+        api::metrics_count_writes_by_outcome,
+    ),
     ("store::same_url_same_key", store::same_url_same_key),
     ("store::grows_on_collision", store::grows_on_collision),
     ("store::custom_keys", store::custom_keys),
