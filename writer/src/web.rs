@@ -465,10 +465,19 @@ async fn whoami(
 
 /// The management page; it holds no data and asks the API for everything.
 async fn manage_page() -> HttpResponse {
-    HttpResponse::Ok()
+    html_page(StatusCode::OK).body(crate::manage::render())
+}
+
+/// The start of an HTML page's answer: never cached, and never shown in
+/// another site's frame, where a hidden button could be clicked through it.
+fn html_page(status: StatusCode) -> actix_web::HttpResponseBuilder {
+    let mut response = HttpResponse::build(status);
+    response
         .content_type("text/html; charset=utf-8")
         .insert_header((header::CACHE_CONTROL, "no-store"))
-        .body(crate::manage::render())
+        .insert_header((header::CONTENT_SECURITY_POLICY, "frame-ancestors 'none'"))
+        .insert_header((header::X_FRAME_OPTIONS, "DENY"));
+    response
 }
 
 #[derive(Debug, Deserialize)]
@@ -593,10 +602,7 @@ fn form_response(
     };
     view.csrf = guard.form_token(&cookie);
     view.ask_token = guard.token_required();
-    let mut response = HttpResponse::build(status);
-    response
-        .content_type("text/html; charset=utf-8")
-        .insert_header((header::CACHE_CONTROL, "no-store"));
+    let mut response = html_page(status);
     if is_new {
         let secure = request.connection_info().scheme() == "https";
         response.cookie(

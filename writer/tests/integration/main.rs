@@ -64,6 +64,10 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
 /// Every test of the suite, by name.
 const TESTS: &[(&str, common::Test)] = &[
     (
+        "security::pages_refuse_frames",
+        security::pages_refuse_frames,
+    ),
+    (
         "api::metrics_count_writes_by_outcome",
         api::metrics_count_writes_by_outcome,
     ),

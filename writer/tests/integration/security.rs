@@ -456,3 +456,29 @@ pub fn tokens_never_logged(suite: &Suite) -> Result<(), String> {
         || "a token appears in the writer's log".into(),
     )
 }
+
+/// The form and the management page refuse to be framed by another site,
+/// where their buttons could be clicked through a disguise.
+pub fn pages_refuse_frames(suite: &Suite) -> Result<(), String> {
+    let agent = Suite::agent();
+    for path in ["/", "/manage"] {
+        let url = format!("{}{path}", suite.writer_url);
+        let response = agent
+            .get(&url)
+            .call()
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        ensure(
+            header("content-security-policy").as_deref() == Some("frame-ancestors 'none'")
+                && header("x-frame-options").as_deref() == Some("DENY"),
+            || format!("{path} may be framed: {:?}", response.headers()),
+        )?;
+    }
+    Ok(())
+}
