@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use serde_json::{Map, Value};
 
-use crate::access::{is_form_cookie, new_form_cookie, Caller, Gatekeeper, Refusal, CSRF_COOKIE};
+use crate::access::{is_form_cookie, new_form_cookie, Gatekeeper, Refusal, CSRF_COOKIE};
 use crate::metrics::{count_writes, serve_metrics, Metrics};
 use crate::page::{render, FormView, Outcome};
 use crate::shortener::{Change, ListQuery, NewLink, ShortenError, Shortener, Written};
@@ -290,14 +290,10 @@ async fn create_link(
         expires_at: expires_at.as_deref(),
         expired_url: expired_url.as_deref(),
     };
-    let owner = match caller {
-        Caller::TokenHolder(identity) => Some(identity.owner),
-        Caller::Anonymous => None,
-    };
     let Written {
         outcome: inserted,
         purge_warning,
-    } = shortener.create(&new, owner).await?;
+    } = shortener.create(&new, caller.owner()).await?;
     note_purge_failure(&request, purge_warning.as_ref());
     let status = match inserted {
         Inserted::Created(_) => StatusCode::CREATED,
@@ -523,30 +519,25 @@ async fn form_submit(
     let admitted = guard
         .check_form_post(&request, &form.csrf)
         .and_then(|()| guard.admit(&request, Some(&form.token)));
-    if let Err(refusal) = admitted {
-        let error = ApiError::from(refusal.clone());
-        match refusal {
-            Refusal::TokenMissing => {
-                view.token_error = Some(
-                    "creating links here needs an access token: enter it in the Access token field"
-                        .into(),
-                );
-            }
-            Refusal::TokenInvalid => view.token_error = Some(error.message),
-            Refusal::RateLimited { .. } | Refusal::CrossSite(_) => {
-                view.general_error = Some(error.message);
-            }
+    let caller = match admitted {
+        Ok(caller) => caller,
+        Err(refusal) => {
+            return refused_form(&request, &shortener, &guard, view, &refusal);
         }
-        let mut response = form_response(&request, &shortener, &guard, error.status, view);
-        if let Some(seconds) = error.retry_after_s {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, seconds.into());
-        }
-        return response;
-    }
-    let status = match shortener.shorten(&form.url, Some(key)).await {
-        Ok(inserted) => {
+    };
+    // A link made through the form belongs to the typed token, as one made
+    // through the API does: its holder can change it on the management page.
+    let new = NewLink {
+        url: &form.url,
+        key: Some(key),
+        ..NewLink::default()
+    };
+    let status = match shortener.create(&new, caller.owner()).await {
+        Ok(Written {
+            outcome: inserted,
+            purge_warning,
+        }) => {
+            note_purge_failure(&request, purge_warning.as_ref());
             let created = matches!(inserted, Inserted::Created(_));
             let link = inserted.link();
             view = FormView {
@@ -575,6 +566,36 @@ async fn form_submit(
         }
     };
     form_response(&request, &shortener, &guard, status, view)
+}
+
+/// The form again, saying why its post was refused.
+fn refused_form(
+    request: &HttpRequest,
+    shortener: &Shortener,
+    guard: &Gatekeeper,
+    mut view: FormView,
+    refusal: &Refusal,
+) -> HttpResponse {
+    let error = ApiError::from(refusal.clone());
+    match refusal {
+        Refusal::TokenMissing => {
+            view.token_error = Some(
+                "creating links here needs an access token: enter it in the Access token field"
+                    .into(),
+            );
+        }
+        Refusal::TokenInvalid => view.token_error = Some(error.message),
+        Refusal::RateLimited { .. } | Refusal::CrossSite(_) => {
+            view.general_error = Some(error.message);
+        }
+    }
+    let mut response = form_response(request, shortener, guard, error.status, view);
+    if let Some(seconds) = error.retry_after_s {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, seconds.into());
+    }
+    response
 }
 
 /// The form page, with a form token for the browser's cookie; a browser

@@ -58,6 +58,18 @@ pub enum Caller {
     Anonymous,
 }
 
+impl Caller {
+    /// Whom a link this caller creates belongs to: its token's name, or
+    /// nobody (then only admins may change it).
+    #[must_use]
+    pub fn owner(self) -> Option<shortlink_core::Owner> {
+        match self {
+            Self::TokenHolder(identity) => Some(identity.owner),
+            Self::Anonymous => None,
+        }
+    }
+}
+
 /// Checks every request that creates a link. One per writer, shared by all
 /// workers.
 pub struct Gatekeeper {

@@ -89,6 +89,10 @@ const TESTS: &[(&str, common::Test)] = &[
     ("api::redis_unreachable", api::redis_unreachable),
     ("form::submit_and_errors", form::submit_and_errors),
     (
+        "form::form_links_belong_to_their_token",
+        form::form_links_belong_to_their_token,
+    ),
+    (
         "lifecycle::edit_is_served_at_once",
         lifecycle::edit_is_served_at_once,
     ),
