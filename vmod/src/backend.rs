@@ -64,7 +64,8 @@ pub struct Resolver {
 const MAX_READS: usize = 3;
 
 impl Resolver {
-    /// Resolves `key` with at most one `HGET`; `Err` means Redis gave no answer.
+    /// Resolves `key` with one `HGET`, or up to `MAX_READS` when its link
+    /// changes meanwhile; `Err` means Redis gave no answer.
     pub fn resolve(&self, key: &str) -> Result<Resolution, String> {
         let stats = &self.stats;
         let slot = match self.settings.scheme.locate(key) {
