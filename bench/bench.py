@@ -232,13 +232,18 @@ def wrk(url, script, args, connections=CONNECTIONS, duration=DURATION):
     raise SystemExit(f"bench: wrk gave no figures:\n{result.stdout}\n{result.stderr}")
 
 
+def medians_and_sums(runs, medians, sums):
+    """Each of `medians` the median over the runs (a single run's p99 is too
+    noisy to compare), each of `sums` (counts of errors) the sum."""
+    chosen = {key: statistics.median(r[key] for r in runs) for key in medians}
+    chosen.update({count: sum(r[count] for r in runs) for count in sums})
+    return chosen
+
+
 def median_of(runs):
-    """Each figure the median over the runs (a single run's p99 is too noisy
-    to compare); the error counts are the sums over every run."""
-    chosen = {key: statistics.median(r[key] for r in runs) for key in ("rps", "p50_ms", "p99_ms")}
+    """A wrk scenario's figures over its runs."""
+    chosen = medians_and_sums(runs, ("rps", "p50_ms", "p99_ms"), ("errors", "socket_errors"))
     chosen["reused_keys"] = max(r["reused_keys"] for r in runs)
-    for count in ("errors", "socket_errors"):
-        chosen[count] = sum(r[count] for r in runs)
     if all(r.get("non_3xx") is not None for r in runs):
         chosen["non_3xx"] = sum(r["non_3xx"] for r in runs)
     kinds = [r.get("socket_error_kinds") or {} for r in runs]
@@ -295,9 +300,8 @@ def edit_scenario(base, writer_port, varnish_port, keys_file):
                               "/l/", DURATION)
         thread.join()
         runs.append({**figures, "readers": readers})
-    chosen = {key: statistics.median(r[key] for r in runs) for key in ("edits_per_s", "p50_ms", "p99_ms")}
-    for count in ("edits", "failed", "purge_warnings", "stale_after_answer"):
-        chosen[count] = sum(r[count] for r in runs)
+    chosen = medians_and_sums(runs, ("edits_per_s", "p50_ms", "p99_ms"),
+                              ("edits", "failed", "purge_warnings", "stale_after_answer"))
     chosen["max_window_ms"] = max(r["max_window_ms"] for r in runs)
     chosen["runs_edits_per_s"] = [r["edits_per_s"] for r in runs]
     chosen["examples"] = [e for r in runs for e in r["examples"]][:5]
