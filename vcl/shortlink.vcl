@@ -39,7 +39,12 @@ sub vcl_init {
         ttl = 86400s,
         negative_ttl = 60s,
         grace = 86400s,
-        cache_control = "no-cache");
+        cache_control = "no-cache",
+        flush_interval = 1000ms,
+        click_backlog = 1000000,
+        days_kept = 400d,
+        hours_kept = 168h,
+        geoip = "");
 }
 
 # Every subroutine below first asks whether the request is for a link, and
@@ -64,6 +69,11 @@ sub shortlink_recv {
         if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}$") {
             return (synth(404, "Not Found"));
         }
+    }
+    # The writer warms a new cache with the hottest links; those requests
+    # are not clicks. Nobody else may claim to be warming.
+    if (req.http.Shortlink-Warm && client.ip !~ shortlink_purgers) {
+        unset req.http.Shortlink-Warm;
     }
     if (req.method == "PURGE") {
         if (client.ip !~ shortlink_purgers) {
@@ -166,6 +176,12 @@ sub vcl_backend_error {
 
 sub vcl_deliver {
     if (req.backend_hint == shortlink_links.backend()) {
+        # Every answer for a link, hit or miss, is counted (in memory; a
+        # background thread sends the counts to Redis), except warming.
+        if (!req.http.Shortlink-Warm) {
+            shortlink_links.count(client.ip);
+        }
+        unset resp.http.Shortlink-Expired;
         if (obj.hits > 0) {
             set resp.http.X-Cache = "HIT";
         } else {

@@ -24,14 +24,15 @@
 
 use std::fmt;
 
+pub mod clicks;
 pub mod record;
 pub mod settings;
 
 pub use record::{Expiry, Owner, Record, RecordError, Stored, DELETED};
 
 pub use settings::{
-    Bounded, DurationRule, HeaderValue, PoolSize, RedirectStatus, SettingError, Timeout,
-    TimeoutRule, Ttl, TtlRule,
+    Bounded, ClickBacklog, DurationRule, FlushInterval, HeaderValue, PoolSize, RedirectStatus,
+    Retention, SettingError, Timeout, TimeoutRule, Ttl, TtlRule,
 };
 
 /// Shortest key accepted anywhere. Shorter keys are refused before any

@@ -21,6 +21,12 @@ pub enum SettingError {
     Timeout(Duration),
     #[error("must be at most ten years, not {0:?}")]
     Ttl(Duration),
+    #[error("must be above 0s and at most {max:?}, not {0:?}", max = FlushRule::MAX)]
+    FlushInterval(Duration),
+    #[error("must be at least one hour and at most ten years, not {0:?}")]
+    Retention(Duration),
+    #[error("{0} must be {min} to {max}", min = ClickBacklog::MIN, max = ClickBacklog::MAX)]
+    ClickBacklog(i64),
 }
 
 /// Status of a found link's redirect.
@@ -255,6 +261,99 @@ impl Ttl {
     pub const NEGATIVE: Self = Self::new(Duration::from_mins(1));
     /// How long an expired link may still be served while Redis is away.
     pub const GRACE: Self = Self::new(Duration::from_hours(24));
+}
+
+/// How often Varnish sends the clicks it counted to Redis: above zero, at
+/// most a minute.
+pub type FlushInterval = Bounded<FlushRule>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushRule;
+
+impl DurationRule for FlushRule {
+    const ZERO_ALLOWED: bool = false;
+    const MAX: Duration = Duration::from_mins(1);
+    fn refusal(value: Duration) -> SettingError {
+        SettingError::FlushInterval(value)
+    }
+}
+
+impl FlushInterval {
+    /// A crash of Varnish loses at most this much counting.
+    pub const DEFAULT: Self = Self::new(Duration::from_secs(1));
+}
+
+/// How long dated click counts are kept: an hour to ten years, in whole
+/// hours.
+pub type Retention = Bounded<RetentionRule>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionRule;
+
+impl DurationRule for RetentionRule {
+    const ZERO_ALLOWED: bool = false;
+    const MAX: Duration = Duration::from_hours(10 * 365 * 24);
+    fn refusal(value: Duration) -> SettingError {
+        SettingError::Retention(value)
+    }
+}
+
+impl Retention {
+    /// Daily counts: a year, and a month more to compare with.
+    pub const DAYS: Self = Self::new(Duration::from_hours(400 * 24));
+    /// Hourly counts: a week.
+    pub const HOURS: Self = Self::new(Duration::from_hours(7 * 24));
+
+    /// `value`, which must be whole hours of at least one.
+    pub fn hours(value: Duration) -> Result<Self, SettingError> {
+        if value < Duration::from_hours(1) || !value.as_secs().is_multiple_of(3600) {
+            return Err(SettingError::Retention(value));
+        }
+        Self::try_from(value)
+    }
+}
+
+/// Most counts one Varnish holds while Redis is away (distinct link, bucket
+/// and detail entries, not clicks: more clicks on the same link cost
+/// nothing); past it, further clicks are dropped and counted as dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct ClickBacklog(u32);
+
+impl ClickBacklog {
+    pub const MIN: u32 = 1000;
+    pub const MAX: u32 = 100_000_000;
+    /// About 100 MB of memory at most.
+    pub const DEFAULT: Self = Self(1_000_000);
+
+    #[must_use]
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl Default for ClickBacklog {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl TryFrom<i64> for ClickBacklog {
+    type Error = SettingError;
+
+    fn try_from(size: i64) -> Result<Self, SettingError> {
+        u32::try_from(size)
+            .ok()
+            .filter(|size| (Self::MIN..=Self::MAX).contains(size))
+            .map(Self)
+            .ok_or(SettingError::ClickBacklog(size))
+    }
+}
+
+impl fmt::Display for ClickBacklog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
 }
 
 #[cfg(test)]

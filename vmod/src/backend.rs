@@ -26,6 +26,11 @@ pub struct Settings {
 /// click: a link that expires, an expired link's fallback, a 404.
 const ASK_AGAIN: &str = "no-cache";
 
+/// Header marking an expired link's redirect to its fallback, so that
+/// `.count()` counts it as an answer for a gone link; `vcl_deliver` removes
+/// it before the client sees it.
+pub const EXPIRED_MARK: &str = "Shortlink-Expired";
+
 /// Status of an expired link's redirect to its fallback: temporary, as the
 /// link may be given a new expiry.
 const FALLBACK_STATUS: u16 = 302;
@@ -213,6 +218,7 @@ impl Resolver {
             } => {
                 beresp.set_status(FALLBACK_STATUS);
                 beresp.set_header("Location", url)?;
+                beresp.set_header(EXPIRED_MARK, "1")?;
                 beresp.set_header("Cache-Control", ASK_AGAIN)?;
                 redirect_page(url)
             }

@@ -5,8 +5,11 @@
 
 mod backend;
 mod changes;
+mod clicks;
+mod flush;
 mod pool;
 mod stats;
+mod visitor;
 
 use std::time::Duration;
 
@@ -50,14 +53,21 @@ pub use backend::{key_of, Resolution};
 mod shortlink {
     use std::time::Duration;
 
-    use shortlink_core::{HeaderValue, KeyScheme, PoolSize, RedirectStatus, Timeout, Ttl};
+    use std::net::SocketAddr;
+    use std::sync::atomic::AtomicU64;
+
+    use shortlink_core::{
+        ClickBacklog, FlushInterval, HeaderValue, KeyScheme, PoolSize, RedirectStatus, Retention,
+        Timeout, Ttl,
+    };
     use varnish::ffi::VCL_BACKEND;
     use varnish::vcl::{Backend, Ctx, LogTag, VclError};
     use varnish::Vsc;
 
     use crate::backend::{LinkBackend, Resolution, Resolver, Settings};
+    use crate::clicks::CountSettings;
     use crate::pool::{PoolSettings, RedisPool};
-    use crate::{duration_or, redirector, time_left, without_panic};
+    use crate::{duration_or, redirector, retention, time_left, without_panic};
 
     impl redirector {
         /// Create a short-link store backed by Redis.
@@ -120,6 +130,24 @@ mod shortlink {
             /// sent with `no-cache`.
             #[default("no-cache")]
             cache_control: &str,
+            /// How often the clicks `.count()` gathered are sent to Redis,
+            /// in one round trip. Default `1s`: a crash of Varnish loses at
+            /// most that much counting.
+            flush_interval: Option<Duration>,
+            /// Most counts kept while Redis is away (distinct link, hour,
+            /// day and detail entries, not clicks); past it clicks are
+            /// dropped and counted in `clicks_dropped`.
+            #[default(1000000)]
+            click_backlog: i64,
+            /// How long daily click counts and unique visitors are kept.
+            /// Default `400d`.
+            days_kept: Option<Duration>,
+            /// How long hourly click counts are kept. Default `7d`.
+            hours_kept: Option<Duration>,
+            /// A GeoIP2 or DB-IP country database (`.mmdb`) to count
+            /// clicks by country; empty for none.
+            #[default("")]
+            geoip: &str,
         ) -> Result<Self, VclError> {
             without_panic(
                 || {
@@ -139,20 +167,32 @@ mod shortlink {
                         cache_control: HeaderValue::try_from(cache_control)
                             .map_err(|e| format!("shortlink: {name}: cache_control {e}"))?,
                     };
+                    let connect_timeout =
+                        duration_or(connect_timeout, Timeout::CONNECT, "connect_timeout", name)?;
+                    let command_timeout =
+                        duration_or(command_timeout, Timeout::COMMAND, "command_timeout", name)?;
+                    let counting = CountSettings {
+                        flush_interval: duration_or(
+                            flush_interval,
+                            FlushInterval::DEFAULT,
+                            "flush_interval",
+                            name,
+                        )?,
+                        backlog: ClickBacklog::try_from(click_backlog)
+                            .map_err(|e| format!("shortlink: {name}: click_backlog {e}"))?
+                            .get() as usize,
+                        days_kept: retention(days_kept, Retention::DAYS, "days_kept", name)?,
+                        hours_kept: retention(hours_kept, Retention::HOURS, "hours_kept", name)?,
+                        geoip: (!geoip.is_empty()).then(|| geoip.to_owned()),
+                        connect_timeout,
+                        command_timeout,
+                    };
+                    let clicks = crate::clicks::store_for(redis, &settings.scheme, counting)
+                        .map_err(|e| format!("shortlink: {name}: {e}"))?;
                     let pool = RedisPool::new(&PoolSettings {
                         url: redis,
-                        connect_timeout: duration_or(
-                            connect_timeout,
-                            Timeout::CONNECT,
-                            "connect_timeout",
-                            name,
-                        )?,
-                        command_timeout: duration_or(
-                            command_timeout,
-                            Timeout::COMMAND,
-                            "command_timeout",
-                            name,
-                        )?,
+                        connect_timeout,
+                        command_timeout,
                         size: PoolSize::try_from(pool_size)
                             .map_err(|e| format!("shortlink: {name}: pool_size {e}"))?
                             .get(),
@@ -166,7 +206,11 @@ mod shortlink {
                     };
                     let backend =
                         Backend::new(ctx, "shortlink", name, LinkBackend { resolver }, true)?;
-                    Ok(Self { backend })
+                    Ok(Self {
+                        backend,
+                        clicks,
+                        published: AtomicU64::new(u64::MAX),
+                    })
                 },
                 || Err(VclError::Str("shortlink: internal error in vcl_init")),
             )
@@ -210,6 +254,25 @@ mod shortlink {
         /// ```
         pub fn changed(&self, url: &str) {
             without_panic(|| self.resolver().changes.note(crate::key_of(url)), || ());
+        }
+
+        /// Count the answer being delivered, in `vcl_deliver`, for hits and
+        /// misses alike: a link's redirect as a click (a bot's, for crawlers,
+        /// scripts and `HEAD` requests), a 410 or an expired link's fallback
+        /// as an answer for a gone link; anything else (404, 503) is not
+        /// counted. Nothing is sent to Redis here: counts are gathered in
+        /// memory and sent every `flush_interval` by a background thread,
+        /// which also reads the user agent, referrer and country. Pass
+        /// `client.ip`; it is only hashed, with a salt that changes daily,
+        /// to count unique visitors, and never stored.
+        ///
+        /// ```vcl
+        /// sub vcl_deliver {
+        ///     links.count(client.ip);
+        /// }
+        /// ```
+        pub fn count(&self, ctx: &mut Ctx, #[required] client: Option<SocketAddr>) {
+            without_panic(|| self.count_answer(ctx, client), || ());
         }
 
         /// Look `key` up directly: the stored URL, or an empty string when
@@ -260,11 +323,83 @@ mod shortlink {
 #[allow(non_camel_case_types)]
 pub struct redirector {
     backend: varnish::vcl::Backend<backend::LinkBackend, backend::Body>,
+    /// Shared with every VCL counting for the same Redis and key scheme.
+    clicks: std::sync::Arc<clicks::ClickStore>,
+    /// The flusher generation last copied into this object's varnishstat
+    /// counters.
+    published: std::sync::atomic::AtomicU64,
 }
 
 impl redirector {
     fn resolver(&self) -> &backend::Resolver {
         &self.backend.get_inner().resolver
+    }
+
+    fn count_answer(&self, ctx: &mut Ctx, client: Option<std::net::SocketAddr>) {
+        self.publish_click_counters();
+        let Some(resp) = ctx.http_resp.as_ref() else {
+            return;
+        };
+        let status = match resp.status() {
+            Some(StrOrBytes::Utf8(status)) => status.parse::<u16>().unwrap_or(0),
+            _ => return,
+        };
+        let outcome = if status == 410 || resp.header(backend::EXPIRED_MARK).is_some() {
+            clicks::Outcome::Gone
+        } else if status == self.resolver().settings.status.code() {
+            clicks::Outcome::Redirect
+        } else {
+            return;
+        };
+        let Some(req) = ctx.http_req.as_ref() else {
+            return;
+        };
+        let text = |value: Option<StrOrBytes<'_>>| match value {
+            Some(StrOrBytes::Utf8(text)) => text.to_owned(),
+            Some(StrOrBytes::Bytes(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+            None => String::new(),
+        };
+        let url = text(req.url());
+        let head = matches!(req.method(), Some(StrOrBytes::Utf8("HEAD")));
+        let agent = text(req.header("User-Agent"));
+        let referrer = text(req.header("Referer"));
+        if let Some(click) = clicks::Click::new(
+            outcome,
+            head,
+            clicks::address(client),
+            key_of(&url),
+            &agent,
+            visitor::referrer_host(&referrer).as_deref(),
+        ) {
+            self.clicks.record(click);
+        }
+    }
+
+    /// Copies the click store's counters into this object's varnishstat
+    /// counters once per flush.
+    fn publish_click_counters(&self) {
+        use std::sync::atomic::Ordering::{Acquire, Relaxed};
+        let counters = &self.clicks.counters;
+        let generation = counters.generation.load(Acquire);
+        if self.published.swap(generation, Relaxed) == generation {
+            return;
+        }
+        let stats = &self.resolver().stats;
+        stats
+            .clicks_counted
+            .store(counters.counted.load(Relaxed), Relaxed);
+        stats
+            .clicks_flushed
+            .store(counters.flushed.load(Relaxed), Relaxed);
+        stats
+            .clicks_dropped
+            .store(counters.dropped.load(Relaxed), Relaxed);
+        stats
+            .click_flush_failures
+            .store(counters.flush_failures.load(Relaxed), Relaxed);
+        stats
+            .clicks_pending
+            .store(counters.pending.load(Relaxed), Relaxed);
     }
 }
 
@@ -290,6 +425,19 @@ fn time_left(ctx: &Ctx) -> Option<Duration> {
     )
 }
 
+/// A retention `value` in whole hours, or `default` when VCL left it out.
+fn retention(
+    value: Option<Duration>,
+    default: shortlink_core::Retention,
+    what: &str,
+    name: &str,
+) -> Result<Duration, String> {
+    value
+        .map_or(Ok(default), shortlink_core::Retention::hours)
+        .map(Into::into)
+        .map_err(|e| format!("shortlink: {name}: {what} {e}"))
+}
+
 /// `value`, or `default` when VCL left it out, within the bounds of `T`
 /// ([`Timeout`] or [`Ttl`]).
 fn duration_or<T>(
@@ -312,7 +460,8 @@ mod tests {
     use std::time::Duration;
 
     use shortlink_core::{
-        HeaderValue, PoolSize, RedirectStatus, Timeout, Ttl, DEFAULT_PREFIX, DEFAULT_SPLIT,
+        ClickBacklog, FlushInterval, HeaderValue, PoolSize, RedirectStatus, Retention, Timeout,
+        Ttl, DEFAULT_PREFIX, DEFAULT_SPLIT,
     };
 
     use super::without_panic;
@@ -335,10 +484,12 @@ mod tests {
             "STRING prefix = \"{DEFAULT_PREFIX}\", INT split = {DEFAULT_SPLIT}, \
              [DURATION connect_timeout], [DURATION command_timeout], INT pool_size = {}, \
              INT status = {}, [DURATION ttl], [DURATION negative_ttl], [DURATION grace], \
-             STRING cache_control = \"{}\")",
+             STRING cache_control = \"{}\", [DURATION flush_interval], INT click_backlog = {}, \
+             [DURATION days_kept], [DURATION hours_kept], STRING geoip = \"\")",
             PoolSize::DEFAULT,
             RedirectStatus::default(),
             HeaderValue::DEFAULT_CACHE_CONTROL,
+            ClickBacklog::DEFAULT,
         );
         assert!(api.contains(&signature), "API.md should read {signature}");
         for (parameter, default) in [
@@ -347,6 +498,9 @@ mod tests {
             ("ttl", Duration::from(Ttl::FOUND)),
             ("negative_ttl", Duration::from(Ttl::NEGATIVE)),
             ("grace", Duration::from(Ttl::GRACE)),
+            ("flush_interval", Duration::from(FlushInterval::DEFAULT)),
+            ("days_kept", Duration::from(Retention::DAYS)),
+            ("hours_kept", Duration::from(Retention::HOURS)),
         ] {
             let section = api
                 .split("* `")

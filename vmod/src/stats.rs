@@ -57,4 +57,30 @@ pub struct LinkStats {
     /// Lookups that got no answer within the command timeout
     #[counter]
     pub timeouts: AtomicU64,
+
+    /// Answers counted by `.count()`
+    ///
+    /// Clicks taken from the request path by the flusher, across every VCL
+    /// counting for this Redis since Varnish started.
+    #[counter]
+    pub clicks_counted: AtomicU64,
+
+    /// Counted answers stored in Redis
+    #[counter]
+    pub clicks_flushed: AtomicU64,
+
+    /// Counted answers dropped
+    ///
+    /// Redis was away long enough for the backlog to fill, or the flusher
+    /// could not keep up.
+    #[counter]
+    pub clicks_dropped: AtomicU64,
+
+    /// Flushes of counts that failed and will be retried
+    #[counter]
+    pub click_flush_failures: AtomicU64,
+
+    /// Counted answers waiting to be stored in Redis
+    #[gauge]
+    pub clicks_pending: AtomicU64,
 }

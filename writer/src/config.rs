@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use shortlink_core::{
-    HeaderValue, KeyScheme, Owner, PoolSize, RecordError, RedirectStatus, Timeout, Ttl,
-    DIGEST_KEY_LEN,
+    ClickBacklog, FlushInterval, HeaderValue, KeyScheme, Owner, PoolSize, RecordError,
+    RedirectStatus, Retention, Timeout, Ttl, DIGEST_KEY_LEN,
 };
 use url::Url;
 
@@ -37,8 +37,45 @@ pub struct Config {
     pub redis: RedisConfig,
     pub redirect: RedirectConfig,
     pub varnish: VarnishConfig,
+    pub clicks: ClicksConfig,
     pub access: AccessConfig,
     pub rate_limit: RateLimitConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClicksConfig {
+    /// Count every answer Varnish delivers for a link.
+    pub enabled: bool,
+    /// How often each Varnish sends the clicks it gathered to Redis.
+    pub flush_interval_ms: u64,
+    /// Most counts a Varnish holds while Redis is away.
+    pub backlog: ClickBacklog,
+    /// How long daily counts and unique visitors are kept.
+    pub days_kept: u64,
+    /// How long hourly counts are kept.
+    pub hours_kept: u64,
+    /// A country database (`.mmdb`) on the Varnish machine; empty: none.
+    pub geoip: String,
+}
+
+impl Default for ClicksConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            flush_interval_ms: FlushInterval::DEFAULT.as_millis(),
+            backlog: ClickBacklog::DEFAULT,
+            days_kept: Retention::DAYS.as_secs() / 86_400,
+            hours_kept: Retention::HOURS.as_secs() / 3600,
+            geoip: String::new(),
+        }
+    }
+}
+
+impl ClicksConfig {
+    pub fn flush_interval(&self) -> Duration {
+        Duration::from_millis(self.flush_interval_ms)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -260,6 +297,7 @@ impl Default for Config {
             redis: RedisConfig::default(),
             redirect: RedirectConfig::default(),
             varnish: VarnishConfig::default(),
+            clicks: ClicksConfig::default(),
             access: AccessConfig::default(),
             rate_limit: RateLimitConfig::default(),
         }
@@ -401,6 +439,7 @@ impl Settings {
         check_redis(&config.redis)?;
         check_redirect(&config.redirect)?;
         check_varnish(&config.varnish, &public_base)?;
+        check_clicks(&config.clicks)?;
         check_access(&config.access)?;
         if config.rate_limit.links_per_minute > 0 && config.rate_limit.burst == 0 {
             return Err(ConfigError(
@@ -505,6 +544,25 @@ fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
     ] {
         Timeout::try_from(Duration::from_millis(value))
             .map_err(|e| ConfigError(format!("redis.{name} {e}")))?;
+    }
+    Ok(())
+}
+
+fn check_clicks(clicks: &ClicksConfig) -> Result<(), ConfigError> {
+    FlushInterval::try_from(clicks.flush_interval())
+        .map_err(|e| ConfigError(format!("clicks.flush_interval_ms {e}")))?;
+    for (name, value) in [
+        ("days_kept", clicks.days_kept.saturating_mul(86_400)),
+        ("hours_kept", clicks.hours_kept.saturating_mul(3600)),
+    ] {
+        Retention::hours(Duration::from_secs(value))
+            .map_err(|e| ConfigError(format!("clicks.{name} {e}")))?;
+    }
+    if !vcl_safe(&clicks.geoip) || !(clicks.geoip.is_empty() || clicks.geoip.starts_with('/')) {
+        return Err(ConfigError(format!(
+            "clicks.geoip {:?} must be an absolute path of printable ASCII without '\"'",
+            clicks.geoip
+        )));
     }
     Ok(())
 }
@@ -689,6 +747,13 @@ mod tests {
             ("[redis]\nurl = \"http://x\"", "redis.url"),
             ("[redis]\npool_size = 0", "pool_size"),
             ("[redirect]\nstatus = 200", "not a redirect"),
+            (
+                "[clicks]\nflush_interval_ms = 0",
+                "clicks.flush_interval_ms",
+            ),
+            ("[clicks]\ndays_kept = 0", "clicks.days_kept"),
+            ("[clicks]\nbacklog = 5", "backlog"),
+            ("[clicks]\ngeoip = \"countries.mmdb\"", "absolute path"),
             ("[redirect]\ncache_control = \"a\\\"b\"", "cache_control"),
             ("public_base_url = \"http://x/l\"", "must be an http(s) URL"),
             ("public_base_url = \"http://x/a%20b/\"", "letters, digits"),

@@ -82,6 +82,15 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         .chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect();
+    let clicks = &config.clicks;
+    let count = if clicks.enabled {
+        "        # Every answer for a link, hit or miss, is counted (in memory; a\n        \
+         # background thread sends the counts to Redis), except warming.\n        \
+         if (!req.http.Shortlink-Warm) {\n            \
+         shortlink_links.count(client.ip);\n        }\n"
+    } else {
+        ""
+    };
     let mut values = vec![
         ("SOURCE", source),
         ("IMPORT", import),
@@ -103,6 +112,12 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("CACHE_CONTROL", redirect.cache_control.as_str().to_owned()),
         ("LINK_PATH", link_path),
         ("KEY_PATTERN", key_pattern),
+        ("COUNT", count.to_owned()),
+        ("FLUSH_MS", clicks.flush_interval_ms.to_string()),
+        ("CLICK_BACKLOG", clicks.backlog.to_string()),
+        ("DAYS_KEPT", clicks.days_kept.to_string()),
+        ("HOURS_KEPT", clicks.hours_kept.to_string()),
+        ("GEOIP", clicks.geoip.clone()),
     ];
     // The link text, filled, is one more value: one pass over the frame
     // places it whole, so nothing in it is filled again.
@@ -194,7 +209,7 @@ mod tests {
                 "{vcl}"
             );
             assert!(
-                vcl.contains("cache_control = \"public, @GRACE@\");"),
+                vcl.contains("cache_control = \"public, @GRACE@\","),
                 "{vcl}"
             );
             let header =
@@ -212,6 +227,9 @@ mod tests {
         config.redis.hash_prefix = "{links}:".into();
         config.redis.split = 3;
         config.redirect.status = shortlink_core::RedirectStatus::PermanentRedirect;
+        config.clicks.flush_interval_ms = 250;
+        config.clicks.days_kept = 30;
+        config.clicks.geoip = "/var/lib/geoip/countries.mmdb".into();
         config.varnish.purge_acl = vec!["10.0.0.0/8".into()];
         config.varnish.vmod = "/opt/vmods/libvmod_shortlink.so".into();
         config.varnish.hosts = vec!["s.example".into(), "www.s.example".into()];
@@ -229,10 +247,24 @@ mod tests {
                 "if (req.url !~ \"^/go\\.to/[A-Za-z0-9_-]{4,64}$\")",
                 "from test.toml.",
                 "under /go.to/ on s.example, www.s.example",
+                "flush_interval = 250ms,",
+                "days_kept = 30d,",
+                "hours_kept = 168h,",
+                "geoip = \"/var/lib/geoip/countries.mmdb\");",
+                "shortlink_links.count(client.ip);",
             ] {
                 assert!(vcl.contains(expected), "missing {expected:?} in:\n{vcl}");
             }
         }
+    }
+
+    #[test]
+    fn counting_can_be_turned_off() {
+        let mut config = Config::default();
+        config.clicks.enabled = false;
+        let vcl = generate(&Settings::new(config).unwrap(), "x", Form::Standalone).unwrap();
+        assert!(!vcl.contains(".count("), "{vcl}");
+        assert!(vcl.contains("unset resp.http.Shortlink-Expired;"), "{vcl}");
     }
 
     #[test]

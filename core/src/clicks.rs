@@ -1,0 +1,332 @@
+//! Where click counts live in Redis, next to the links they count.
+//!
+//! Varnish (the VMOD) writes these and the writer reads them; both take the
+//! names from here. Counts of key `Lm25` (prefix `short:`, split 2) follow
+//! the link's own layout, so they stay in small compact hashes:
+//!
+//! | what | Redis | written with |
+//! |---|---|---|
+//! | clicks by people, all time | hash `short:clicks:Lm`, field `25` | `HINCRBY` |
+//! | clicks by bots, all time | hash `short:bots:Lm`, field `25` | `HINCRBY` |
+//! | answers after expiry or delete (410, or the fallback) | hash `short:gone:Lm`, field `25` | `HINCRBY` |
+//! | clicks by people on a day (UTC) | hash `short:day:20261123:Lm`, field `25` | `HINCRBY`, expires after the days kept |
+//! | clicks by people in an hour (UTC) | hash `short:hour:2026112314:Lm`, field `25` | `HINCRBY`, expires after the hours kept |
+//! | clicks of every link in a minute | sorted set `short:minute:202611231405`, member `Lm25` | `ZINCRBY`, expires after an hour |
+//! | unique visitors on a day | `HyperLogLog` `short:visitors:20261123:Lm25` | `PFADD`, expires after the days kept |
+//! | referrer hosts, countries, devices, browsers, systems | hash `short:details:Lm25`, fields `referrer:example.org`, `country:DE`, `device:mobile`, `browser:Firefox`, `os:Android` | `HINCRBY` |
+//!
+//! A name with a `:` after the prefix never names a link's hash (keys have
+//! no `:`), so counts and links cannot collide.
+
+use std::fmt;
+
+use crate::{Key, KeyScheme};
+
+/// How long per-minute counts are kept: the longest window trending reads.
+pub const MINUTES_KEPT: u64 = 60;
+
+/// Most distinct fields kept in one link's details hash; further referrer
+/// hosts (or other values) count under `<kind>:other`, so a flood of made-up
+/// referrers cannot grow a link's hash without end.
+pub const MAX_DETAIL_FIELDS: u64 = 1000;
+
+/// The all-time counters of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Total {
+    /// Redirects delivered to people.
+    People,
+    /// Redirects delivered to crawlers and other bots (and `HEAD` requests).
+    Bots,
+    /// Answers for the link after it expired or was deleted.
+    Gone,
+}
+
+impl Total {
+    pub const ALL: [Self; 3] = [Self::People, Self::Bots, Self::Gone];
+
+    const fn word(self) -> &'static str {
+        match self {
+            Self::People => "clicks",
+            Self::Bots => "bots",
+            Self::Gone => "gone",
+        }
+    }
+}
+
+/// A kind of detail counted per link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Detail {
+    Referrer,
+    Country,
+    Device,
+    Browser,
+    Os,
+}
+
+impl Detail {
+    pub const ALL: [Self; 5] = [
+        Self::Referrer,
+        Self::Country,
+        Self::Device,
+        Self::Browser,
+        Self::Os,
+    ];
+
+    /// The field name's start in the details hash, before the `:`.
+    #[must_use]
+    pub const fn word(self) -> &'static str {
+        match self {
+            Self::Referrer => "referrer",
+            Self::Country => "country",
+            Self::Device => "device",
+            Self::Browser => "browser",
+            Self::Os => "os",
+        }
+    }
+
+    /// The field counting `value` of this kind.
+    #[must_use]
+    pub fn field(self, value: &str) -> String {
+        format!("{}:{value}", self.word())
+    }
+
+    /// The kind and value a details field names.
+    #[must_use]
+    pub fn parse(field: &str) -> Option<(Self, &str)> {
+        let (word, value) = field.split_once(':')?;
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.word() == word)
+            .map(|kind| (kind, value))
+    }
+}
+
+/// A moment, in whole seconds since 1970 (UTC), as the buckets see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClickTime(pub u64);
+
+/// A calendar day (UTC) written `YYYYMMDD`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Day(u32);
+
+/// An hour (UTC) written `YYYYMMDDHH`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Hour(u32);
+
+/// A minute (UTC) written `YYYYMMDDHHMM`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Minute(u64);
+
+impl ClickTime {
+    #[must_use]
+    pub fn now() -> Self {
+        Self(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        )
+    }
+
+    /// Year, month and day of this moment's date (UTC).
+    fn date(self) -> (u64, u64, u64) {
+        civil_from_days(self.0 / 86_400)
+    }
+
+    #[must_use]
+    pub fn day(self) -> Day {
+        let (y, m, d) = self.date();
+        Day(u32::try_from(y * 10_000 + m * 100 + d).unwrap_or(u32::MAX))
+    }
+
+    #[must_use]
+    pub fn hour(self) -> Hour {
+        let hour = (self.0 % 86_400) / 3600;
+        Hour(self.day().0.saturating_mul(100).saturating_add(hour as u32))
+    }
+
+    #[must_use]
+    pub fn minute(self) -> Minute {
+        let minute = (self.0 % 3600) / 60;
+        Minute(u64::from(self.hour().0) * 100 + minute)
+    }
+
+    /// This moment `seconds` earlier.
+    #[must_use]
+    pub fn before(self, seconds: u64) -> Self {
+        Self(self.0.saturating_sub(seconds))
+    }
+}
+
+impl fmt::Display for Day {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl Day {
+    /// `YYYY-MM-DD`, as people and JSON read dates.
+    #[must_use]
+    pub fn iso(self) -> String {
+        format!(
+            "{:04}-{:02}-{:02}",
+            self.0 / 10_000,
+            self.0 / 100 % 100,
+            self.0 % 100
+        )
+    }
+}
+
+impl fmt::Display for Hour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl Hour {
+    /// `YYYY-MM-DDTHH:00Z`.
+    #[must_use]
+    pub fn iso(self) -> String {
+        format!("{}T{:02}:00Z", Day(self.0 / 100).iso(), self.0 % 100)
+    }
+}
+
+impl fmt::Display for Minute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Year, month (1-12) and day (1-31) of the `days`-th day after 1970-01-01
+/// (H. Hinnant's `civil_from_days`, for days on or after the epoch).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The Redis names of one deployment's click counts (see the module's
+/// table), from its [`KeyScheme`].
+impl KeyScheme {
+    /// The hash holding `total` for every key whose hash part is `head`.
+    #[must_use]
+    pub fn total_hash(&self, total: Total, head: &str) -> String {
+        format!("{}{}:{head}", self.prefix(), total.word())
+    }
+
+    /// The hash of people's clicks on `day` for keys whose hash part is `head`.
+    #[must_use]
+    pub fn day_hash(&self, day: Day, head: &str) -> String {
+        format!("{}day:{day}:{head}", self.prefix())
+    }
+
+    /// The hash of people's clicks in `hour` for keys whose hash part is `head`.
+    #[must_use]
+    pub fn hour_hash(&self, hour: Hour, head: &str) -> String {
+        format!("{}hour:{hour}:{head}", self.prefix())
+    }
+
+    /// The sorted set of every link's clicks in `minute`.
+    #[must_use]
+    pub fn minute_set(&self, minute: Minute) -> String {
+        format!("{}minute:{minute}", self.prefix())
+    }
+
+    /// The `HyperLogLog` of `key`'s visitors on `day`.
+    #[must_use]
+    pub fn visitors(&self, day: Day, key: &str) -> String {
+        format!("{}visitors:{day}:{key}", self.prefix())
+    }
+
+    /// The hash of `key`'s details (referrers, countries, devices...).
+    #[must_use]
+    pub fn details(&self, key: &str) -> String {
+        format!("{}details:{key}", self.prefix())
+    }
+
+    /// The day's secret salt for visitor hashes, shared by every Varnish
+    /// and dropped after two days, so a visitor hash cannot be traced back
+    /// to an address once its day is over.
+    #[must_use]
+    pub fn visitor_salt(&self, day: Day) -> String {
+        format!("{}salt:{day}", self.prefix())
+    }
+
+    /// Set by a flush of counts, so a retried flush is not counted twice.
+    #[must_use]
+    pub fn flush_marker(&self, flusher: u64, batch: u64) -> String {
+        format!("{}flushed:{flusher:016x}:{batch}", self.prefix())
+    }
+
+    /// [`Self::total_hash`] and field of `key`.
+    #[must_use]
+    pub fn total_slot(&self, total: Total, key: &Key) -> (String, String) {
+        (
+            self.total_hash(total, self.head(key)),
+            self.field(key).to_owned(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_utc_calendar_times() {
+        // 2026-11-23T14:05:09Z
+        let at = ClickTime(1_795_442_709);
+        assert_eq!(at.day().to_string(), "20261123");
+        assert_eq!(at.hour().to_string(), "2026112314");
+        assert_eq!(at.minute().to_string(), "202611231405");
+        assert_eq!(at.day().iso(), "2026-11-23");
+        assert_eq!(at.hour().iso(), "2026-11-23T14:00Z");
+        assert_eq!(ClickTime(0).day().to_string(), "19700101");
+        // A leap day, and the last second of a year.
+        assert_eq!(ClickTime(1_709_208_000).day().iso(), "2024-02-29");
+        assert_eq!(ClickTime(1_767_225_599).hour().iso(), "2025-12-31T23:00Z");
+    }
+
+    #[test]
+    fn names_follow_the_links_layout_and_never_name_a_link_hash() {
+        let scheme = KeyScheme::default();
+        let key = scheme.key("Lm25").unwrap();
+        assert_eq!(
+            scheme.total_slot(Total::People, &key),
+            ("short:clicks:Lm".to_owned(), "25".to_owned())
+        );
+        let at = ClickTime(1_795_442_709);
+        assert_eq!(scheme.day_hash(at.day(), "Lm"), "short:day:20261123:Lm");
+        assert_eq!(
+            scheme.visitors(at.day(), "Lm25"),
+            "short:visitors:20261123:Lm25"
+        );
+        for name in [
+            scheme.total_hash(Total::Gone, "Lm"),
+            scheme.hour_hash(at.hour(), "Lm"),
+            scheme.minute_set(at.minute()),
+            scheme.details("Lm25"),
+            scheme.flush_marker(7, 1),
+        ] {
+            let rest = name.strip_prefix(scheme.prefix()).unwrap();
+            assert!(rest.contains(':'), "{name} could be a link's hash");
+        }
+    }
+
+    #[test]
+    fn detail_fields_read_back() {
+        let field = Detail::Referrer.field("example.org");
+        assert_eq!(field, "referrer:example.org");
+        assert_eq!(
+            Detail::parse(&field),
+            Some((Detail::Referrer, "example.org"))
+        );
+        assert_eq!(Detail::parse("nothing"), None);
+    }
+}

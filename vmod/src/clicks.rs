@@ -1,0 +1,276 @@
+//! Counting every answer Varnish delivers for a link, cache hits included,
+//! without a Redis call on the request path.
+//!
+//! A worker records a click into one of a few queues and goes on; a flusher
+//! thread takes the queues at every flush interval, classifies and tallies
+//! the clicks, and sends the tallies to Redis in one pipelined round trip
+//! (see `flush.rs`). The queues, the tallies and the flusher belong to a
+//! process-wide store, one per Redis and key scheme, which outlives the
+//! VCL that made it: a reload finds the same store, pending counts and all.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use shortlink_core::clicks::ClickTime;
+use shortlink_core::KeyScheme;
+
+/// Queues clicks are spread over, so workers seldom wait for each other.
+const QUEUES: usize = 16;
+
+/// Most clicks waiting in the queues: many times what a Varnish answers in
+/// a flush interval. Only a flusher starved of CPU ever reaches it.
+const QUEUED_MAX: usize = 1 << 18;
+
+/// Most bytes of a user agent kept: enough to classify any real one.
+const AGENT_MAX: usize = 512;
+
+/// What a counted answer was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The link's redirect.
+    Redirect,
+    /// A 410, or an expired link's redirect to its fallback.
+    Gone,
+}
+
+/// One answer as the request path records it: one allocation, no parsing
+/// beyond the referrer's host.
+#[derive(Debug)]
+pub struct Click {
+    pub at: ClickTime,
+    pub outcome: Outcome,
+    /// `HEAD` requests are counted as bots: people's browsers `GET`.
+    pub head: bool,
+    pub client: Option<IpAddr>,
+    /// The key, the user agent and the referrer's host, one after another.
+    text: Box<str>,
+    key_len: u8,
+    agent_len: u16,
+}
+
+impl Click {
+    pub fn new(
+        outcome: Outcome,
+        head: bool,
+        client: Option<IpAddr>,
+        key: &str,
+        user_agent: &str,
+        referrer_host: Option<&str>,
+    ) -> Option<Self> {
+        let key_len = u8::try_from(key.len()).ok()?;
+        let mut cut = user_agent.len().min(AGENT_MAX);
+        while !user_agent.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let user_agent = &user_agent[..cut];
+        let referrer = referrer_host.unwrap_or_default();
+        let mut text = String::with_capacity(key.len() + user_agent.len() + referrer.len());
+        text.push_str(key);
+        text.push_str(user_agent);
+        text.push_str(referrer);
+        Some(Self {
+            at: ClickTime::now(),
+            outcome,
+            head,
+            client,
+            text: text.into_boxed_str(),
+            key_len,
+            agent_len: u16::try_from(user_agent.len()).ok()?,
+        })
+    }
+
+    pub fn key(&self) -> &str {
+        &self.text[..usize::from(self.key_len)]
+    }
+
+    pub fn user_agent(&self) -> &str {
+        let start = usize::from(self.key_len);
+        &self.text[start..start + usize::from(self.agent_len)]
+    }
+
+    /// The referrer's host, or `None` for a click without one.
+    pub fn referrer(&self) -> Option<&str> {
+        let rest = &self.text[usize::from(self.key_len) + usize::from(self.agent_len)..];
+        (!rest.is_empty()).then_some(rest)
+    }
+}
+
+/// How a store counts, from the newest VCL that uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountSettings {
+    pub flush_interval: Duration,
+    pub backlog: usize,
+    pub days_kept: Duration,
+    pub hours_kept: Duration,
+    /// A country database (`.mmdb`), or none.
+    pub geoip: Option<String>,
+    pub connect_timeout: Duration,
+    pub command_timeout: Duration,
+}
+
+/// Counters of a store, published to varnishstat by the VCL objects using it.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub counted: AtomicU64,
+    pub flushed: AtomicU64,
+    pub dropped: AtomicU64,
+    pub flush_failures: AtomicU64,
+    pub pending: AtomicU64,
+    /// Bumped after every flush: the request path publishes when it moved.
+    pub generation: AtomicU64,
+}
+
+/// The clicks of one Redis and key scheme, for the life of the process.
+pub struct ClickStore {
+    pub redis_url: String,
+    pub scheme: KeyScheme,
+    queues: Vec<Mutex<Vec<Click>>>,
+    queued: AtomicUsize,
+    settings: Mutex<CountSettings>,
+    pub counters: Counters,
+}
+
+impl ClickStore {
+    /// Records `click`, or counts it dropped when the queues are full.
+    pub fn record(&self, click: Click) {
+        if self.queued.fetch_add(1, Ordering::Relaxed) >= QUEUED_MAX {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.queues[queue_of_this_thread()]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(click);
+    }
+
+    /// Every click recorded so far, taken out of the queues.
+    pub fn take(&self) -> Vec<Click> {
+        let mut taken = Vec::new();
+        for queue in &self.queues {
+            let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+            if taken.is_empty() {
+                std::mem::swap(&mut taken, &mut queue);
+            } else {
+                taken.append(&mut queue);
+            }
+        }
+        self.queued.fetch_sub(taken.len(), Ordering::Relaxed);
+        taken
+    }
+
+    pub fn settings(&self) -> CountSettings {
+        self.settings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The queue this worker thread records into.
+fn queue_of_this_thread() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static QUEUE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % QUEUES;
+    }
+    QUEUE.with(|queue| *queue)
+}
+
+/// Every store of the process; never emptied, so a store outlives every
+/// VCL and its counts survive reloads.
+static STORES: Mutex<Vec<Arc<ClickStore>>> = Mutex::new(Vec::new());
+
+/// The store counting for `redis_url` and `scheme`, made (with its flusher
+/// thread) on first use; `settings` replace those of an existing one.
+pub fn store_for(
+    redis_url: &str,
+    scheme: &KeyScheme,
+    settings: CountSettings,
+) -> Result<Arc<ClickStore>, String> {
+    let mut stores = STORES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(store) = stores
+        .iter()
+        .find(|s| s.redis_url == redis_url && s.scheme == *scheme)
+    {
+        *store
+            .settings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = settings;
+        return Ok(Arc::clone(store));
+    }
+    let store = Arc::new(ClickStore {
+        redis_url: redis_url.to_owned(),
+        scheme: scheme.clone(),
+        queues: (0..QUEUES).map(|_| Mutex::new(Vec::new())).collect(),
+        queued: AtomicUsize::new(0),
+        settings: Mutex::new(settings),
+        counters: Counters::default(),
+    });
+    let flusher_store = Arc::clone(&store);
+    std::thread::Builder::new()
+        .name("shortlink-clicks".to_owned())
+        .spawn(move || crate::flush::run(&flusher_store))
+        .map_err(|e| format!("cannot start the click flusher thread: {e}"))?;
+    stores.push(Arc::clone(&store));
+    Ok(store)
+}
+
+/// The address of a client, as VCL's `client.ip` gives it.
+pub fn address(client: Option<SocketAddr>) -> Option<IpAddr> {
+    client.map(|c| c.ip())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_click_keeps_its_parts_apart() {
+        let click = Click::new(
+            Outcome::Redirect,
+            false,
+            None,
+            "Lm25",
+            "Firefox",
+            Some("example.org"),
+        )
+        .unwrap();
+        assert_eq!(
+            (click.key(), click.user_agent(), click.referrer()),
+            ("Lm25", "Firefox", Some("example.org"))
+        );
+        let long_agent = "é".repeat(AGENT_MAX);
+        let click = Click::new(Outcome::Gone, true, None, "Lm25", &long_agent, None).unwrap();
+        assert!(click.user_agent().len() <= AGENT_MAX);
+        assert_eq!(click.referrer(), None);
+    }
+
+    #[test]
+    fn full_queues_drop_and_count() {
+        let store = ClickStore {
+            redis_url: String::new(),
+            scheme: KeyScheme::default(),
+            queues: (0..QUEUES).map(|_| Mutex::new(Vec::new())).collect(),
+            queued: AtomicUsize::new(QUEUED_MAX - 1),
+            settings: Mutex::new(CountSettings {
+                flush_interval: Duration::from_secs(1),
+                backlog: 1000,
+                days_kept: Duration::from_hours(24),
+                hours_kept: Duration::from_hours(1),
+                geoip: None,
+                connect_timeout: Duration::from_secs(1),
+                command_timeout: Duration::from_secs(1),
+            }),
+            counters: Counters::default(),
+        };
+        let click = || Click::new(Outcome::Redirect, false, None, "Lm25", "", None).unwrap();
+        store.record(click());
+        store.record(click());
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(store.take().len(), 1);
+        store.record(click());
+        assert_eq!(store.take().len(), 1, "room again once taken");
+    }
+}

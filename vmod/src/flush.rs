@@ -1,0 +1,523 @@
+//! The flusher thread: tallies the clicks of a store and sends the tallies
+//! to Redis, once per flush interval, in one pipelined round trip.
+//!
+//! A tally is sealed into numbered batches before it is sent, and each batch
+//! runs as one Lua script that first sets the batch's marker (`SET NX`): a
+//! batch sent again because its answer was lost finds its marker and changes
+//! nothing, so no click is counted twice. A batch is dropped from memory
+//! only once Redis has answered for it. While Redis is away, clicks go on
+//! being tallied (more clicks on a link already tallied cost nothing) until
+//! the tallies hold the backlog's number of entries; past it, clicks are
+//! dropped and counted as dropped.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::Read as _;
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use redis::ConnectionLike as _;
+use shortlink_core::clicks::{
+    ClickTime, Day, Detail, Hour, Minute, Total, MAX_DETAIL_FIELDS, MINUTES_KEPT,
+};
+use shortlink_core::KeyScheme;
+
+use crate::clicks::{Click, ClickStore, CountSettings, Outcome};
+use crate::visitor::{Agents, Countries};
+
+/// Applies one batch once. `ARGV[1]` is the batch's marker, `ARGV[2]` how
+/// long the marker is kept, `ARGV[3]` the flusher's heartbeat hash,
+/// `ARGV[4]` its id and `ARGV[5]` the time; then operations of a letter and
+/// their arguments:
+/// `h hash field n ttl` (`HINCRBY`, then `EXPIRE NX` unless ttl is 0),
+/// `d hash field n other` (`HINCRBY`, on `other` once the hash is full),
+/// `z set member n ttl` (`ZINCRBY`, `EXPIRE NX`),
+/// `p key ttl count element...` (`PFADD`, `EXPIRE NX`).
+/// `pcall`: a key of the wrong type (made by hand) spoils its own count,
+/// never the rest of the batch.
+const APPLY_BATCH: &str = r"
+if not redis.call('SET', ARGV[1], '1', 'NX', 'EX', ARGV[2]) then return 0 end
+redis.call('HSET', ARGV[3], ARGV[4], ARGV[5])
+local i = 6
+while i <= #ARGV do
+  local op = ARGV[i]
+  if op == 'h' then
+    redis.pcall('HINCRBY', ARGV[i+1], ARGV[i+2], ARGV[i+3])
+    if ARGV[i+4] ~= '0' then redis.pcall('EXPIRE', ARGV[i+1], ARGV[i+4], 'NX') end
+    i = i + 5
+  elseif op == 'd' then
+    local field = ARGV[i+2]
+    if redis.call('HEXISTS', ARGV[i+1], field) == 0
+        and redis.call('HLEN', ARGV[i+1]) >= MAX_DETAIL_FIELDS then
+      field = ARGV[i+4]
+    end
+    redis.pcall('HINCRBY', ARGV[i+1], field, ARGV[i+3])
+    i = i + 5
+  elseif op == 'z' then
+    redis.pcall('ZINCRBY', ARGV[i+1], ARGV[i+3], ARGV[i+2])
+    redis.pcall('EXPIRE', ARGV[i+1], ARGV[i+4], 'NX')
+    i = i + 5
+  elseif op == 'p' then
+    local n = tonumber(ARGV[i+3])
+    redis.pcall('PFADD', ARGV[i+1], unpack(ARGV, i + 4, i + 3 + n))
+    redis.pcall('EXPIRE', ARGV[i+1], ARGV[i+2], 'NX')
+    i = i + 4 + n
+  else
+    return redis.error_reply('unknown operation ' .. tostring(op))
+  end
+end
+return 1
+";
+
+/// How long a batch's marker is kept: far longer than a batch is retried
+/// for while Redis answers.
+const MARKER_KEPT: Duration = Duration::from_hours(24);
+
+/// Arguments per script call: small enough that no call holds Redis long.
+const BATCH_ARGS: usize = 4000;
+
+/// Visitor hashes per `PFADD`, within Lua's `unpack` limits.
+const VISITORS_PER_ADD: usize = 500;
+
+/// How long a day's visitor salt lives in Redis.
+const SALT_KEPT: Duration = Duration::from_hours(48);
+
+/// The hash where each flusher notes when it last reached Redis (unix ms),
+/// which the writer reads as the click flush lag.
+pub fn heartbeat_hash(scheme: &KeyScheme) -> String {
+    format!("{}flushers", scheme.prefix())
+}
+
+/// Runs the flusher of `store` for the life of the process.
+pub fn run(store: &ClickStore) {
+    let mut flusher = Flusher::new();
+    loop {
+        let settings = store.settings();
+        std::thread::sleep(settings.flush_interval);
+        crate::without_panic(|| flusher.tick(store, &settings), || ());
+    }
+}
+
+/// Counts of clicks waiting to be sealed, keyed so that more clicks on the
+/// same link add to an entry instead of making one.
+#[derive(Default)]
+struct Tally {
+    clicks: u64,
+    entries: usize,
+    totals: HashMap<(Total, Box<str>), u64>,
+    days: HashMap<(Day, Box<str>), u64>,
+    hours: HashMap<(Hour, Box<str>), u64>,
+    minutes: HashMap<(Minute, Box<str>), u64>,
+    /// Unsalted digests of address and user agent; salted when sealed.
+    visitors: HashMap<(Day, Box<str>), HashSet<[u8; 20]>>,
+    details: HashMap<(Box<str>, Detail, Box<str>), u64>,
+}
+
+fn add<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u64>, entries: &mut usize, key: K) {
+    let count = map.entry(key).or_insert_with(|| {
+        *entries += 1;
+        0
+    });
+    *count += 1;
+}
+
+impl Tally {
+    fn is_empty(&self) -> bool {
+        self.clicks == 0
+    }
+
+    fn add(&mut self, click: &Click, bot: bool, details: &[(Detail, &str)]) {
+        let key: Box<str> = click.key().into();
+        let entries = &mut self.entries;
+        self.clicks += 1;
+        if click.outcome == Outcome::Gone {
+            add(&mut self.totals, entries, (Total::Gone, key));
+            return;
+        }
+        if bot {
+            add(&mut self.totals, entries, (Total::Bots, key));
+            return;
+        }
+        let at = click.at;
+        add(&mut self.totals, entries, (Total::People, key.clone()));
+        add(&mut self.days, entries, (at.day(), key.clone()));
+        add(&mut self.hours, entries, (at.hour(), key.clone()));
+        add(&mut self.minutes, entries, (at.minute(), key.clone()));
+        for (kind, value) in details {
+            add(
+                &mut self.details,
+                entries,
+                (key.clone(), *kind, Box::from(*value)),
+            );
+        }
+        if let Some(client) = click.client {
+            let digest = visitor_digest(client, click.user_agent());
+            if self
+                .visitors
+                .entry((at.day(), key))
+                .or_default()
+                .insert(digest)
+            {
+                *entries += 1;
+            }
+        }
+    }
+}
+
+/// Address and user agent, hashed; salted with the day's salt before it
+/// leaves the process, so Redis never holds anything an address can be
+/// read back from.
+fn visitor_digest(client: IpAddr, user_agent: &str) -> [u8; 20] {
+    let mut hash = sha1_smol::Sha1::new();
+    match client {
+        IpAddr::V4(v4) => hash.update(&v4.octets()),
+        IpAddr::V6(v6) => hash.update(&v6.octets()),
+    }
+    hash.update(b"\0");
+    hash.update(user_agent.as_bytes());
+    hash.digest().bytes()
+}
+
+/// A sealed batch: sent as it is until Redis answers for it.
+struct Batch {
+    marker: String,
+    args: Vec<String>,
+    clicks: u64,
+    entries: usize,
+}
+
+struct Flusher {
+    id: u64,
+    next_batch: u64,
+    agents: Option<Agents>,
+    countries: Option<(String, Result<Countries, String>)>,
+    connection: Option<redis::Connection>,
+    script: String,
+    script_sha: String,
+    open: Tally,
+    sealed: VecDeque<Batch>,
+    salts: HashMap<Day, String>,
+    reported: Option<String>,
+}
+
+impl Flusher {
+    fn new() -> Self {
+        let script = APPLY_BATCH.replace("MAX_DETAIL_FIELDS", &MAX_DETAIL_FIELDS.to_string());
+        Self {
+            id: u64::from_le_bytes(random_bytes()[..8].try_into().unwrap_or_default()),
+            next_batch: 0,
+            agents: None,
+            countries: None,
+            connection: None,
+            script_sha: sha1_smol::Sha1::from(&script).digest().to_string(),
+            script,
+            open: Tally::default(),
+            sealed: VecDeque::new(),
+            salts: HashMap::new(),
+            reported: None,
+        }
+    }
+
+    fn tick(&mut self, store: &ClickStore, settings: &CountSettings) {
+        let clicks = store.take();
+        let counters = &store.counters;
+        counters
+            .counted
+            .fetch_add(clicks.len() as u64, Ordering::Relaxed);
+        self.tally(&clicks, settings, store);
+        match self.send(store, settings) {
+            Ok(()) => self.reported = None,
+            Err(error) => {
+                counters.flush_failures.fetch_add(1, Ordering::Relaxed);
+                self.connection = None;
+                // One line per outage in varnishd's log, not one per second.
+                if self.reported.as_ref() != Some(&error) {
+                    eprintln!("shortlink: click flush failed, will retry: {error}");
+                    self.reported = Some(error);
+                }
+            }
+        }
+        let pending = self.open.clicks + self.sealed.iter().map(|batch| batch.clicks).sum::<u64>();
+        counters.pending.store(pending, Ordering::Relaxed);
+        counters.generation.fetch_add(1, Ordering::Release);
+    }
+
+    fn tally(&mut self, clicks: &[Click], settings: &CountSettings, store: &ClickStore) {
+        if clicks.is_empty() {
+            return;
+        }
+        let agents = self.agents.get_or_insert_with(Agents::new);
+        let countries = match (&self.countries, &settings.geoip) {
+            (Some((path, opened)), Some(wanted)) if path == wanted => opened.as_ref().ok(),
+            (_, Some(wanted)) => {
+                let opened = Countries::open(wanted);
+                if let Err(error) = &opened {
+                    eprintln!("shortlink: countries are not counted: {error}");
+                }
+                self.countries = Some((wanted.clone(), opened));
+                self.countries.as_ref().and_then(|(_, c)| c.as_ref().ok())
+            }
+            (_, None) => None,
+        };
+        let room = settings
+            .backlog
+            .saturating_sub(self.sealed.iter().map(|b| b.entries).sum());
+        let mut dropped = 0;
+        for click in clicks {
+            if self.open.entries >= room {
+                dropped += 1;
+                continue;
+            }
+            let agent = agents.classify(click.user_agent());
+            let bot = agent.bot || click.head;
+            let country = countries.and_then(|c| click.client.and_then(|ip| c.country(ip)));
+            let mut details = vec![
+                (Detail::Referrer, click.referrer().unwrap_or("(none)")),
+                (Detail::Device, agent.device),
+                (Detail::Browser, agent.browser.as_str()),
+                (Detail::Os, agent.os.as_str()),
+            ];
+            if let Some(country) = &country {
+                details.push((Detail::Country, country.as_str()));
+            }
+            self.open.add(click, bot, &details);
+        }
+        store.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
+    }
+
+    fn connect(&mut self, store: &ClickStore, settings: &CountSettings) -> Result<(), String> {
+        if self.connection.is_some() {
+            return Ok(());
+        }
+        let client = redis::Client::open(store.redis_url.as_str()).map_err(|e| e.to_string())?;
+        let mut connection = client
+            .get_connection_with_timeout(settings.connect_timeout)
+            .map_err(|e| format!("connecting to Redis: {e}"))?;
+        connection
+            .set_read_timeout(Some(settings.command_timeout))
+            .and_then(|()| connection.set_write_timeout(Some(settings.command_timeout)))
+            .map_err(|e| e.to_string())?;
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(&self.script)
+            .query(&mut connection)
+            .map_err(|e| format!("loading the flush script: {e}"))?;
+        if sha != self.script_sha {
+            return Err(format!(
+                "Redis named the flush script {sha}, not {}",
+                self.script_sha
+            ));
+        }
+        self.connection = Some(connection);
+        Ok(())
+    }
+
+    /// Seals the open tally and sends every sealed batch.
+    fn send(&mut self, store: &ClickStore, settings: &CountSettings) -> Result<(), String> {
+        if self.open.is_empty() && self.sealed.is_empty() {
+            return Ok(());
+        }
+        self.connect(store, settings)?;
+        if !self.open.is_empty() {
+            self.fetch_salts(store)?;
+            let tally = std::mem::take(&mut self.open);
+            self.seal(tally, &store.scheme, settings);
+        }
+        let connection = self.connection.as_mut().ok_or("no connection")?;
+        let heartbeat = heartbeat_hash(&store.scheme);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+            .to_string();
+        let flusher = format!("{:016x}", self.id);
+        let mut pipe = redis::pipe();
+        for batch in &self.sealed {
+            pipe.cmd("EVALSHA")
+                .arg(&self.script_sha)
+                .arg(0)
+                .arg(&batch.marker)
+                .arg(MARKER_KEPT.as_secs())
+                .arg(&heartbeat)
+                .arg(&flusher)
+                .arg(&now_ms)
+                .arg(&batch.args);
+        }
+        let answers: Vec<redis::Value> = pipe
+            .query(connection)
+            .map_err(|e| format!("sending clicks: {e}"))?;
+        if !connection.is_open() || answers.len() != self.sealed.len() {
+            return Err(format!(
+                "Redis answered {} of {} batches",
+                answers.len(),
+                self.sealed.len()
+            ));
+        }
+        let stored: u64 = self.sealed.drain(..).map(|batch| batch.clicks).sum();
+        store.counters.flushed.fetch_add(stored, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The salt of every day the open tally has visitors for.
+    fn fetch_salts(&mut self, store: &ClickStore) -> Result<(), String> {
+        let days: HashSet<Day> = self.open.visitors.keys().map(|(day, _)| *day).collect();
+        let connection = self.connection.as_mut().ok_or("no connection")?;
+        for day in days {
+            if self.salts.contains_key(&day) {
+                continue;
+            }
+            let name = store.scheme.visitor_salt(day);
+            let fresh = hex(&random_bytes());
+            let (salt,): (String,) = redis::pipe()
+                .cmd("SET")
+                .arg(&name)
+                .arg(fresh)
+                .arg("NX")
+                .arg("EX")
+                .arg(SALT_KEPT.as_secs())
+                .ignore()
+                .cmd("GET")
+                .arg(&name)
+                .query(connection)
+                .map_err(|e| format!("reading the visitor salt: {e}"))?;
+            self.salts.insert(day, salt);
+        }
+        // Yesterday's salt may still be needed for late clicks; older ones not.
+        let today = ClickTime::now();
+        let oldest = today.before(86_400).day();
+        self.salts.retain(|day, _| *day >= oldest);
+        Ok(())
+    }
+
+    /// Turns `tally` into batches of script arguments, numbered in order.
+    fn seal(&mut self, tally: Tally, scheme: &KeyScheme, settings: &CountSettings) {
+        let days_kept = settings.days_kept.as_secs().to_string();
+        let hours_kept = settings.hours_kept.as_secs().to_string();
+        let minutes_kept = ((MINUTES_KEPT + 1) * 60).to_string();
+        let mut ops: Vec<Vec<String>> = Vec::with_capacity(tally.entries);
+        let split = |key: &str| -> (String, String) {
+            let cut = scheme.split().min(key.len().saturating_sub(1));
+            (key[..cut].to_owned(), key[cut..].to_owned())
+        };
+        for ((total, key), n) in tally.totals {
+            let (head, field) = split(&key);
+            ops.push(vec![
+                "h".into(),
+                scheme.total_hash(total, &head),
+                field,
+                n.to_string(),
+                "0".into(),
+            ]);
+        }
+        for ((day, key), n) in tally.days {
+            let (head, field) = split(&key);
+            ops.push(vec![
+                "h".into(),
+                scheme.day_hash(day, &head),
+                field,
+                n.to_string(),
+                days_kept.clone(),
+            ]);
+        }
+        for ((hour, key), n) in tally.hours {
+            let (head, field) = split(&key);
+            ops.push(vec![
+                "h".into(),
+                scheme.hour_hash(hour, &head),
+                field,
+                n.to_string(),
+                hours_kept.clone(),
+            ]);
+        }
+        for ((minute, key), n) in tally.minutes {
+            ops.push(vec![
+                "z".into(),
+                scheme.minute_set(minute),
+                key.into(),
+                n.to_string(),
+                minutes_kept.clone(),
+            ]);
+        }
+        for ((key, kind, value), n) in tally.details {
+            ops.push(vec![
+                "d".into(),
+                scheme.details(&key),
+                kind.field(&value),
+                n.to_string(),
+                kind.field("other"),
+            ]);
+        }
+        for ((day, key), digests) in tally.visitors {
+            let salt = self.salts.get(&day).map_or("", String::as_str);
+            let salted: Vec<String> = digests
+                .iter()
+                .map(|digest| {
+                    let mut hash = sha1_smol::Sha1::new();
+                    hash.update(salt.as_bytes());
+                    hash.update(digest);
+                    hash.digest().to_string()[..16].to_owned()
+                })
+                .collect();
+            for part in salted.chunks(VISITORS_PER_ADD) {
+                let mut op = vec![
+                    "p".into(),
+                    scheme.visitors(day, &key),
+                    days_kept.clone(),
+                    part.len().to_string(),
+                ];
+                op.extend(part.iter().cloned());
+                ops.push(op);
+            }
+        }
+        let mut batches: Vec<Batch> = Vec::new();
+        let mut args: Vec<String> = Vec::new();
+        let mut entries = 0;
+        for op in ops {
+            if !args.is_empty() && args.len() + op.len() > BATCH_ARGS {
+                batches.push(self.batch(std::mem::take(&mut args), entries, scheme));
+                entries = 0;
+            }
+            entries += 1;
+            args.extend(op);
+        }
+        if !args.is_empty() {
+            batches.push(self.batch(args, entries, scheme));
+        }
+        // The clicks are counted as flushed with the last of their batches.
+        if let Some(last) = batches.last_mut() {
+            last.clicks = tally.clicks;
+        }
+        self.sealed.extend(batches);
+    }
+
+    fn batch(&mut self, args: Vec<String>, entries: usize, scheme: &KeyScheme) -> Batch {
+        self.next_batch += 1;
+        Batch {
+            marker: scheme.flush_marker(self.id, self.next_batch),
+            args,
+            clicks: 0,
+            entries,
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+/// 16 bytes from the system's random source (never fails on Linux; the
+/// time stands in if it somehow does).
+fn random_bytes() -> [u8; 16] {
+    let mut bytes = [0u8; 16];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if read.is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        bytes = (nanos ^ u128::from(std::process::id())).to_le_bytes();
+    }
+    bytes
+}
