@@ -161,6 +161,27 @@ impl ClickStore {
         taken
     }
 
+    /// A store no flusher runs for, so tests can take its clicks.
+    #[cfg(test)]
+    pub fn detached(backlog: usize) -> Self {
+        Self {
+            redis_url: String::new(),
+            scheme: KeyScheme::default(),
+            queues: (0..QUEUES).map(|_| Mutex::new(Vec::new())).collect(),
+            queued: AtomicUsize::new(0),
+            settings: Mutex::new(CountSettings {
+                flush_interval: Duration::from_secs(1),
+                backlog,
+                days_kept: Duration::from_hours(24),
+                hours_kept: Duration::from_hours(1),
+                geoip: None,
+                connect_timeout: Duration::from_secs(1),
+                command_timeout: Duration::from_secs(1),
+            }),
+            counters: Counters::default(),
+        }
+    }
+
     pub fn settings(&self) -> CountSettings {
         self.settings
             .lock()
@@ -249,22 +270,8 @@ mod tests {
 
     #[test]
     fn full_queues_drop_and_count() {
-        let store = ClickStore {
-            redis_url: String::new(),
-            scheme: KeyScheme::default(),
-            queues: (0..QUEUES).map(|_| Mutex::new(Vec::new())).collect(),
-            queued: AtomicUsize::new(QUEUED_MAX - 1),
-            settings: Mutex::new(CountSettings {
-                flush_interval: Duration::from_secs(1),
-                backlog: 1000,
-                days_kept: Duration::from_hours(24),
-                hours_kept: Duration::from_hours(1),
-                geoip: None,
-                connect_timeout: Duration::from_secs(1),
-                command_timeout: Duration::from_secs(1),
-            }),
-            counters: Counters::default(),
-        };
+        let store = ClickStore::detached(1000);
+        store.queued.store(QUEUED_MAX - 1, Ordering::Relaxed);
         let click = || Click::new(Outcome::Redirect, false, None, "Lm25", "", None).unwrap();
         store.record(click());
         store.record(click());

@@ -521,3 +521,75 @@ fn random_bytes() -> [u8; 16] {
     }
     bytes
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
+
+    fn click(key: &str, client: u8) -> Click {
+        let address = IpAddr::from([192, 0, 2, client]);
+        Click::new(Outcome::Redirect, false, Some(address), key, FIREFOX, None).unwrap()
+    }
+
+    #[test]
+    fn more_clicks_on_a_tallied_link_cost_no_entries() {
+        let store = ClickStore::detached(1000);
+        let mut flusher = Flusher::new();
+        let clicks: Vec<Click> = (0..500).map(|_| click("Lm25", 1)).collect();
+        flusher.tally(&clicks, &store.settings(), &store);
+        let entries = flusher.open.entries;
+        flusher.tally(&clicks, &store.settings(), &store);
+        assert_eq!(flusher.open.entries, entries);
+        assert_eq!(flusher.open.clicks, 1000);
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_full_backlog_drops_clicks_and_counts_them() {
+        let store = ClickStore::detached(1000);
+        let mut flusher = Flusher::new();
+        let clicks: Vec<Click> = (0..1000).map(|n| click(&format!("Key{n}"), 1)).collect();
+        flusher.tally(&clicks, &store.settings(), &store);
+        let dropped = store.counters.dropped.load(Ordering::Relaxed);
+        assert!(dropped > 0, "1000 links tally far more than 1000 entries");
+        assert_eq!(
+            flusher.open.clicks + dropped,
+            1000,
+            "every click kept or counted"
+        );
+        // Sealed batches waiting for Redis take their share of the backlog.
+        let tally = std::mem::take(&mut flusher.open);
+        flusher.seal(tally, &store.scheme, &store.settings());
+        flusher.tally(&clicks[..10], &store.settings(), &store);
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), dropped + 10);
+    }
+
+    #[test]
+    fn batches_are_numbered_and_bounded() {
+        let store = ClickStore::detached(1_000_000);
+        let mut flusher = Flusher::new();
+        let clicks: Vec<Click> = (0..3000)
+            .map(|n| click(&format!("Key{n}"), u8::try_from(n % 200).unwrap()))
+            .collect();
+        flusher.tally(&clicks, &store.settings(), &store);
+        flusher
+            .salts
+            .insert(ClickTime::now().day(), "salt".to_owned());
+        let tally = std::mem::take(&mut flusher.open);
+        flusher.seal(tally, &store.scheme, &store.settings());
+        assert!(flusher.sealed.len() > 1);
+        let markers: HashSet<&str> = flusher.sealed.iter().map(|b| b.marker.as_str()).collect();
+        assert_eq!(markers.len(), flusher.sealed.len(), "one marker per batch");
+        assert!(flusher.sealed.iter().all(|b| b.args.len() <= BATCH_ARGS));
+        let clicks: u64 = flusher.sealed.iter().map(|b| b.clicks).sum();
+        assert_eq!(clicks, 3000);
+        // Visitor hashes are salted digests: no address in any argument.
+        assert!(flusher
+            .sealed
+            .iter()
+            .flat_map(|b| &b.args)
+            .all(|arg| !arg.contains("192.0.2.")));
+    }
+}
