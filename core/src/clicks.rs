@@ -258,6 +258,13 @@ impl KeyScheme {
         format!("{}salt:{day}", self.prefix())
     }
 
+    /// The hash where each Varnish's flusher notes when it last reached
+    /// Redis (unix milliseconds), which the writer reports as flush lag.
+    #[must_use]
+    pub fn flushers(&self) -> String {
+        format!("{}flushers", self.prefix())
+    }
+
     /// Set by a flush of counts, so a retried flush is not counted twice.
     #[must_use]
     pub fn flush_marker(&self, flusher: u64, batch: u64) -> String {
@@ -313,6 +320,8 @@ mod tests {
             scheme.minute_set(at.minute()),
             scheme.details("Lm25"),
             scheme.flush_marker(7, 1),
+            scheme.flushers(),
+            scheme.visitor_salt(at.day()),
         ] {
             let rest = name.strip_prefix(scheme.prefix()).unwrap();
             assert!(rest.contains(':'), "{name} could be a link's hash");

@@ -82,12 +82,6 @@ const VISITORS_PER_ADD: usize = 500;
 /// How long a day's visitor salt lives in Redis.
 const SALT_KEPT: Duration = Duration::from_hours(48);
 
-/// The hash where each flusher notes when it last reached Redis (unix ms),
-/// which the writer reads as the click flush lag.
-pub fn heartbeat_hash(scheme: &KeyScheme) -> String {
-    format!("{}flushers", scheme.prefix())
-}
-
 /// Runs the flusher of `store` for the life of the process.
 pub fn run(store: &ClickStore) {
     let mut flusher = Flusher::new();
@@ -315,6 +309,7 @@ impl Flusher {
     /// Seals the open tally and sends every sealed batch.
     fn send(&mut self, store: &ClickStore, settings: &CountSettings) -> Result<(), String> {
         if self.open.is_empty() && self.sealed.is_empty() {
+            self.beat(&store.scheme);
             return Ok(());
         }
         self.connect(store, settings)?;
@@ -324,11 +319,8 @@ impl Flusher {
             self.seal(tally, &store.scheme, settings);
         }
         let connection = self.connection.as_mut().ok_or("no connection")?;
-        let heartbeat = heartbeat_hash(&store.scheme);
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis())
-            .to_string();
+        let heartbeat = store.scheme.flushers();
+        let now_ms = now_ms();
         let flusher = format!("{:016x}", self.id);
         let mut pipe = redis::pipe();
         for batch in &self.sealed {
@@ -355,6 +347,22 @@ impl Flusher {
         let stored: u64 = self.sealed.drain(..).map(|batch| batch.clicks).sum();
         store.counters.flushed.fetch_add(stored, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Notes that this flusher, with nothing to send, still reaches Redis,
+    /// on the connection it has: an idle Varnish is not a lagging one.
+    fn beat(&mut self, scheme: &KeyScheme) {
+        let Some(connection) = self.connection.as_mut() else {
+            return;
+        };
+        let beat = redis::cmd("HSET")
+            .arg(scheme.flushers())
+            .arg(format!("{:016x}", self.id))
+            .arg(now_ms())
+            .query::<()>(connection);
+        if beat.is_err() {
+            self.connection = None;
+        }
     }
 
     /// The salt of every day the open tally has visitors for.
@@ -498,6 +506,13 @@ impl Flusher {
             entries,
         }
     }
+}
+
+fn now_ms() -> String {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+        .to_string()
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -2,6 +2,7 @@
 //! and generates the VCL Varnish serves them with.
 
 pub mod access;
+pub mod clicks;
 pub mod config;
 pub mod manage;
 pub mod metrics;

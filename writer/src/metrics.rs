@@ -8,7 +8,9 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::Next;
 use actix_web::{web, Error, HttpResponse};
-use prometheus::{Encoder, IntCounter, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, Opts, Registry, TextEncoder};
+
+use crate::shortener::Shortener;
 
 /// The writer's counters, one set per writer, shared by its workers.
 pub struct Metrics {
@@ -18,6 +20,7 @@ pub struct Metrics {
     deleted: IntCounter,
     refused: IntCounterVec,
     purge_failures: IntCounter,
+    flush_lag: Gauge,
 }
 
 impl Metrics {
@@ -51,6 +54,15 @@ impl Metrics {
         registry
             .register(Box::new(refused.clone()))
             .expect("registered once");
+        let flush_lag = Gauge::new(
+            "shortlink_click_flush_lag_seconds",
+            "Seconds since a Varnish last sent click counts to Redis (or said it had none); \
+             NaN when none ever did or Redis did not answer",
+        )
+        .expect("a valid gauge");
+        registry
+            .register(Box::new(flush_lag.clone()))
+            .expect("registered once");
         Self {
             registry,
             created,
@@ -58,6 +70,7 @@ impl Metrics {
             deleted,
             refused,
             purge_failures,
+            flush_lag,
         }
     }
 
@@ -129,7 +142,12 @@ pub async fn count_writes(
 }
 
 /// `GET /metrics`.
-pub async fn serve_metrics(metrics: web::Data<Metrics>) -> HttpResponse {
+pub async fn serve_metrics(
+    metrics: web::Data<Metrics>,
+    shortener: web::Data<Shortener>,
+) -> HttpResponse {
+    let lag = shortener.click_flush_lag().await.ok().flatten();
+    metrics.flush_lag.set(lag.unwrap_or(f64::NAN));
     match metrics.render() {
         Ok(text) => HttpResponse::Ok()
             .content_type("text/plain; version=0.0.4; charset=utf-8")

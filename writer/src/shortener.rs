@@ -8,7 +8,10 @@ use std::time::SystemTime;
 use actix_web::http::StatusCode;
 use shortlink_core::{Expiry, Key, Owner, Record, Stored, ValidUrl};
 
+use shortlink_core::clicks::MINUTES_KEPT;
+
 use crate::access::Identity;
+use crate::clicks::{LinkStats, Trending};
 use crate::config::Settings;
 use crate::purge::Purger;
 use crate::store::{Current, Inserted, Link, LinkStore, StoreError};
@@ -22,6 +25,21 @@ const EDIT_ATTEMPTS: usize = 5;
 
 /// Most links one page of a listing holds.
 pub const MAX_PAGE: usize = 100;
+
+/// Links listed (or ranked) when the request names no limit.
+pub const DEFAULT_PAGE: usize = 20;
+
+/// Days of history a link's statistics show unless asked otherwise.
+const DEFAULT_STATS_DAYS: u64 = 30;
+
+/// Hours of history a link's statistics show (fewer if fewer are kept).
+const STATS_HOURS: u64 = 48;
+
+/// The window trending looks at unless asked otherwise.
+const DEFAULT_TRENDING_MINUTES: u64 = 5;
+
+/// Ranked links whose owners are read at once, for a non-admin's trending.
+const TRENDING_CHUNK: usize = 200;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ShortenError {
@@ -332,6 +350,92 @@ impl Shortener {
 
     pub fn short_url(&self, key: &str) -> String {
         self.settings.short_url(key)
+    }
+
+    /// `key`'s click counts with `days` days of history, if `who` may
+    /// change the link (a deleted link's: admins only).
+    pub async fn stats(
+        &self,
+        who: &Identity,
+        key: &str,
+        days: Option<u64>,
+    ) -> Result<LinkStats, ShortenError> {
+        let clicks = &self.settings.config.clicks;
+        let days = days.unwrap_or(DEFAULT_STATS_DAYS.min(clicks.days_kept));
+        if !(1..=clicks.days_kept).contains(&days) {
+            return Err(Invalid::new(
+                Field::Days,
+                format!("days must be 1 to {} (the days kept)", clicks.days_kept),
+            )
+            .into());
+        }
+        let key = self.existing_key(key)?;
+        let current = self.read(&key).await?;
+        let owner = match &current.stored {
+            Stored::Link(record) => record.owner.as_ref(),
+            Stored::Deleted => None,
+        };
+        if !who.may_change(owner) {
+            return Err(ShortenError::NotYours);
+        }
+        let hours = STATS_HOURS.min(clicks.hours_kept);
+        Ok(self.store.clicks().link(&key, days, hours).await?)
+    }
+
+    /// Seconds since a Varnish last sent click counts (see
+    /// [`crate::clicks::ClickReader::flush_lag`]).
+    pub async fn click_flush_lag(&self) -> Result<Option<f64>, ShortenError> {
+        Ok(self.store.clicks().flush_lag().await?)
+    }
+
+    /// The links with the most clicks by people over the last `minutes`:
+    /// everyone's for an admin, `who`'s own otherwise.
+    pub async fn trending(
+        &self,
+        who: &Identity,
+        minutes: Option<u64>,
+        limit: Option<usize>,
+    ) -> Result<Vec<Trending>, ShortenError> {
+        let minutes = minutes.unwrap_or(DEFAULT_TRENDING_MINUTES);
+        if !(1..=MINUTES_KEPT).contains(&minutes) {
+            return Err(Invalid::new(
+                Field::Minutes,
+                format!("minutes must be 1 to {MINUTES_KEPT}"),
+            )
+            .into());
+        }
+        let limit = limit.unwrap_or(DEFAULT_PAGE);
+        if !(1..=MAX_PAGE).contains(&limit) {
+            return Err(
+                Invalid::new(Field::Limit, format!("limit must be 1 to {MAX_PAGE}")).into(),
+            );
+        }
+        let reader = self.store.clicks();
+        if who.admin {
+            return Ok(reader.trending(minutes, limit).await?);
+        }
+        // Others' links are ranked too: read enough to find `limit` of one's own.
+        let ranked = reader.trending(minutes, usize::MAX).await?;
+        let mut own = Vec::new();
+        for chunk in ranked.chunks(TRENDING_CHUNK) {
+            let keys: Vec<Key> = chunk
+                .iter()
+                .filter_map(|t| self.settings.scheme.key(&t.key).ok())
+                .collect();
+            let owners = self.store.owners_of(&keys).await?;
+            for (key, owner) in keys.iter().zip(owners) {
+                if owner.flatten().as_ref() == Some(&who.owner) {
+                    if let Some(found) = chunk.iter().find(|t| t.key == key.as_str()) {
+                        own.push(found.clone());
+                    }
+                }
+            }
+            if own.len() >= limit {
+                break;
+            }
+        }
+        own.truncate(limit);
+        Ok(own)
     }
 
     /// Writes what `change` makes of `key`'s link, if `who` may change it

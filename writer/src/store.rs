@@ -198,6 +198,30 @@ impl LinkStore {
         }
     }
 
+    /// A reader of the click counts, on this store's connection.
+    pub fn clicks(&self) -> crate::clicks::ClickReader {
+        crate::clicks::ClickReader::new(self.connection.clone(), self.scheme.clone())
+    }
+
+    /// The owner of each of `keys` that holds a link (`None` inside for a
+    /// link without one), in one round trip.
+    pub async fn owners_of(&self, keys: &[Key]) -> Result<Vec<Option<Option<Owner>>>, StoreError> {
+        let mut lookups = redis::pipe();
+        for key in keys {
+            let slot = self.scheme.slot(key);
+            lookups.cmd("HGET").arg(&slot.hash).arg(slot.field);
+        }
+        let mut connection = self.connection.clone();
+        let values: Vec<Option<String>> = lookups.query_async(&mut connection).await?;
+        Ok(values
+            .into_iter()
+            .map(|value| match value.map(|raw| Stored::parse(&raw)) {
+                Some(Ok(Stored::Link(record))) => Some(record.owner),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// What `key` holds, if anything.
     pub async fn read(&self, key: &Key) -> Result<Option<Current>, StoreError> {
         let slot = self.scheme.slot(key);

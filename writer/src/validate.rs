@@ -19,6 +19,8 @@ pub enum Field {
     ExpiredUrl,
     Cursor,
     Limit,
+    Days,
+    Minutes,
     /// A field the API does not know.
     Unknown,
 }
@@ -33,6 +35,8 @@ impl Field {
             Self::ExpiredUrl => "expired_url",
             Self::Cursor => "cursor",
             Self::Limit => "limit",
+            Self::Days => "days",
+            Self::Minutes => "minutes",
             Self::Unknown => "unknown",
         }
     }

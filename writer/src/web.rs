@@ -43,7 +43,9 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
                 .route("/api/links", web::get().to(list_links))
                 .route("/api/links/{key}", web::get().to(get_link))
                 .route("/api/links/{key}", web::patch().to(edit_link))
-                .route("/api/links/{key}", web::delete().to(delete_link)),
+                .route("/api/links/{key}", web::delete().to(delete_link))
+                .route("/api/links/{key}/stats", web::get().to(link_stats))
+                .route("/api/trending", web::get().to(trending)),
         );
 }
 
@@ -415,8 +417,7 @@ pub struct ListParams {
     owner: Option<String>,
 }
 
-/// Links listed when the request names no limit.
-const DEFAULT_PAGE: usize = 20;
+use crate::shortener::DEFAULT_PAGE;
 
 async fn list_links(
     request: HttpRequest,
@@ -424,12 +425,7 @@ async fn list_links(
     guard: web::Data<Gatekeeper>,
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify(&request)?;
-    let params = web::Query::<ListParams>::from_query(request.query_string()).map_err(|e| {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("the query is not valid: {e}; use limit, cursor, search and owner"),
-        )
-    })?;
+    let params = query::<ListParams>(&request, "limit, cursor, search and owner")?;
     let query = ListQuery {
         limit: params.limit.unwrap_or(DEFAULT_PAGE),
         cursor: params.cursor.as_deref(),
@@ -445,6 +441,65 @@ async fn list_links(
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(serde_json::json!({ "links": links, "next_cursor": listing.next_cursor })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsParams {
+    days: Option<u64>,
+}
+
+/// A link's click counts, for its owner or an admin.
+async fn link_stats(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify(&request)?;
+    let params = query::<StatsParams>(&request, "days")?;
+    let stats = shortener.stats(&who, &key, params.days).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(stats))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrendingParams {
+    minutes: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// The links with the most clicks in the last minutes.
+async fn trending(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify(&request)?;
+    let params = query::<TrendingParams>(&request, "minutes and limit")?;
+    let links = shortener
+        .trending(&who, params.minutes, params.limit)
+        .await?;
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(serde_json::json!({ "links": links })))
+}
+
+/// The request's query string as `T`, or a 422 naming what it may hold.
+fn query<T: serde::de::DeserializeOwned>(
+    request: &HttpRequest,
+    known: &str,
+) -> Result<T, ApiError> {
+    web::Query::<T>::from_query(request.query_string())
+        .map(web::Query::into_inner)
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("the query is not valid: {e}; use {known}"),
+            )
+        })
 }
 
 /// Who the bearer token belongs to: lets a client check a token before

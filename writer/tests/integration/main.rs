@@ -9,6 +9,7 @@
 mod common;
 mod api;
 mod browser;
+mod clicks;
 mod e2e;
 mod form;
 mod lifecycle;
@@ -84,6 +85,14 @@ const TESTS: &[(&str, common::Test)] = &[
         store::bench_keys_are_the_writers,
     ),
     ("api::create_and_get", api::create_and_get),
+    (
+        "clicks::stats_count_people_and_bots_apart",
+        clicks::stats_count_people_and_bots_apart,
+    ),
+    (
+        "clicks::trending_ranks_recent_clicks",
+        clicks::trending_ranks_recent_clicks,
+    ),
     ("api::every_validation_rule", api::every_validation_rule),
     ("api::malformed_requests", api::malformed_requests),
     ("api::redis_unreachable", api::redis_unreachable),

@@ -1,0 +1,223 @@
+//! Reading the click counts Varnish writes (layout in
+//! `shortlink_core::clicks`): a link's statistics, the trending links, and
+//! how long ago Varnish last sent counts.
+
+use std::collections::HashMap;
+
+use redis::aio::ConnectionManager;
+use serde::Serialize;
+use shortlink_core::clicks::{ClickTime, Detail, Total, MINUTES_KEPT};
+use shortlink_core::{Key, KeyScheme};
+
+use crate::store::StoreError;
+
+/// Entries listed per detail kind.
+const TOP: usize = 10;
+
+/// A link's counts, as `GET /api/links/{key}/stats` answers them.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct LinkStats {
+    pub key: String,
+    /// Redirects delivered to people, all time.
+    pub clicks: u64,
+    /// Redirects delivered to bots (crawlers, scripts, `HEAD`), all time.
+    pub bots: u64,
+    /// Answers after the link expired or was deleted.
+    pub gone: u64,
+    /// Unique visitors over `days` (estimated, ±1 %).
+    pub visitors: u64,
+    /// People's clicks per day, oldest first, today last.
+    pub days: Vec<DayCount>,
+    /// People's clicks per hour over the last `hours`, oldest first.
+    pub hours: Vec<HourCount>,
+    pub referrers: Vec<Share>,
+    pub countries: Vec<Share>,
+    pub devices: Vec<Share>,
+    pub browsers: Vec<Share>,
+    pub os: Vec<Share>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DayCount {
+    pub date: String,
+    pub clicks: u64,
+    pub visitors: u64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct HourCount {
+    pub hour: String,
+    pub clicks: u64,
+}
+
+/// One value of a detail and its clicks.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Share {
+    pub name: String,
+    pub clicks: u64,
+}
+
+/// A link with many clicks lately.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Trending {
+    pub key: String,
+    pub clicks: u64,
+}
+
+/// Reads counts through the writer's Redis connection.
+#[derive(Clone)]
+pub struct ClickReader {
+    connection: ConnectionManager,
+    scheme: KeyScheme,
+}
+
+impl ClickReader {
+    pub fn new(connection: ConnectionManager, scheme: KeyScheme) -> Self {
+        Self { connection, scheme }
+    }
+
+    /// `key`'s counts, with `days` days and `hours` hours of history, in
+    /// one round trip.
+    pub async fn link(&self, key: &Key, days: u64, hours: u64) -> Result<LinkStats, StoreError> {
+        let scheme = &self.scheme;
+        let (head, field) = (scheme.head(key), scheme.field(key));
+        let now = ClickTime::now();
+        let day_list: Vec<_> = (0..days)
+            .rev()
+            .map(|n| now.before(n * 86_400).day())
+            .collect();
+        let hour_list: Vec<_> = (0..hours)
+            .rev()
+            .map(|n| now.before(n * 3600).hour())
+            .collect();
+        let visitor_keys: Vec<String> = day_list
+            .iter()
+            .map(|day| scheme.visitors(*day, key.as_str()))
+            .collect();
+        let mut pipe = redis::pipe();
+        for total in Total::ALL {
+            pipe.hget(scheme.total_hash(total, head), field);
+        }
+        for day in &day_list {
+            pipe.hget(scheme.day_hash(*day, head), field);
+        }
+        for hour in &hour_list {
+            pipe.hget(scheme.hour_hash(*hour, head), field);
+        }
+        for visitors in &visitor_keys {
+            pipe.cmd("PFCOUNT").arg(visitors);
+        }
+        pipe.cmd("PFCOUNT").arg(&visitor_keys);
+        pipe.hgetall(scheme.details(key.as_str()));
+        let mut connection = self.connection.clone();
+        let answers: Vec<redis::Value> = pipe.query_async(&mut connection).await?;
+        let mut answers = answers.into_iter();
+        let mut next = || -> u64 {
+            answers
+                .next()
+                .and_then(|value| redis::from_redis_value::<Option<u64>>(value).ok())
+                .flatten()
+                .unwrap_or(0)
+        };
+        let [clicks, bots, gone] = [next(), next(), next()];
+        let day_clicks: Vec<u64> = day_list.iter().map(|_| next()).collect();
+        let hours = hour_list
+            .iter()
+            .map(|hour| HourCount {
+                hour: hour.iso(),
+                clicks: next(),
+            })
+            .collect();
+        let days = day_list
+            .iter()
+            .zip(day_clicks)
+            .map(|(day, clicks)| DayCount {
+                date: day.iso(),
+                clicks,
+                visitors: next(),
+            })
+            .collect();
+        let visitors = next();
+        let details: HashMap<String, u64> = answers
+            .next()
+            .and_then(|value| redis::from_redis_value(value).ok())
+            .unwrap_or_default();
+        let top = |kind: Detail| -> Vec<Share> {
+            let mut shares: Vec<Share> = details
+                .iter()
+                .filter_map(|(field, clicks)| match Detail::parse(field) {
+                    Some((found, name)) if found == kind => Some(Share {
+                        name: name.to_owned(),
+                        clicks: *clicks,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            shares.sort_by(|a, b| b.clicks.cmp(&a.clicks).then(a.name.cmp(&b.name)));
+            shares.truncate(TOP);
+            shares
+        };
+        Ok(LinkStats {
+            key: key.to_string(),
+            clicks,
+            bots,
+            gone,
+            visitors,
+            days,
+            hours,
+            referrers: top(Detail::Referrer),
+            countries: top(Detail::Country),
+            devices: top(Detail::Device),
+            browsers: top(Detail::Browser),
+            os: top(Detail::Os),
+        })
+    }
+
+    /// The `limit` links with the most clicks by people over the last
+    /// `minutes` minutes (this one included), most first.
+    pub async fn trending(&self, minutes: u64, limit: usize) -> Result<Vec<Trending>, StoreError> {
+        let now = ClickTime::now();
+        let sets: Vec<String> = (0..minutes.clamp(1, MINUTES_KEPT))
+            .map(|n| self.scheme.minute_set(now.before(n * 60).minute()))
+            .collect();
+        let mut connection = self.connection.clone();
+        let ranked: Vec<(String, f64)> = redis::cmd("ZUNION")
+            .arg(sets.len())
+            .arg(&sets)
+            .arg("WITHSCORES")
+            .query_async(&mut connection)
+            .await?;
+        let mut ranked: Vec<Trending> = ranked
+            .into_iter()
+            .map(|(key, clicks)| Trending {
+                key,
+                // Scores are sums of whole clicks.
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                clicks: clicks as u64,
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.clicks.cmp(&a.clicks).then(a.key.cmp(&b.key)));
+        ranked.truncate(limit);
+        Ok(ranked)
+    }
+
+    /// Seconds since a Varnish last reached Redis to send counts (or to say
+    /// it has none); `None` when none ever did. Each Varnish's own backlog
+    /// is its varnishstat `clicks_pending`.
+    pub async fn flush_lag(&self) -> Result<Option<f64>, StoreError> {
+        let mut connection = self.connection.clone();
+        let beats: HashMap<String, u64> = redis::cmd("HGETALL")
+            .arg(self.scheme.flushers())
+            .query_async(&mut connection)
+            .await?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        #[allow(clippy::cast_precision_loss)]
+        Ok(beats
+            .values()
+            .map(|beat| now_ms.saturating_sub(*beat))
+            .min()
+            .map(|lag| lag as f64 / 1000.0))
+    }
+}

@@ -1,0 +1,231 @@
+//! Clicks counted by Varnish, read back through the writer's API.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::{api, create, ensure, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN};
+
+const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
+const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) \
+    AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1";
+
+/// Follows the short link `key` through Varnish as a browser with
+/// `user_agent` would, coming from `referer`.
+fn click(suite: &Suite, key: &str, user_agent: &str, referer: Option<&str>) -> Result<(), String> {
+    let url = format!("{}/l/{key}", suite.varnish.base_url());
+    let mut request = Suite::agent().get(&url).header("user-agent", user_agent);
+    if let Some(referer) = referer {
+        request = request.header("referer", referer);
+    }
+    let response = request.call().map_err(|e| format!("GET {url}: {e}"))?;
+    ensure(response.status().as_u16() == 301, || {
+        format!("GET {url}: {}", response.status())
+    })
+}
+
+/// `key`'s statistics as `token` reads them, once `done` holds for them (or
+/// what they are after 15 s: Varnish flushes every second, but other tests
+/// hang this suite's Redis for a while).
+fn stats_once(
+    suite: &Suite,
+    key: &str,
+    token: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Result<Value, String> {
+    let started = Instant::now();
+    loop {
+        let answer = api(
+            suite,
+            "GET",
+            &format!("/api/links/{key}/stats"),
+            Some(token),
+            None,
+            None,
+        )?;
+        if answer.status == 200 && done(&answer.body) {
+            return Ok(answer.body);
+        }
+        if started.elapsed() > Duration::from_secs(15) {
+            return Err(format!("stats of {key}: {} {}", answer.status, answer.body));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn share<'v>(stats: &'v Value, kind: &str, name: &str) -> Option<&'v Value> {
+    stats[kind]
+        .as_array()?
+        .iter()
+        .find(|entry| entry["name"] == name)
+        .map(|entry| &entry["clicks"])
+}
+
+pub fn stats_count_people_and_bots_apart(suite: &Suite) -> Result<(), String> {
+    let key = create(
+        suite,
+        Some(ALICE_TOKEN),
+        &json!({ "url": "https://example.org/clicks/stats" }),
+    )?;
+    // One miss, then hits: all counted.
+    for _ in 0..3 {
+        click(
+            suite,
+            &key,
+            FIREFOX,
+            Some("https://news.example.com/item?id=1"),
+        )?;
+    }
+    click(suite, &key, IPHONE, None)?;
+    click(suite, &key, "curl/8.5.0", None)?;
+    click(suite, &key, "Mozilla/5.0 (compatible; Googlebot/2.1)", None)?;
+    let stats = stats_once(suite, &key, ALICE_TOKEN, |s| {
+        s["clicks"] == 4 && s["bots"] == 2
+    })?;
+    let today = stats["days"].as_array().and_then(|d| d.last()).cloned();
+    let this_hour = stats["hours"].as_array().and_then(|h| h.last()).cloned();
+    ensure(
+        stats["gone"] == 0
+            && stats["days"].as_array().map(Vec::len) == Some(30)
+            && today
+                .as_ref()
+                .is_some_and(|d| d["clicks"] == 4 && d["visitors"] == 2)
+            && this_hour.is_some_and(|h| h["clicks"] == 4)
+            && stats["visitors"] == 2
+            && share(&stats, "referrers", "news.example.com") == Some(&json!(3))
+            && share(&stats, "referrers", "(none)") == Some(&json!(1))
+            && share(&stats, "devices", "desktop") == Some(&json!(3))
+            && share(&stats, "devices", "mobile") == Some(&json!(1))
+            && share(&stats, "browsers", "Firefox") == Some(&json!(3))
+            && share(&stats, "os", "iOS") == Some(&json!(1)),
+        || format!("stats: {stats}"),
+    )?;
+    // Only the owner and admins may read them, like changing the link.
+    let path = format!("/api/links/{key}/stats");
+    let bob = api(suite, "GET", &path, Some(BOB_TOKEN), None, None)?;
+    let nobody = api(suite, "GET", &path, None, None, None)?;
+    let admin = api(
+        suite,
+        "GET",
+        &format!("{path}?days=7"),
+        Some(ADMIN_TOKEN),
+        None,
+        None,
+    )?;
+    ensure(
+        bob.status == 403 && nobody.status == 401 && admin.status == 200,
+        || {
+            format!(
+                "bob {}, nobody {}, admin {}",
+                bob.status, nobody.status, admin.status
+            )
+        },
+    )?;
+    ensure(
+        admin.body["days"].as_array().map(Vec::len) == Some(7) && admin.body["clicks"] == 4,
+        || format!("admin, 7 days: {}", admin.body),
+    )?;
+    for bad in ["days=0", "days=401", "days=x", "weeks=2"] {
+        let refused = api(
+            suite,
+            "GET",
+            &format!("{path}?{bad}"),
+            Some(ALICE_TOKEN),
+            None,
+            None,
+        )?;
+        ensure(refused.status == 422, || {
+            format!("{bad}: {} {}", refused.status, refused.body)
+        })?;
+    }
+    let unknown = api(
+        suite,
+        "GET",
+        "/api/links/Nope0/stats",
+        Some(ADMIN_TOKEN),
+        None,
+        None,
+    )?;
+    ensure(unknown.status == 404, || {
+        format!("unknown key: {}", unknown.status)
+    })
+}
+
+pub fn trending_ranks_recent_clicks(suite: &Suite) -> Result<(), String> {
+    let hot = create(
+        suite,
+        Some(ALICE_TOKEN),
+        &json!({ "url": "https://example.org/clicks/hot" }),
+    )?;
+    let warm = create(
+        suite,
+        Some(BOB_TOKEN),
+        &json!({ "url": "https://example.org/clicks/warm" }),
+    )?;
+    for _ in 0..6 {
+        click(suite, &hot, FIREFOX, None)?;
+    }
+    for _ in 0..5 {
+        click(suite, &warm, FIREFOX, None)?;
+    }
+    stats_once(suite, &hot, ADMIN_TOKEN, |s| s["clicks"] == 6)?;
+    stats_once(suite, &warm, ADMIN_TOKEN, |s| s["clicks"] == 5)?;
+    let rank = |token: &str| -> Result<Vec<(String, u64)>, String> {
+        let answer = api(
+            suite,
+            "GET",
+            "/api/trending?minutes=5&limit=100",
+            Some(token),
+            None,
+            None,
+        )?;
+        ensure(answer.status == 200, || answer.body.to_string())?;
+        Ok(answer.body["links"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| {
+                (
+                    l["key"].as_str().unwrap_or_default().to_owned(),
+                    l["clicks"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect())
+    };
+    let everyone = rank(ADMIN_TOKEN)?;
+    let position = |key: &str| everyone.iter().position(|(k, _)| k == key);
+    ensure(
+        everyone.contains(&(hot.clone(), 6))
+            && everyone.contains(&(warm.clone(), 5))
+            && position(&hot) < position(&warm),
+        || format!("admin's trending: {everyone:?}"),
+    )?;
+    let alices = rank(ALICE_TOKEN)?;
+    ensure(
+        alices.contains(&(hot.clone(), 6)) && !alices.iter().any(|(k, _)| *k == warm),
+        || format!("alice's trending: {alices:?}"),
+    )?;
+    let refused = api(
+        suite,
+        "GET",
+        "/api/trending?minutes=61",
+        Some(ADMIN_TOKEN),
+        None,
+        None,
+    )?;
+    ensure(refused.status == 422, || refused.body.to_string())?;
+    // Varnish reached Redis lately: the writer's metrics say how lately.
+    let metrics = Suite::agent()
+        .get(&format!("{}/metrics", suite.writer_url))
+        .call()
+        .map_err(|e| e.to_string())?
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    let lag: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("shortlink_click_flush_lag_seconds "))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("no flush lag in\n{metrics}"))?;
+    ensure((0.0..5.0).contains(&lag), || format!("flush lag {lag}"))
+}
