@@ -14,7 +14,13 @@ answers at once (`origin-miss`), `storm` (500 connections from a cold cache)
 with the ceiling at 500 connections, the writer with the claim script driven
 straight at Redis, and memory with plain string keys. A full run exits 1 when
 a target is missed; a quick run only when a stored link answered anything but
-a redirect.
+a redirect, or a click was lost or counted twice.
+
+Counting clicks is part of every link answer: `hit` counts them, and
+`hit-uncounted` is the same on a VCL generated with counting off. After the
+hit, miss and zipf scenarios, the clicks stored in Redis must equal the link
+requests Varnish took in them (MAIN.client_req over those runs, warming
+included): 0 lost, 0 counted twice.
 
 BENCH_QUICK=1 runs a short version (a smoke check; its figures mean little).
 BENCH_RUNS=N repeats each scenario N times and reports the median of each
@@ -70,11 +76,16 @@ EDIT_READERS = 16
 STORE_CEILING_INSERTS = 4_000 if QUICK else 60_000
 SPLIT = 2
 PREFIX = "short:"
+# How long after a run its clicks are surely in Redis: the VMOD's default
+# flush interval (1s), and a margin.
+FLUSH_WAIT = 2.5
 # An expiry and a five-letter owner, as the writer stores them.
 OWNED_EXPIRY = 1767225600
 OWNED_BY = "alice"
 # Issue target: a link with an expiry and an owner costs at most this.
 OWNED_BYTES_LIMIT = 64
+# Issue target: a link's click total costs at most this.
+CLICK_TOTALS_BYTES_LIMIT = 24
 VARNISHD_PARAMS = ROOT / "vcl" / "varnishd.params"
 # The writer's claim script: its deadline prologue, then the claim.
 CLAIM_SCRIPT = [ROOT / "writer" / "src" / "deadline.lua", ROOT / "writer" / "src" / "claim.lua"]
@@ -311,6 +322,27 @@ def edit_scenario(base, writer_port, varnish_port, keys_file):
     return chosen
 
 
+def stored_clicks(redis_port):
+    """Every click stored so far: people's, bots' and gone answers, all links."""
+    script = """
+local total, cursor = 0, '0'
+repeat
+  local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
+  cursor = page[1]
+  for _, hash in ipairs(page[2]) do
+    for _, n in ipairs(redis.call('HVALS', hash)) do total = total + tonumber(n) end
+  end
+until cursor == '0'
+return total
+"""
+    total = 0
+    for word in ("clicks", "bots", "gone"):
+        result = subprocess.run(["redis-cli", "-p", str(redis_port), "EVAL", script, "0", f"{PREFIX}{word}:*"],
+                                capture_output=True, text=True, check=True)
+        total += int(result.stdout.strip())
+    return total
+
+
 def write_keys(name, keys):
     path = WORK / f"{name}.keys"
     path.write_text("".join(f"{key}\n" for key in keys))
@@ -356,6 +388,18 @@ def run(processes):
                       for key, url in links]
                      + [resp("RPUSH", f"{PREFIX}@{OWNED_BY}", key) for key, _ in links])
     owned_bytes = (redis_memory(plain_port) - empty_owned) / LINKS
+    # Click totals as the VMOD stores them, next to the links: every link
+    # clicked, up to a few thousand times; then one day of daily counts.
+    subprocess.run(["redis-cli", "-p", str(plain_port), "FLUSHALL"], capture_output=True, check=True)
+    empty_clicks = redis_memory(plain_port)
+    load(plain_port, [resp("HSET", f"{PREFIX}clicks:{key[:SPLIT]}", key[SPLIT:], str(1 + n % 5000))
+                      for n, (key, _) in enumerate(links)])
+    totals_bytes = (redis_memory(plain_port) - empty_clicks) / LINKS
+    before_day = redis_memory(plain_port)
+    load(plain_port, [resp("HSET", f"{PREFIX}day:20261123:{key[:SPLIT]}", key[SPLIT:], str(1 + n % 50))
+                      for n, (key, _) in enumerate(links)])
+    day_bytes = (redis_memory(plain_port) - before_day) / LINKS
+    subprocess.run(["redis-cli", "-p", str(plain_port), "FLUSHALL"], capture_output=True, check=True)
 
     # Varnish and Redis share the machine: a unix socket spares both the
     # loopback TCP stack on every lookup.
@@ -375,7 +419,15 @@ def run(processes):
     vcl = WORK / "shortlink.vcl"
     vcl.write_text(subprocess.run([str(RELEASE / "shortlink"), "vcl", "--config", str(config)],
                                   capture_output=True, text=True, check=True).stdout)
+    # The same configuration with counting off: the limit of `hit`'s cost.
+    uncounted_config = WORK / "uncounted.toml"
+    uncounted_config.write_text(config.read_text() + "[clicks]\nenabled = false\n")
+    uncounted_vcl = WORK / "uncounted.vcl"
+    uncounted_vcl.write_text(subprocess.run(
+        [str(RELEASE / "shortlink"), "vcl", "--config", str(uncounted_config)],
+        capture_output=True, text=True, check=True).stdout)
     workdir = start_varnishd(processes, "varnish", varnish_port, vcl)
+    varnishadm(workdir, "vcl.load", "uncounted", str(uncounted_vcl))
     # The limits are VCLs of the same varnishd, so they run on the same
     # process with the same parameters as the VCL they are compared with.
     varnishadm(workdir, "vcl.load", "ceiling", str(write_vcl("ceiling.vcl", CEILING_VCL)))
@@ -396,16 +448,48 @@ def run(processes):
     storm_keys = write_keys("storm", [key for key, _ in links[:STORM_LINKS]])
 
     scenarios = {}
+    # Link requests Varnish took while counting, for the exactness check.
+    counted_requests = {"requests": 0}
 
-    def scenario(name, measure, prepare=None, vcl_name="boot"):
+    def client_requests():
+        counters = json.loads(subprocess.run(
+            ["varnishstat", "-n", str(workdir), "-j", "-f", "MAIN.client_req"],
+            capture_output=True, text=True).stdout or "{}").get("counters", {})
+        return counters.get("MAIN.client_req", {}).get("value", 0)
+
+    def scenario(name, measure, prepare=None, vcl_name="boot", counted=False, pair=None):
+        """`pair` = (name, vcl): each run is followed at once by a run of
+        the same on that VCL, reported under that name; the ratio of each
+        pair is kept, as figures drift between runs minutes apart."""
         if ONLY and name not in ONLY:
             return
         varnishadm(workdir, "vcl.use", vcl_name)
-        runs = []
+        runs, paired_runs = [], []
         for _ in range(RUNS):
+            # A restart (empty_cache) starts the counter again from 0.
+            before = client_requests()
             if prepare:
                 prepare()
+            if prepare is empty_cache:
+                before = 0
             runs.append(measure())
+            if counted:
+                # Workers add their request counts to MAIN.client_req in
+                # batches, and all of them once idle: read it once they are.
+                time.sleep(FLUSH_WAIT)
+                counted_requests["requests"] += client_requests() - before
+            if pair:
+                varnishadm(workdir, "vcl.use", pair[1])
+                if prepare:
+                    prepare()
+                paired_runs.append(measure())
+                varnishadm(workdir, "vcl.use", vcl_name)
+        if pair:
+            scenarios[pair[0]] = median_of(paired_runs)
+            scenarios[name + "/" + pair[0]] = statistics.median(
+                r["rps"] / p["rps"] for r, p in zip(runs, paired_runs))
+            say(f"{pair[0]}: {scenarios[pair[0]]['rps']:.0f} req/s (runs {scenarios[pair[0]]['runs_rps']}); "
+                f"{name} / {pair[0]} per pair: {[round(r['rps'] / p['rps'], 3) for r, p in zip(runs, paired_runs)]}")
         # Whatever comes next (the writer's purges too) meets the
         # short-link VCL again.
         varnishadm(workdir, "vcl.use", "boot")
@@ -427,7 +511,10 @@ def run(processes):
 
     def empty_cache():
         # Restarting the child empties the cache outright; a ban would leave
-        # dead objects filling storage until each is looked up again.
+        # dead objects filling storage until each is looked up again. The
+        # last run's clicks are sent first: a stopped child loses up to one
+        # flush interval of them.
+        time.sleep(FLUSH_WAIT)
         varnishadm(workdir, "stop")
         varnishadm(workdir, "start")
         wait_for_port(varnish_port, "Varnish")
@@ -444,19 +531,30 @@ def run(processes):
     scenario("ceiling500", links_wrk("random", storm_keys, STORM_CONNECTIONS, STORM_DURATION, statuses=True),
              vcl_name="ceiling")
 
-    say("hit: cached links")
     # The cache holds nothing yet (the limit VCLs store nothing): warming
     # puts exactly the hit keys in it.
     warm = links_wrk("fresh", hit_keys, duration=max(2, DURATION // 3))
-    scenario("hit", links_wrk("random", hit_keys), prepare=warm)
+    say("hit: cached links, each run followed by hit-uncounted: the same with counting off")
+    scenario("hit", links_wrk("random", hit_keys), prepare=warm, counted=True,
+             pair=("hit-uncounted", "uncounted"))
 
     say("origin-miss: every request a fresh key, fetched from an HTTP origin")
     scenario("origin-miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="originmiss")
     say("miss: every request a fresh key")
-    scenario("miss", links_wrk("fresh", fresh_keys), prepare=empty_cache)
+    scenario("miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, counted=True)
 
     say("zipf: s = 1.0 over every link, from an empty cache")
-    scenario("zipf", links_wrk("zipf", all_keys), prepare=empty_cache)
+    scenario("zipf", links_wrk("zipf", all_keys), prepare=empty_cache, counted=True)
+
+    clicks = None
+    if not ONLY or {"hit", "miss", "zipf"} & set(ONLY):
+        time.sleep(FLUSH_WAIT)
+        stored = stored_clicks(redis_port)
+        clicks = {"requests": counted_requests["requests"], "stored": stored,
+                  "lost": max(0, counted_requests["requests"] - stored),
+                  "double": max(0, stored - counted_requests["requests"])}
+        say(f"clicks: {clicks['stored']} stored for {clicks['requests']} link requests "
+            f"in hit, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice)")
 
     say(f"storm: {STORM_CONNECTIONS} connections, uniform over {STORM_LINKS} links, from an empty cache")
     scenario("storm", links_wrk("random", storm_keys, STORM_CONNECTIONS, STORM_DURATION, statuses=True),
@@ -515,8 +613,9 @@ def run(processes):
                    "ratio_to_ceiling": round(s["rps"] / ceiling, 3), "runs_rps": s["runs_rps"],
                    "runs_p99_ms": s["runs_p99_ms"],
                    "reused_keys": s["reused_keys"]}
-            for name, s in scenarios.items()
+            for name, s in scenarios.items() if "/" not in name
         },
+        "counting_cost": {"hit_to_uncounted_per_pair_median": round(scenarios["hit/hit-uncounted"], 3)},
         "memory": {
             "links": LINKS,
             "bytes_per_link": round(hash_bytes, 1),
@@ -525,6 +624,10 @@ def run(processes):
             "with_expiry_and_owner_bytes_per_link": round(owned_bytes, 1),
             "mean_url_bytes": round(url_bytes, 1),
             "hash_encoding": encodings,
+            "click_totals_bytes_per_link": round(totals_bytes, 1),
+            "daily_counts_bytes_per_link_day": round(day_bytes, 1),
+            # Every link clicked on every day of a year: 365 measured days.
+            "year_of_daily_counts_bytes_per_link": round(365 * day_bytes),
         },
         "writer": {"inserts_per_s": writer["rps"], "errors": writer["errors"], "p99_ms": writer["p99_ms"],
                    "runs_inserts_per_s": writer["runs_rps"],
@@ -533,6 +636,7 @@ def run(processes):
                    # The median of each run's ratio to the ceiling run that followed it.
                    "ratio_to_store_ceiling": round(writer["ratio"], 3)},
         "edit": {**edit, "ratio_to_store_ceiling": round(edit["edits_per_s"] / store, 3)},
+        "clicks": clicks,
     }
     report["targets"] = judge(report)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -581,6 +685,9 @@ sub vcl_backend_response {
 TARGETS = [
     ("hit p99", lambda r: r["scenarios"]["hit"]["p99_ms"], "ceiling p99",
      lambda r: r["scenarios"]["ceiling"]["p99_ms"], "<=", 1.3, False),
+    ("counting cost", lambda r: r["scenarios"]["hit"]["rps"], "hit-uncounted req/s",
+     lambda r: r["scenarios"]["hit-uncounted"]["rps"], ">=", 0.95, False,
+     lambda r: r["counting_cost"]["hit_to_uncounted_per_pair_median"]),
     ("miss req/s", lambda r: r["scenarios"]["miss"]["rps"], "origin-miss req/s",
      lambda r: r["scenarios"]["origin-miss"]["rps"], ">=", 1.2, False),
     ("storm p99", lambda r: r["scenarios"]["storm"]["p99_ms"], "ceiling500 p99",
@@ -602,6 +709,11 @@ def judge(report):
         met = ratio <= bound if op == "<=" else ratio >= bound
         judged.append({"name": name, "value": v, "limit_name": limit_name, "limit": l, "ratio": ratio,
                        "target": f"{op} {bound}", "met": met, "always": always})
+    totals = report["memory"]["click_totals_bytes_per_link"]
+    judged.append({"name": "memory, click totals", "value": {"bytes_per_link": totals},
+                   "limit_name": None, "limit": CLICK_TOTALS_BYTES_LIMIT, "ratio": totals,
+                   "target": f"<= {CLICK_TOTALS_BYTES_LIMIT} B/link",
+                   "met": totals <= CLICK_TOTALS_BYTES_LIMIT, "always": False})
     owned = report["memory"]["with_expiry_and_owner_bytes_per_link"]
     judged.append({"name": "memory, owned links", "value": {"bytes_per_link": owned},
                    "limit_name": None, "limit": OWNED_BYTES_LIMIT, "ratio": owned,
@@ -615,6 +727,12 @@ def judge(report):
                    "target": "0 stale, 0 failed, 0 unpurged",
                    "met": edit["stale_after_answer"] == 0 and edit["failed"] == 0
                    and edit["purge_warnings"] == 0 and edit["edits"] > 0,
+                   "always": True})
+    clicks = report["clicks"]
+    judged.append({"name": "clicks exact", "value": {"lost": clicks["lost"], "double": clicks["double"]},
+                   "limit_name": None, "limit": None, "ratio": clicks["lost"] + clicks["double"],
+                   "target": "0 lost, 0 double",
+                   "met": clicks["lost"] == 0 and clicks["double"] == 0 and clicks["stored"] > 0,
                    "always": True})
     storm = report["scenarios"]["storm"]
     judged.append({"name": "storm answers", "value": {"non_3xx": storm["non_3xx"],
@@ -650,7 +768,8 @@ def print_table(report):
           f"{report['connections']} connections, {report['duration_s']}s per run, median of {report['runs']}; "
           f"ceiling500 and storm: {st['connections']} connections, {st['duration_s']}s, {st['links']:,} links)\n")
     print(f"{'scenario':<14}{'req/s':>10}{'x ceiling':>11}{'p50 ms':>9}{'p99 ms':>9}{'socket err':>11}{'non-3xx':>9}")
-    for name in ("ceiling", "hit", "origin-miss", "miss", "zipf", "ceiling500", "storm", "origin-storm"):
+    for name in ("ceiling", "hit", "hit-uncounted", "origin-miss", "miss", "zipf", "ceiling500", "storm",
+                 "origin-storm"):
         row = s[name]
         non_3xx = row.get("non_3xx", "")
         print(f"{name:<14}{row['rps']:>10,.0f}{row['ratio_to_ceiling']:>11.3f}"
@@ -660,6 +779,9 @@ def print_table(report):
           f"{m['plain_keys_bytes_per_link']:.1f} as plain keys ({m['links']:,} links, URLs of "
           f"{m['mean_url_bytes']:.0f} bytes); with an expiry and an owner (and the owner's list): "
           f"{m['with_expiry_and_owner_bytes_per_link']:.1f}")
+    print(f"clicks mem  {m['click_totals_bytes_per_link']:.1f} bytes/link for click totals; daily counts "
+          f"{m['daily_counts_bytes_per_link_day']:.1f} bytes per link and day, so a year of them "
+          f"{m['year_of_daily_counts_bytes_per_link']:,} bytes/link (365 x one measured day)")
     w = report["writer"]
     print(f"writer      {w['inserts_per_s']:,.0f} inserts/s through the JSON API, 16 clients, {w['errors']} errors; "
           f"the claim script straight at Redis: {w['store_ceiling_inserts_per_s']:,.0f}/s")
@@ -668,6 +790,9 @@ def print_table(report):
           f"ceiling), p50 {e['p50_ms']} ms, p99 {e['p99_ms']} ms; {e['stale_after_answer']} of {e['edits']:,} "
           f"answers followed by the old target (longest window {e['max_window_ms']} ms); "
           f"readers {e['readers']['rps']:,.0f} req/s")
+    c = report["clicks"]
+    print(f"clicks      {c['stored']:,} stored for {c['requests']:,} link requests in hit, miss and zipf: "
+          f"{c['lost']} lost, {c['double']} counted twice")
     print(f"\n{'target':<20}{'value':>12}  {'limit':<26}{'':>10}{'ratio':>8}  {'target':<10}")
     for t in report["targets"]:
         verdict = "met" if t["met"] else "MISSED"

@@ -262,7 +262,7 @@ impl KeyScheme {
     /// Redis (unix milliseconds), which the writer reports as flush lag.
     #[must_use]
     pub fn flushers(&self) -> String {
-        format!("{}flushers", self.prefix())
+        format!("{}flushed:last", self.prefix())
     }
 
     /// Set by a flush of counts, so a retried flush is not counted twice.

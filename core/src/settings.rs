@@ -428,7 +428,9 @@ mod tests {
         let constructor = format!(
             "connect_timeout = {}ms, command_timeout = {}ms, pool_size = {},\n    \
              status = {}, ttl = {}s, negative_ttl = {}s, grace = {}s,\n    \
-             cache_control = \"{}\");",
+             cache_control = \"{}\",\n    \
+             flush_interval = {}ms, click_backlog = {}, days_kept = {}d,\n    \
+             hours_kept = {}h, geoip = \"\");",
             Timeout::CONNECT.as_millis(),
             Timeout::COMMAND.as_millis(),
             PoolSize::DEFAULT,
@@ -437,6 +439,10 @@ mod tests {
             Ttl::NEGATIVE.as_secs(),
             Ttl::GRACE.as_secs(),
             HeaderValue::DEFAULT_CACHE_CONTROL,
+            FlushInterval::DEFAULT.as_millis(),
+            ClickBacklog::DEFAULT,
+            Retention::DAYS.as_secs() / 86_400,
+            Retention::HOURS.as_secs() / 3600,
         );
         assert!(
             readme.contains(&constructor),
