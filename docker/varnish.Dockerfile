@@ -16,7 +16,7 @@ RUN cargo build --release --locked -p vmod_shortlink -p shortlink-writer \
 
 FROM debian:trixie-slim
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends varnish \
+    && apt-get install -y --no-install-recommends varnish prometheus-varnish-exporter \
     && rm -rf /var/lib/apt/lists/*
 # Imported by absolute path (see docker/shortlink.toml): the same on every architecture.
 COPY --from=build /src/target/release/libvmod_shortlink.so /usr/local/lib/varnish/
@@ -26,4 +26,4 @@ COPY vcl/varnishd.params /etc/varnish/shortlink.params
 EXPOSE 6081
 # Foreground, so the container lives as long as Varnish does; each line of
 # the parameters file (comments dropped) becomes a -p.
-CMD ["sh", "-c", "exec varnishd -F -a :6081 -f /etc/varnish/default.vcl -s malloc,256m $(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/^[[:space:]]*/-p /' /etc/varnish/shortlink.params)"]
+CMD ["sh", "-c", "exec varnishd -F -n /var/lib/varnish/shortlink -a :6081 -f /etc/varnish/default.vcl -s malloc,256m $(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/^[[:space:]]*/-p /' /etc/varnish/shortlink.params)"]

@@ -83,7 +83,7 @@ want() { for p in "$@"; do have_pkg "$p" || missing+=("$p"); done; }
 
 want pkg-config libclang-dev clang redis-server redis-tools curl python3 ca-certificates
 case "$purpose" in
-    test|bench) want chromium chromium-driver python3-venv wrk ;;
+    test|bench) want chromium chromium-driver python3-venv wrk prometheus-varnish-exporter ;;
 esac
 
 if ! varnish_ok; then

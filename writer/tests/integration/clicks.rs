@@ -229,3 +229,60 @@ pub fn trending_ranks_recent_clicks(suite: &Suite) -> Result<(), String> {
         .ok_or_else(|| format!("no flush lag in\n{metrics}"))?;
     ensure((0.0..5.0).contains(&lag), || format!("flush lag {lag}"))
 }
+
+/// Debian's `prometheus-varnish-exporter`, pointed at the suite's Varnish,
+/// serves the VMOD's click counters beside Varnish's own.
+pub fn varnish_exporter_carries_the_click_counters(suite: &Suite) -> Result<(), String> {
+    let key = create(
+        suite,
+        Some(ALICE_TOKEN),
+        &json!({ "url": "https://example.org/clicks/exported" }),
+    )?;
+    click(suite, &key, FIREFOX, None)?;
+    stats_once(suite, &key, ALICE_TOKEN, |s| s["clicks"] == 1)?;
+    // The click counters reach varnishstat with the next answer.
+    click(suite, &key, FIREFOX, None)?;
+    let port = test_support::free_port()?;
+    let mut exporter = std::process::Command::new("prometheus-varnish-exporter")
+        .arg("-n")
+        .arg(&suite.varnish.workdir)
+        .arg("-web.listen-address")
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("prometheus-varnish-exporter (scripts/install-deps.sh test): {e}"))?;
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let started = Instant::now();
+    let scraped = loop {
+        let answer = Suite::agent().get(&url).call();
+        if let Ok(mut response) = answer {
+            break response
+                .body_mut()
+                .read_to_string()
+                .map_err(|e| e.to_string());
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            break Err(format!("{url} never answered"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = exporter.kill();
+    let _ = exporter.wait();
+    let text = scraped?;
+    let counter = |name: &str| {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && l.contains(name))
+            .find_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    ensure(
+        counter("clicks_counted").is_some_and(|n| n >= 1.0)
+            && counter("clicks_flushed").is_some_and(|n| n >= 1.0)
+            && counter("clicks_dropped").is_some()
+            && counter("varnish_main_client_req").is_some(),
+        || {
+            let ours: Vec<&str> = text.lines().filter(|l| l.contains("shortlink")).collect();
+            format!("exporter output lacks the click counters: {ours:#?}")
+        },
+    )
+}

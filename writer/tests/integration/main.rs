@@ -93,6 +93,10 @@ const TESTS: &[(&str, common::Test)] = &[
         "clicks::trending_ranks_recent_clicks",
         clicks::trending_ranks_recent_clicks,
     ),
+    (
+        "clicks::varnish_exporter_carries_the_click_counters",
+        clicks::varnish_exporter_carries_the_click_counters,
+    ),
     ("api::every_validation_rule", api::every_validation_rule),
     ("api::malformed_requests", api::malformed_requests),
     ("api::redis_unreachable", api::redis_unreachable),
