@@ -400,6 +400,9 @@ def run(processes):
                       for n, (key, _) in enumerate(links)])
     day_bytes = (redis_memory(plain_port) - before_day) / LINKS
     subprocess.run(["redis-cli", "-p", str(plain_port), "FLUSHALL"], capture_output=True, check=True)
+    say(f"memory: {hash_bytes:.1f} bytes/link in hashes, {plain_bytes:.1f} as plain keys, "
+        f"{owned_bytes:.1f} with an expiry and an owner; click totals {totals_bytes:.1f} bytes/link, "
+        f"daily counts {day_bytes:.1f} bytes per link and day")
 
     # Varnish and Redis share the machine: a unix socket spares both the
     # loopback TCP stack on every lookup.

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::{api, create, ensure, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN};
+use crate::common::{api, create, ensure, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, TEST_TOKEN};
 
 const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
 const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) \
@@ -157,9 +157,11 @@ pub fn trending_ranks_recent_clicks(suite: &Suite) -> Result<(), String> {
         Some(ALICE_TOKEN),
         &json!({ "url": "https://example.org/clicks/hot" }),
     )?;
+    // Another holder's link: not bob's, whose listing another test checks
+    // link for link.
     let warm = create(
         suite,
-        Some(BOB_TOKEN),
+        Some(TEST_TOKEN),
         &json!({ "url": "https://example.org/clicks/warm" }),
     )?;
     for _ in 0..6 {
