@@ -100,6 +100,10 @@ fn check_form(settings: &Settings, form: vcl::Form, vcl: &str, toml: &str) {
         ("@TTL@", config.redirect.ttl_s.to_string()),
         ("@NEGATIVE_TTL@", config.redirect.negative_ttl_s.to_string()),
         ("@GRACE@", config.redirect.grace_s.to_string()),
+        ("@FLUSH_MS@", config.clicks.flush_interval_ms.to_string()),
+        ("@CLICK_BACKLOG@", config.clicks.backlog.to_string()),
+        ("@DAYS_KEPT@", config.clicks.days_kept.to_string()),
+        ("@HOURS_KEPT@", config.clicks.hours_kept.to_string()),
     ];
     for (got, want) in output.numbers.iter().zip(&expected.numbers) {
         let want = match numbers.iter().find(|(name, _)| name == want) {
@@ -119,6 +123,7 @@ fn check_form(settings: &Settings, form: vcl::Form, vcl: &str, toml: &str) {
             "@PREFIX@" => config.redis.hash_prefix.as_str(),
             "@CACHE_CONTROL@" => config.redirect.cache_control.as_str(),
             "@VMOD@" => config.varnish.vmod.as_str(),
+            "@GEOIP@" => config.clicks.geoip.as_str(),
             "@ACL_ENTRY@" => acl.next().expect("one literal per ACL entry").as_str(),
             want if want.contains("@KEY_PATTERN@") => {
                 check_key_regex(got, settings, &context);
@@ -175,7 +180,9 @@ fn expected_template(settings: &Settings, form: vcl::Form) -> String {
     } else {
         "req.url == \"/\" || req.url == \"/health\""
     };
+    let count = if config.clicks.enabled { vcl::COUNT_CLICKS } else { "" };
     let links = LINKS
+        .replace("@COUNT@", count)
         .replace("@IMPORT@", import)
         .replace("@ACL@", &acl)
         .replace("@HOST_MATCH@", host_match);

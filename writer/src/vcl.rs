@@ -19,6 +19,15 @@ const STANDALONE: &str = include_str!("standalone.vcl.in");
 /// A file for a site's VCL to include: [`LINKS`] goes at `@LINKS@`.
 const INCLUDE: &str = include_str!("include.vcl.in");
 
+/// What goes at `@COUNT@` in `vcl_deliver` while clicks are counted.
+pub const COUNT_CLICKS: &str =
+    "        # Every answer for a link, hit or miss, is counted (in memory; a
+        # background thread sends the counts to Redis), except warming.
+        if (!req.http.Shortlink-Warm) {
+            shortlink_links.count(client.ip);
+        }
+";
+
 /// Which VCL to generate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form {
@@ -83,14 +92,7 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         .map(|c| if c.is_control() { '?' } else { c })
         .collect();
     let clicks = &config.clicks;
-    let count = if clicks.enabled {
-        "        # Every answer for a link, hit or miss, is counted (in memory; a\n        \
-         # background thread sends the counts to Redis), except warming.\n        \
-         if (!req.http.Shortlink-Warm) {\n            \
-         shortlink_links.count(client.ip);\n        }\n"
-    } else {
-        ""
-    };
+    let count = if clicks.enabled { COUNT_CLICKS } else { "" };
     let mut values = vec![
         ("SOURCE", source),
         ("IMPORT", import),
