@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use crate::{Key, KeyScheme};
+use crate::KeyScheme;
 
 /// How long per-minute counts are kept: the longest window trending reads.
 pub const MINUTES_KEPT: u64 = 60;
@@ -270,15 +270,6 @@ impl KeyScheme {
     pub fn flush_marker(&self, flusher: u64, batch: u64) -> String {
         format!("{}flushed:{flusher:016x}:{batch}", self.prefix())
     }
-
-    /// [`Self::total_hash`] and field of `key`.
-    #[must_use]
-    pub fn total_slot(&self, total: Total, key: &Key) -> (String, String) {
-        (
-            self.total_hash(total, self.head(key)),
-            self.field(key).to_owned(),
-        )
-    }
 }
 
 #[cfg(test)]
@@ -305,8 +296,11 @@ mod tests {
         let scheme = KeyScheme::default();
         let key = scheme.key("Lm25").unwrap();
         assert_eq!(
-            scheme.total_slot(Total::People, &key),
-            ("short:clicks:Lm".to_owned(), "25".to_owned())
+            (
+                scheme.total_hash(Total::People, scheme.head(&key)),
+                scheme.field(&key)
+            ),
+            ("short:clicks:Lm".to_owned(), "25")
         );
         let at = ClickTime(1_795_442_709);
         assert_eq!(scheme.day_hash(at.day(), "Lm"), "short:day:20261123:Lm");

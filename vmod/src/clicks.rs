@@ -8,7 +8,7 @@
 //! process-wide store, one per Redis and key scheme, which outlives the
 //! VCL that made it: a reload finds the same store, pending counts and all.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -161,25 +161,31 @@ impl ClickStore {
         taken
     }
 
+    /// A store with empty queues; [`store_for`] starts its flusher.
+    fn new(redis_url: &str, scheme: &KeyScheme, settings: CountSettings) -> Self {
+        Self {
+            redis_url: redis_url.to_owned(),
+            scheme: scheme.clone(),
+            queues: (0..QUEUES).map(|_| Mutex::new(Vec::new())).collect(),
+            queued: AtomicUsize::new(0),
+            settings: Mutex::new(settings),
+            counters: Counters::default(),
+        }
+    }
+
     /// A store no flusher runs for, so tests can take its clicks.
     #[cfg(test)]
     pub fn detached(backlog: usize) -> Self {
-        Self {
-            redis_url: String::new(),
-            scheme: KeyScheme::default(),
-            queues: (0..QUEUES).map(|_| Mutex::new(Vec::new())).collect(),
-            queued: AtomicUsize::new(0),
-            settings: Mutex::new(CountSettings {
-                flush_interval: Duration::from_secs(1),
-                backlog,
-                days_kept: Duration::from_hours(24),
-                hours_kept: Duration::from_hours(1),
-                geoip: None,
-                connect_timeout: Duration::from_secs(1),
-                command_timeout: Duration::from_secs(1),
-            }),
-            counters: Counters::default(),
-        }
+        let settings = CountSettings {
+            flush_interval: Duration::from_secs(1),
+            backlog,
+            days_kept: Duration::from_hours(24),
+            hours_kept: Duration::from_hours(1),
+            geoip: None,
+            connect_timeout: Duration::from_secs(1),
+            command_timeout: Duration::from_secs(1),
+        };
+        Self::new("", &KeyScheme::default(), settings)
     }
 
     pub fn settings(&self) -> CountSettings {
@@ -221,14 +227,7 @@ pub fn store_for(
             .unwrap_or_else(PoisonError::into_inner) = settings;
         return Ok(Arc::clone(store));
     }
-    let store = Arc::new(ClickStore {
-        redis_url: redis_url.to_owned(),
-        scheme: scheme.clone(),
-        queues: (0..QUEUES).map(|_| Mutex::new(Vec::new())).collect(),
-        queued: AtomicUsize::new(0),
-        settings: Mutex::new(settings),
-        counters: Counters::default(),
-    });
+    let store = Arc::new(ClickStore::new(redis_url, scheme, settings));
     let flusher_store = Arc::clone(&store);
     std::thread::Builder::new()
         .name("shortlink-clicks".to_owned())
@@ -236,11 +235,6 @@ pub fn store_for(
         .map_err(|e| format!("cannot start the click flusher thread: {e}"))?;
     stores.push(Arc::clone(&store));
     Ok(store)
-}
-
-/// The address of a client, as VCL's `client.ip` gives it.
-pub fn address(client: Option<SocketAddr>) -> Option<IpAddr> {
-    client.map(|c| c.ip())
 }
 
 #[cfg(test)]

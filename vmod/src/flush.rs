@@ -20,7 +20,7 @@ use redis::ConnectionLike as _;
 use shortlink_core::clicks::{
     ClickTime, Day, Detail, Hour, Minute, Total, MAX_DETAIL_FIELDS, MINUTES_KEPT,
 };
-use shortlink_core::KeyScheme;
+use shortlink_core::{Key, KeyScheme};
 
 use crate::clicks::{Click, ClickStore, CountSettings, Outcome};
 use crate::visitor::{Agents, Countries};
@@ -98,13 +98,13 @@ pub fn run(store: &ClickStore) {
 struct Tally {
     clicks: u64,
     entries: usize,
-    totals: HashMap<(Total, Box<str>), u64>,
-    days: HashMap<(Day, Box<str>), u64>,
-    hours: HashMap<(Hour, Box<str>), u64>,
-    minutes: HashMap<(Minute, Box<str>), u64>,
+    totals: HashMap<(Total, Key), u64>,
+    days: HashMap<(Day, Key), u64>,
+    hours: HashMap<(Hour, Key), u64>,
+    minutes: HashMap<(Minute, Key), u64>,
     /// Unsalted digests of address and user agent; salted when sealed.
-    visitors: HashMap<(Day, Box<str>), HashSet<[u8; 20]>>,
-    details: HashMap<(Box<str>, Detail, Box<str>), u64>,
+    visitors: HashMap<(Day, Key), HashSet<[u8; 20]>>,
+    details: HashMap<(Key, Detail, Box<str>), u64>,
 }
 
 fn add<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u64>, entries: &mut usize, key: K) {
@@ -120,8 +120,7 @@ impl Tally {
         self.clicks == 0
     }
 
-    fn add(&mut self, click: &Click, bot: bool, details: &[(Detail, &str)]) {
-        let key: Box<str> = click.key().into();
+    fn add(&mut self, key: Key, click: &Click, bot: bool, details: &[(Detail, &str)]) {
         let entries = &mut self.entries;
         self.clicks += 1;
         if click.outcome == Outcome::Gone {
@@ -258,6 +257,11 @@ impl Flusher {
             .saturating_sub(self.sealed.iter().map(|b| b.entries).sum());
         let mut dropped = 0;
         for click in clicks {
+            // `count` records only keys that pass the rules: this turns
+            // the text back into the `Key` the layout is named from.
+            let Ok(key) = store.scheme.key(click.key()) else {
+                continue;
+            };
             if self.open.entries >= room {
                 dropped += 1;
                 continue;
@@ -274,7 +278,7 @@ impl Flusher {
             if let Some(country) = &country {
                 details.push((Detail::Country, country.as_str()));
             }
-            self.open.add(click, bot, &details);
+            self.open.add(key, click, bot, &details);
         }
         store.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
     }
@@ -402,36 +406,29 @@ impl Flusher {
         let hours_kept = settings.hours_kept.as_secs().to_string();
         let minutes_kept = ((MINUTES_KEPT + 1) * 60).to_string();
         let mut ops: Vec<Vec<String>> = Vec::with_capacity(tally.entries);
-        let split = |key: &str| -> (String, String) {
-            let cut = scheme.split().min(key.len().saturating_sub(1));
-            (key[..cut].to_owned(), key[cut..].to_owned())
-        };
         for ((total, key), n) in tally.totals {
-            let (head, field) = split(&key);
             ops.push(vec![
                 "h".into(),
-                scheme.total_hash(total, &head),
-                field,
+                scheme.total_hash(total, scheme.head(&key)),
+                scheme.field(&key).to_owned(),
                 n.to_string(),
                 "0".into(),
             ]);
         }
         for ((day, key), n) in tally.days {
-            let (head, field) = split(&key);
             ops.push(vec![
                 "h".into(),
-                scheme.day_hash(day, &head),
-                field,
+                scheme.day_hash(day, scheme.head(&key)),
+                scheme.field(&key).to_owned(),
                 n.to_string(),
                 days_kept.clone(),
             ]);
         }
         for ((hour, key), n) in tally.hours {
-            let (head, field) = split(&key);
             ops.push(vec![
                 "h".into(),
-                scheme.hour_hash(hour, &head),
-                field,
+                scheme.hour_hash(hour, scheme.head(&key)),
+                scheme.field(&key).to_owned(),
                 n.to_string(),
                 hours_kept.clone(),
             ]);
@@ -440,7 +437,7 @@ impl Flusher {
             ops.push(vec![
                 "z".into(),
                 scheme.minute_set(minute),
-                key.into(),
+                key.to_string(),
                 n.to_string(),
                 minutes_kept.clone(),
             ]);
@@ -448,7 +445,7 @@ impl Flusher {
         for ((key, kind, value), n) in tally.details {
             ops.push(vec![
                 "d".into(),
-                scheme.details(&key),
+                scheme.details(key.as_str()),
                 kind.field(&value),
                 n.to_string(),
                 kind.field("other"),
@@ -468,7 +465,7 @@ impl Flusher {
             for part in salted.chunks(VISITORS_PER_ADD) {
                 let mut op = vec![
                     "p".into(),
-                    scheme.visitors(day, &key),
+                    scheme.visitors(day, key.as_str()),
                     days_kept.clone(),
                     part.len().to_string(),
                 ];

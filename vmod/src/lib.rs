@@ -354,20 +354,22 @@ impl redirector {
         let Some(req) = ctx.http_req.as_ref() else {
             return;
         };
-        let text = |value: Option<StrOrBytes<'_>>| match value {
-            Some(StrOrBytes::Utf8(text)) => text.to_owned(),
-            Some(StrOrBytes::Bytes(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
-            None => String::new(),
-        };
-        let url = text(req.url());
+        // Borrowed from the request: the click's own copy is its only
+        // allocation on this path.
+        let url = text(req.url().as_ref());
+        let key = key_of(&url);
+        // The flusher names Redis keys after it: only keys that pass the rules.
+        if self.resolver().settings.scheme.check(key).is_err() {
+            return;
+        }
         let head = matches!(req.method(), Some(StrOrBytes::Utf8("HEAD")));
-        let agent = text(req.header("User-Agent"));
-        let referrer = text(req.header("Referer"));
+        let agent = text(req.header("User-Agent").as_ref());
+        let referrer = text(req.header("Referer").as_ref());
         if let Some(click) = clicks::Click::new(
             outcome,
             head,
-            clicks::address(client),
-            key_of(&url),
+            client.map(|client| client.ip()),
+            key,
             &agent,
             visitor::referrer_host(&referrer).as_deref(),
         ) {
@@ -408,6 +410,15 @@ impl redirector {
 /// Every entry point Varnish calls, and the Redis I/O thread, goes through it.
 pub(crate) fn without_panic<T>(work: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> T {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| on_panic())
+}
+
+/// A request's URL or header as text, borrowed unless it is not UTF-8.
+fn text<'a>(value: Option<&StrOrBytes<'a>>) -> std::borrow::Cow<'a, str> {
+    match value {
+        Some(StrOrBytes::Utf8(text)) => std::borrow::Cow::Borrowed(text),
+        Some(StrOrBytes::Bytes(bytes)) => String::from_utf8_lossy(bytes),
+        None => std::borrow::Cow::Borrowed(""),
+    }
 }
 
 /// Time left before the `Expires` of the backend response, if it has one.

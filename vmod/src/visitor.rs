@@ -3,6 +3,7 @@
 //! the request path: parsing a user agent takes tens to hundreds of
 //! microseconds, so each distinct one is parsed once and remembered.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
@@ -119,8 +120,9 @@ impl Countries {
 }
 
 /// The host of a `Referer`, lower case, or `None` for anything that is not
-/// an http(s) URL with a host. Cheap enough for the request path.
-pub fn referrer_host(referer: &str) -> Option<String> {
+/// an http(s) URL with a host. Cheap enough for the request path: a slice
+/// of `referer`, copied only when it has upper-case letters.
+pub fn referrer_host(referer: &str) -> Option<Cow<'_, str>> {
     let rest = referer
         .strip_prefix("https://")
         .or_else(|| referer.strip_prefix("http://"))?;
@@ -136,7 +138,14 @@ pub fn referrer_host(referer: &str) -> Option<String> {
         && host
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-.[]:_".contains(&b));
-    valid.then(|| host.to_ascii_lowercase())
+    if !valid {
+        return None;
+    }
+    Some(if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    })
 }
 
 #[cfg(test)]
