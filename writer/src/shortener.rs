@@ -26,6 +26,18 @@ const EDIT_ATTEMPTS: usize = 5;
 /// Most links one page of a listing holds.
 pub const MAX_PAGE: usize = 100;
 
+/// Refuses a page size outside 1 to [`MAX_PAGE`].
+fn check_limit(limit: usize) -> Result<(), Invalid> {
+    if (1..=MAX_PAGE).contains(&limit) {
+        Ok(())
+    } else {
+        Err(Invalid::new(
+            Field::Limit,
+            format!("limit must be 1 to {MAX_PAGE}"),
+        ))
+    }
+}
+
 /// Links listed (or ranked) when the request names no limit.
 pub const DEFAULT_PAGE: usize = 20;
 
@@ -289,11 +301,7 @@ impl Shortener {
         who: &Identity,
         query: &ListQuery<'_>,
     ) -> Result<Listing, ShortenError> {
-        if !(1..=MAX_PAGE).contains(&query.limit) {
-            return Err(
-                Invalid::new(Field::Limit, format!("limit must be 1 to {MAX_PAGE}")).into(),
-            );
-        }
+        check_limit(query.limit)?;
         let (start_owner, before) = match query.cursor {
             Some(cursor) => {
                 let resume = parse_cursor(cursor)?;
@@ -405,11 +413,7 @@ impl Shortener {
             .into());
         }
         let limit = limit.unwrap_or(DEFAULT_PAGE);
-        if !(1..=MAX_PAGE).contains(&limit) {
-            return Err(
-                Invalid::new(Field::Limit, format!("limit must be 1 to {MAX_PAGE}")).into(),
-            );
-        }
+        check_limit(limit)?;
         let reader = self.store.clicks();
         if who.admin {
             return Ok(reader.trending(minutes, limit).await?);
@@ -418,18 +422,20 @@ impl Shortener {
         let ranked = reader.trending(minutes, usize::MAX).await?;
         let mut own = Vec::new();
         for chunk in ranked.chunks(TRENDING_CHUNK) {
-            let keys: Vec<Key> = chunk
+            let (keys, links): (Vec<Key>, Vec<&Trending>) = chunk
                 .iter()
-                .filter_map(|t| self.settings.scheme.key(&t.key).ok())
-                .collect();
+                .filter_map(|t| Some((self.settings.scheme.key(&t.key).ok()?, t)))
+                .unzip();
             let owners = self.store.owners_of(&keys).await?;
-            for (key, owner) in keys.iter().zip(owners) {
-                if owner.flatten().as_ref() == Some(&who.owner) {
-                    if let Some(found) = chunk.iter().find(|t| t.key == key.as_str()) {
-                        own.push(found.clone());
-                    }
-                }
-            }
+            own.extend(
+                links
+                    .into_iter()
+                    .zip(owners)
+                    .filter(|(_, owner)| {
+                        owner.as_ref().and_then(Option::as_ref) == Some(&who.owner)
+                    })
+                    .map(|(link, _)| link.clone()),
+            );
             if own.len() >= limit {
                 break;
             }
