@@ -199,6 +199,14 @@ def varnishadm(workdir, *args):
     return result.stdout
 
 
+def varnishstat(workdir, pattern):
+    """The values of the counters matching `pattern`, by name."""
+    counters = json.loads(subprocess.run(
+        ["varnishstat", "-n", str(workdir), "-j", "-f", pattern],
+        capture_output=True, text=True).stdout or "{}").get("counters", {})
+    return {name: counter.get("value", 0) for name, counter in counters.items()}
+
+
 def varnishd_params():
     """`-p name=value` for every line of the shipped vcl/varnishd.params."""
     args = []
@@ -455,10 +463,7 @@ def run(processes):
     counted_requests = {"requests": 0}
 
     def client_requests():
-        counters = json.loads(subprocess.run(
-            ["varnishstat", "-n", str(workdir), "-j", "-f", "MAIN.client_req"],
-            capture_output=True, text=True).stdout or "{}").get("counters", {})
-        return counters.get("MAIN.client_req", {}).get("value", 0)
+        return varnishstat(workdir, "MAIN.client_req").get("MAIN.client_req", 0)
 
     def scenario(name, measure, prepare=None, vcl_name="boot", counted=False, pair=None):
         """`pair` = (name, vcl): each run is followed at once by a run of
@@ -497,12 +502,10 @@ def run(processes):
         # short-link VCL again.
         varnishadm(workdir, "vcl.use", "boot")
         scenarios[name] = median_of(runs)
-        counters = json.loads(subprocess.run(
-            ["varnishstat", "-n", str(workdir), "-j", "-f", "shortlink.*"],
-            capture_output=True, text=True).stdout or "{}").get("counters", {})
-        lookups = counters.get("shortlink.shortlink_links.lookups", {}).get("value", 0)
-        trips = counters.get("shortlink.shortlink_links.round_trips", {}).get("value", 0)
-        failed = sum(counters.get(f"shortlink.shortlink_links.{c}", {}).get("value", 0) for c in ("timeouts", "redis_errors"))
+        counters = varnishstat(workdir, "shortlink.*")
+        lookups = counters.get("shortlink.shortlink_links.lookups", 0)
+        trips = counters.get("shortlink.shortlink_links.round_trips", 0)
+        failed = sum(counters.get(f"shortlink.shortlink_links.{c}", 0) for c in ("timeouts", "redis_errors"))
         if trips and vcl_name == "boot":
             say(f"{name}: last run: {lookups} lookups in {trips} Redis round trips ({lookups / trips:.1f} per trip), "
                 f"{failed} failed")
