@@ -110,6 +110,17 @@ pub struct CountSettings {
     pub command_timeout: Duration,
 }
 
+impl CountSettings {
+    /// How long a flush may wait for Redis: the lookups' timeout, or the
+    /// flush interval if longer. No request waits on a flush, and one that
+    /// gives up keeps its clicks in memory until the next interval: a
+    /// timeout as short as a lookup's made flushes fail on a busy machine
+    /// and left seconds of clicks unsent.
+    pub fn flush_timeout(&self) -> Duration {
+        self.command_timeout.max(self.flush_interval)
+    }
+}
+
 /// Counters of a store, published to varnishstat by the VCL objects using it.
 #[derive(Debug, Default)]
 pub struct Counters {

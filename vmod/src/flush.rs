@@ -291,9 +291,10 @@ impl Flusher {
         let mut connection = client
             .get_connection_with_timeout(settings.connect_timeout)
             .map_err(|e| format!("connecting to Redis: {e}"))?;
+        let timeout = Some(settings.flush_timeout());
         connection
-            .set_read_timeout(Some(settings.command_timeout))
-            .and_then(|()| connection.set_write_timeout(Some(settings.command_timeout)))
+            .set_read_timeout(timeout)
+            .and_then(|()| connection.set_write_timeout(timeout))
             .map_err(|e| e.to_string())?;
         let sha: String = redis::cmd("SCRIPT")
             .arg("LOAD")
