@@ -1,11 +1,14 @@
 //! Real servers for the test suites, one launcher each: Redis, Varnish and
 //! the writer. Each starts on a free loopback port, in a directory of its
-//! own under `target/`, and is stopped when dropped.
+//! own under `target/`, and is stopped when dropped. Also the data files
+//! they read, such as a GeoIP database.
 
+mod geoip;
 mod redis;
 mod varnish;
 mod writer;
 
+pub use crate::geoip::write_country_database;
 pub use crate::redis::{Persistence, Redis};
 pub use crate::varnish::Varnish;
 pub use crate::writer::{generate_vcl, shortlink_binary, Writer};

@@ -97,7 +97,8 @@ pub fn stats_count_people_and_bots_apart(suite: &Suite) -> Result<(), String> {
             && share(&stats, "devices", "desktop") == Some(&json!(3))
             && share(&stats, "devices", "mobile") == Some(&json!(1))
             && share(&stats, "browsers", "Firefox") == Some(&json!(3))
-            && share(&stats, "os", "iOS") == Some(&json!(1)),
+            && share(&stats, "os", "iOS") == Some(&json!(1))
+            && share(&stats, "countries", "NL") == Some(&json!(4)),
         || format!("stats: {stats}"),
     )?;
     // Only the owner and admins may read them, like changing the link.

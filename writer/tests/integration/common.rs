@@ -10,7 +10,8 @@ use serde_json::Value;
 use shortlink_writer::config::{AccessToken, Config, Settings};
 use shortlink_writer::shortener::Shortener;
 use test_support::{
-    free_port, generate_vcl, release_dir, work_dir, Persistence, Redis, Varnish, Writer,
+    free_port, generate_vcl, release_dir, work_dir, write_country_database, Persistence, Redis,
+    Varnish, Writer,
 };
 
 pub type Test = fn(&Suite) -> Result<(), String>;
@@ -43,6 +44,10 @@ impl Suite {
         let varnish_port = free_port()?;
         let writer_port = free_port()?;
         let config_file = dir.join("shortlink.toml");
+        // Every click of the suite comes from loopback, placed in the
+        // Netherlands so that the statistics have a country to show.
+        let countries = dir.join("countries.mmdb");
+        write_country_database(&countries, &[("127.0.0.0/8", "NL")])?;
         fs::write(
             &config_file,
             format!(
@@ -56,9 +61,11 @@ impl Suite {
                  [access]\ntokens = [\"{TEST_TOKEN}\",\n\
                  {{ name = \"alice\", token = \"{ALICE_TOKEN}\" }},\n\
                  {{ name = \"bob\", token = \"{BOB_TOKEN}\" }},\n\
-                 {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }}]\n",
+                 {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }}]\n\
+                 [clicks]\ngeoip = \"{}\"\n",
                 redis.url,
-                release_dir().join("libvmod_shortlink.so").display()
+                release_dir().join("libvmod_shortlink.so").display(),
+                countries.display()
             ),
         )
         .map_err(|e| e.to_string())?;
