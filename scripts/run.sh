@@ -2,7 +2,8 @@
 # Starts Redis, Varnish and the writer in the foreground for local use, and
 # stops all three on Ctrl-C or SIGTERM. Each is supervised: one that dies is
 # started again (Redis from its append-only file, so no acknowledged link is
-# lost). `make run` builds first, then runs this; `scripts/run.sh
+# lost). Each new Varnish cache is warmed with the hottest links (`shortlink
+# warm`). `make run` builds first, then runs this; `scripts/run.sh
 # --print-vcl` prints the VCL it would load.
 #
 # Environment (defaults in brackets):
@@ -132,6 +133,30 @@ supervise Varnish varnishd -F "${jail[@]}" -a "$varnish_listen" -n "$var_dir/var
     -T 127.0.0.1:0 -s malloc,256m "${params[@]}"
 wait_until "Varnish (port ${varnish_listen##*:} free? set VARNISH_PORT)" "${pids[-1]}" \
     curl -fs "http://$varnish_listen/"
+
+# Every new cache starts empty: after Varnish starts, after the supervisor
+# starts it again, and after its child process crashed and was restarted
+# by the manager. The child's uptime going back is the sign of each; the
+# hottest links are then loaded before people ask for them.
+warm_new_caches() {
+    local last=-1 uptime
+    while sleep 1; do
+        uptime=$(varnishstat -n "$var_dir/varnish" -1 -f MAIN.uptime 2>/dev/null |
+            awk '$1 == "MAIN.uptime" {print $2}') || continue
+        [ -n "$uptime" ] || continue
+        if [ "$uptime" -lt "$last" ] || [ "$last" -lt 0 ]; then
+            say "warming Varnish's new cache with the hottest links"
+            if ! "$shortlink" warm --config "$config" >&2; then
+                # Tried again next second, with Redis or Varnish back.
+                last=-1
+                continue
+            fi
+        fi
+        last=$uptime
+    done
+}
+warm_new_caches &
+pids+=($!)
 
 say "starting the writer"
 supervise "The writer" "$shortlink" serve --config "$config"

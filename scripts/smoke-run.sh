@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end check of `make run`: it starts, serves a link added by hand with
 # redis-cli and one added through the writer, brings Redis back by itself
-# after a kill -9 with every acknowledged link, and leaves no process behind
-# when sent SIGTERM.
+# after a kill -9 with every acknowledged link, warms the new cache after a
+# kill -9 of Varnish's child, and leaves no process behind when sent SIGTERM.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
@@ -33,7 +33,9 @@ for _ in $(seq 300); do
 done
 
 redis-cli -p "$redis_port" HSET short:Sm 0ke https://example.org/smoke >/dev/null
-headers=$(curl -s -o /dev/null -D - "http://127.0.0.1:$varnish_port/l/Sm0ke")
+# As a browser: only people's clicks make a link hot (see the warming below).
+browser='Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0'
+headers=$(curl -s -A "$browser" -o /dev/null -D - "http://127.0.0.1:$varnish_port/l/Sm0ke")
 grep -q '^HTTP/1.1 301' <<<"$headers" || fail "expected a 301, got: $headers"
 grep -qi '^Location: https://example.org/smoke' <<<"$headers" || fail "wrong Location: $headers"
 
@@ -73,6 +75,28 @@ stored=$(redis-cli -p "$redis_port" HGET "short:${key:0:2}" "${key:2}")
 headers=$(curl -s -o /dev/null -D - "http://127.0.0.1:$varnish_port/l/$key")
 grep -qi '^Location: https://example.org/before-crash' <<<"$headers" || fail "after the restart: $headers"
 
+# kill -9 Varnish's child: the manager starts a new one with an empty cache,
+# and make run warms it with the links clicked so far, before anyone asks.
+# (Clicks reach Redis within a second.)
+sleep 2
+manager=$(pgrep -o -f "varnishd -F .*$tmp/var/varnish")
+child=$(ps -o pid= --ppid "$manager" | tr -d ' ')
+[ -n "$child" ] || fail "no Varnish child process to kill"
+kill -9 "$child"
+warmed=
+for _ in $(seq 100); do
+    sleep 0.2
+    new_child=$(ps -o pid= --ppid "$manager" | tr -d ' ')
+    [ -n "$new_child" ] && [ "$new_child" != "$child" ] || continue
+    if [ "$(grep -c '^warmed [1-9]' "$log")" -ge 2 ]; then
+        warmed=yes
+        break
+    fi
+done
+[ -n "$warmed" ] || fail "the new Varnish child's cache was not warmed"
+headers=$(curl -s -o /dev/null -D - "http://127.0.0.1:$varnish_port/l/Sm0ke")
+grep -qi '^X-Cache: HIT' <<<"$headers" || fail "a clicked link was not in the warmed cache: $headers"
+
 kill -TERM "$make_pid"
 for _ in $(seq 100); do kill -0 "$make_pid" 2>/dev/null || break; sleep 0.1; done
 sleep 0.5
@@ -86,4 +110,5 @@ if pgrep -f "$tmp/var" >/dev/null; then
     fail "processes left behind after SIGTERM"
 fi
 echo "smoke-run: make run served links added by hand and through the writer, brought Redis back" \
-    "after kill -9 with the acknowledged link, and stopped cleanly"
+    "after kill -9 with the acknowledged link, warmed the cache of a new Varnish child, and" \
+    "stopped cleanly"

@@ -1,7 +1,7 @@
 //! Real servers for the test suites, one launcher each: Redis, Varnish and
 //! the writer. Each starts on a free loopback port, in a directory of its
 //! own under `target/`, and is stopped when dropped. Also the data files
-//! they read, such as a GeoIP database.
+//! they read, such as a `GeoIP` database.
 
 mod geoip;
 mod redis;

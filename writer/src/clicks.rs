@@ -2,7 +2,8 @@
 //! `shortlink_core::clicks`): a link's statistics, the trending links, and
 //! how long ago Varnish last sent counts.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use redis::aio::ConnectionManager;
 use serde::Serialize;
@@ -199,6 +200,70 @@ impl ClickReader {
         ranked.sort_by(|a, b| b.clicks.cmp(&a.clicks).then(a.key.cmp(&b.key)));
         ranked.truncate(limit);
         Ok(ranked)
+    }
+
+    /// Up to `limit` keys most worth loading into a new cache, hottest
+    /// first: those with clicks over the last hour ranked by them, then the
+    /// rest by their clicks of all time. The all-time ranking reads every
+    /// totals hash (one `SCAN` and pipelined `HGETALL`s), a few seconds at
+    /// a million links; it is done once per Varnish start.
+    pub async fn hottest(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        let recent = self.trending(MINUTES_KEPT, limit).await?;
+        let mut chosen: Vec<String> = recent.into_iter().map(|t| t.key).collect();
+        if chosen.len() >= limit {
+            return Ok(chosen);
+        }
+        let taken: HashSet<String> = chosen.iter().cloned().collect();
+        let wanted = limit - chosen.len();
+        // The `wanted` best by all-time clicks: a heap whose top is the
+        // least of them, so each newcomer is compared with that alone.
+        let mut best: BinaryHeap<Reverse<(u64, String)>> = BinaryHeap::with_capacity(wanted + 1);
+        let totals_prefix = self.scheme.total_hash(Total::People, "");
+        let mut connection = self.connection.clone();
+        let mut cursor = 0u64;
+        loop {
+            let (next, names): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{totals_prefix}*"))
+                .arg("COUNT")
+                .arg(1000)
+                .arg("TYPE")
+                .arg("hash")
+                .query_async(&mut connection)
+                .await?;
+            let mut pipe = redis::pipe();
+            for name in &names {
+                pipe.hgetall(name);
+            }
+            // (An empty pipeline is an error to redis-rs.)
+            let hashes: Vec<HashMap<String, u64>> = if names.is_empty() {
+                Vec::new()
+            } else {
+                pipe.query_async(&mut connection).await?
+            };
+            for (name, fields) in names.iter().zip(hashes) {
+                let head = &name[totals_prefix.len()..];
+                for (field, clicks) in fields {
+                    let key = format!("{head}{field}");
+                    if taken.contains(&key) || self.scheme.key(&key).is_err() {
+                        continue;
+                    }
+                    best.push(Reverse((clicks, key)));
+                    if best.len() > wanted {
+                        best.pop();
+                    }
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        let mut rest: Vec<(u64, String)> = best.into_iter().map(|Reverse(entry)| entry).collect();
+        rest.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        chosen.extend(rest.into_iter().map(|(_, key)| key));
+        Ok(chosen)
     }
 
     /// Seconds since a Varnish last reached Redis to send counts (or to say

@@ -93,6 +93,15 @@ enum Command {
         #[arg(long)]
         cursor: Option<String>,
     },
+    /// Load the hottest links into Varnish's cache (through
+    /// `varnish.purge_url`), as after Varnish starts with an empty one:
+    /// those clicked most over the last hour, then the most clicked of all
+    /// time. These requests are not counted as clicks.
+    Warm {
+        /// How many links to load.
+        #[arg(long, default_value_t = 10_000)]
+        links: usize,
+    },
     /// Print the VCL for this configuration: a whole VCL for a Varnish that
     /// serves short links only.
     Vcl {
@@ -168,6 +177,19 @@ fn main() -> ExitCode {
 /// The commands that read or change links, as an operator.
 async fn manage(shortener: Shortener, command: Command) -> Result<(), String> {
     match command {
+        Command::Warm { links } => {
+            let started = std::time::Instant::now();
+            let warmed = shortener.warm(links).await.map_err(|e| e.to_string())?;
+            println!(
+                "warmed {} links in {:.1} s",
+                warmed.cached,
+                started.elapsed().as_secs_f64()
+            );
+            match warmed.problem {
+                Some(problem) => Err(format!("{} links not warmed: {problem}", warmed.failed)),
+                None => Ok(()),
+            }
+        }
         Command::Show { key } => {
             let (link, current) = shortener.show(&key).await.map_err(|e| e.to_string())?;
             print_link(&shortener, &link);

@@ -1,15 +1,16 @@
-//! Tells Varnish to forget a key after an insert, so a 404 cached before the
-//! link existed does not linger for the negative TTL.
+//! Tells Varnish to forget a key after a change, so nobody is sent to the
+//! old target (or a 404 cached before the link existed) for a TTL; and
+//! loads the hottest links into a new cache (`shortlink warm`).
 //!
-//! Purges go through lanes, one per thread that purges: a task that keeps
-//! one connection to Varnish and sends every purge queued meanwhile as one
-//! pipelined batch (HTTP/1.1 pipelining: all requests in one write, the
-//! answers read back in order). Under load a batch carries many purges, so
-//! Varnish wakes once per batch instead of once per insert; one request per
-//! connection at a time cost the writer a third of its insert rate, mostly
-//! in Varnish's context switches. The maintained Rust HTTP clients (hyper
-//! and those built on it) send one request at a time per connection, so
-//! the pipelining is written here; `httparse` reads the answers.
+//! Requests go through lanes, one per thread that sends them: a task that
+//! keeps one connection to Varnish and sends every request queued meanwhile
+//! as one pipelined batch (HTTP/1.1 pipelining: all requests in one write,
+//! the answers read back in order). Under load a batch carries many purges,
+//! so Varnish wakes once per batch instead of once per insert; one request
+//! per connection at a time cost the writer a third of its insert rate,
+//! mostly in Varnish's context switches. The maintained Rust HTTP clients
+//! (hyper and those built on it) send one request at a time per connection,
+//! so the pipelining is written here; `httparse` reads the answers.
 
 use std::collections::HashMap;
 use std::io;
@@ -22,14 +23,19 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use url::Url;
 
-/// Why Varnish did not confirm a purge.
+/// Why Varnish did not confirm a purge (or answer a warming request).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PurgeError {
-    #[error("Varnish at {address} did not answer the PURGE within {timeout:?}")]
-    Timeout { address: String, timeout: Duration },
-    #[error("PURGE to Varnish at {address} failed: {source}")]
+    #[error("Varnish at {address} did not answer the {method} within {timeout:?}")]
+    Timeout {
+        address: String,
+        method: &'static str,
+        timeout: Duration,
+    },
+    #[error("{method} to Varnish at {address} failed: {source}")]
     Io {
         address: String,
+        method: &'static str,
         #[source]
         source: Arc<io::Error>,
     },
@@ -42,50 +48,121 @@ pub enum PurgeError {
     LaneStopped,
 }
 
-/// Sends `PURGE <link path><key>` to Varnish; `purge` waits for the answer.
+/// Sends `PURGE <link path><key>` to Varnish (`purge` waits for the
+/// answer), and warming requests (`warm`).
 ///
-/// Each thread that purges gets a lane of its own, a task on that thread's
+/// Each thread that sends gets a lane of its own, a task on that thread's
 /// runtime: the writer runs one runtime per worker thread, and a lane on
 /// the same thread as its callers is woken without a thread switch.
 #[derive(Debug)]
 pub struct Purger {
-    /// `host:port` to connect to, sent as `Host` too; `None` when purging is off.
+    /// `host:port` to connect to; `None` when purging is off.
     address: Option<String>,
+    /// The `Host` the links are served under (`public_base_url`'s), so the
+    /// requests reach the links' VCL even when it answers only some hosts.
+    host: String,
     link_path: String,
     timeout: Duration,
     lanes: Mutex<HashMap<ThreadId, mpsc::UnboundedSender<Job>>>,
 }
 
-/// Most purges sent in one batch; Varnish reads a batch into the session's
-/// workspace, and 64 requests of under 100 bytes fit it easily.
+/// Most requests sent in one batch; Varnish reads a batch into the
+/// session's workspace, and 64 requests of under 100 bytes fit it easily.
 const MAX_BATCH: usize = 64;
+
+/// What a request asks of Varnish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Request {
+    /// Forget the key.
+    Purge,
+    /// Fetch the key into the cache, as a request that is not a click.
+    Warm,
+}
+
+impl Request {
+    fn method(self) -> &'static str {
+        match self {
+            Self::Purge => "PURGE",
+            Self::Warm => "GET",
+        }
+    }
+
+    /// The request for `path`, appended to `out`.
+    fn write(self, path: &str, host: &str, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.method().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(path.as_bytes());
+        out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+        out.extend_from_slice(host.as_bytes());
+        if self == Self::Warm {
+            // The VCL honours this from the purgers' addresses only.
+            out.extend_from_slice(b"\r\nShortlink-Warm: 1");
+        }
+        out.extend_from_slice(b"\r\n\r\n");
+    }
+}
 
 #[derive(Debug)]
 struct Job {
+    request: Request,
     path: String,
-    done: oneshot::Sender<Result<(), PurgeError>>,
+    /// The answer's status.
+    done: oneshot::Sender<Result<u16, PurgeError>>,
 }
 
 impl Purger {
-    /// `purge_url` is checked by the configuration: empty or `http://host[:port]`.
-    /// `timeout` bounds each batch, from its send to its last answer.
-    pub fn new(purge_url: &str, link_path: &str, timeout: Duration) -> Self {
+    /// `purge_url` is checked by the configuration: empty or
+    /// `http://host[:port]`; `public_base` is `public_base_url`. `timeout`
+    /// bounds each batch, from its send to its last answer.
+    pub fn new(purge_url: &str, public_base: &Url, link_path: &str, timeout: Duration) -> Self {
+        let host =
+            public_base
+                .host_str()
+                .map_or_else(String::new, |host| match public_base.port() {
+                    Some(port) => format!("{host}:{port}"),
+                    None => host.to_owned(),
+                });
         Self {
             address: authority(purge_url),
+            host,
             link_path: link_path.to_owned(),
             timeout,
             lanes: Mutex::new(HashMap::new()),
         }
     }
 
+    /// Whether there is a Varnish to send to (`purge_url` is set).
+    pub fn enabled(&self) -> bool {
+        self.address.is_some()
+    }
+
     /// Purges `key`, in the next batch this thread's lane sends. Must be
     /// called within a Tokio runtime, which the lane runs on.
     pub async fn purge(&self, key: &str) -> Result<(), PurgeError> {
+        match self.send(Request::Purge, key).await? {
+            200 => Ok(()),
+            status => Err(PurgeError::Refused {
+                address: self.address.clone().unwrap_or_default(),
+                status,
+            }),
+        }
+    }
+
+    /// Has Varnish fetch `key` into its cache without counting a click;
+    /// returns the status Varnish answered (a redirect for a stored link).
+    pub async fn warm(&self, key: &str) -> Result<u16, PurgeError> {
+        self.send(Request::Warm, key).await
+    }
+
+    /// Sends `request` for `key` and waits for its answer; a disabled
+    /// purger answers 200 at once.
+    async fn send(&self, request: Request, key: &str) -> Result<u16, PurgeError> {
         let Some(address) = &self.address else {
-            return Ok(());
+            return Ok(200);
         };
         let (done, answer) = oneshot::channel();
         let job = Job {
+            request,
             path: format!("{}{key}", self.link_path),
             done,
         };
@@ -104,7 +181,12 @@ impl Purger {
         };
         if let Some(job) = refused {
             let (lane, queue) = mpsc::unbounded_channel();
-            tokio::spawn(run_lane(queue, address.to_owned(), self.timeout));
+            tokio::spawn(run_lane(
+                queue,
+                address.to_owned(),
+                self.host.clone(),
+                self.timeout,
+            ));
             // The lane holds `queue` until `lane` is dropped: this cannot fail,
             // and if it did, the dropped job would answer `LaneStopped`.
             let _ = lane.send(job);
@@ -125,11 +207,17 @@ fn authority(purge_url: &str) -> Option<String> {
     })
 }
 
-/// The lane: takes whatever purges are queued, sends them as one batch,
+/// The lane: takes whatever requests are queued, sends them as one batch,
 /// and ends when the `Purger` is dropped.
-async fn run_lane(mut queue: mpsc::UnboundedReceiver<Job>, address: String, timeout: Duration) {
+async fn run_lane(
+    mut queue: mpsc::UnboundedReceiver<Job>,
+    address: String,
+    host: String,
+    timeout: Duration,
+) {
     let mut lane = Lane {
         address,
+        host,
         timeout,
         connection: None,
     };
@@ -141,6 +229,7 @@ async fn run_lane(mut queue: mpsc::UnboundedReceiver<Job>, address: String, time
 
 struct Lane {
     address: String,
+    host: String,
     timeout: Duration,
     /// Kept between batches; Varnish may close it while idle.
     connection: Option<TcpStream>,
@@ -150,14 +239,17 @@ impl Lane {
     /// Answers every job in `batch`, leaving it empty.
     async fn send(&mut self, batch: &mut Vec<Job>) {
         let outcome = tokio::time::timeout(self.timeout, self.exchange(batch)).await;
+        let method = batch.first().map_or("PURGE", |job| job.request.method());
         let error = match outcome {
             Ok(Ok(())) => return,
             Ok(Err(source)) => PurgeError::Io {
                 address: self.address.clone(),
+                method,
                 source: Arc::new(source),
             },
             Err(_) => PurgeError::Timeout {
                 address: self.address.clone(),
+                method,
                 timeout: self.timeout,
             },
         };
@@ -168,9 +260,9 @@ impl Lane {
     }
 
     /// Sends the jobs and answers each as its response arrives. A purge
-    /// changes nothing when repeated, so the ones a closed connection left
-    /// unanswered are sent again on a new one; a new connection that
-    /// answers nothing is an error.
+    /// (or a warming fetch) changes nothing when repeated, so the ones a
+    /// closed connection left unanswered are sent again on a new one; a new
+    /// connection that answers nothing is an error.
     async fn exchange(&mut self, batch: &mut Vec<Job>) -> io::Result<()> {
         let mut requests = Vec::with_capacity(batch.len() * 64);
         let mut received = Vec::with_capacity(4096);
@@ -185,26 +277,14 @@ impl Lane {
             };
             requests.clear();
             for job in batch.iter() {
-                requests.extend_from_slice(b"PURGE ");
-                requests.extend_from_slice(job.path.as_bytes());
-                requests.extend_from_slice(b" HTTP/1.1\r\nHost: ");
-                requests.extend_from_slice(self.address.as_bytes());
-                requests.extend_from_slice(b"\r\n\r\n");
+                job.request.write(&job.path, &self.host, &mut requests);
             }
             received.clear();
             let (answered, result) =
                 read_answers(&mut stream, &requests, &mut received, batch.len()).await;
             let closed = result.is_err() || answered.iter().any(|answer| answer.closes);
             for (job, answer) in batch.drain(..answered.len()).zip(&answered) {
-                let outcome = if answer.status == 200 {
-                    Ok(())
-                } else {
-                    Err(PurgeError::Refused {
-                        address: self.address.clone(),
-                        status: answer.status,
-                    })
-                };
-                let _ = job.done.send(outcome);
+                let _ = job.done.send(Ok(answer.status));
             }
             if !closed {
                 self.connection = Some(stream);

@@ -94,6 +94,25 @@ impl ShortenError {
     }
 }
 
+/// What warming a cache did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Warmed {
+    /// Links Varnish fetched (or already held).
+    pub cached: usize,
+    /// Links Varnish could not fetch.
+    pub failed: usize,
+    /// Why the first of those failed.
+    pub problem: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WarmError {
+    #[error("varnish.purge_url is empty: set it to the Varnish to warm")]
+    NoVarnish,
+    #[error("cannot read the click counts: {0}")]
+    Store(#[from] StoreError),
+}
+
 /// A link to create, as submitted.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NewLink<'a> {
@@ -150,6 +169,7 @@ impl Shortener {
         let store = LinkStore::new(&settings)?;
         let purger = Arc::new(Purger::new(
             &settings.config.varnish.purge_url,
+            &settings.public_base,
             &settings.link_path,
             settings.write_timeout(),
         ));
@@ -442,6 +462,48 @@ impl Shortener {
         }
         own.truncate(limit);
         Ok(own)
+    }
+
+    /// The keys of the `limit` hottest links (see
+    /// [`crate::clicks::ClickReader::hottest`]), hottest first.
+    pub async fn hottest(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.store.clicks().hottest(limit).await
+    }
+
+    /// Loads the `limit` hottest links into Varnish's cache through
+    /// `varnish.purge_url`, as requests that are not counted as clicks.
+    pub async fn warm(&self, limit: usize) -> Result<Warmed, WarmError> {
+        if !self.purger.enabled() {
+            return Err(WarmError::NoVarnish);
+        }
+        let keys = self.hottest(limit).await?;
+        let mut fetches = tokio::task::JoinSet::new();
+        for key in keys {
+            let purger = Arc::clone(&self.purger);
+            fetches.spawn(async move { purger.warm(&key).await });
+        }
+        let mut warmed = Warmed::default();
+        while let Some(answer) = fetches.join_next().await {
+            match answer {
+                // Redirects, and 410s of expired links: both are cached.
+                Ok(Ok(status)) if status < 500 => warmed.cached += 1,
+                Ok(Ok(status)) => {
+                    warmed.failed += 1;
+                    warmed
+                        .problem
+                        .get_or_insert_with(|| format!("Varnish answered {status}"));
+                }
+                Ok(Err(error)) => {
+                    warmed.failed += 1;
+                    warmed.problem.get_or_insert_with(|| error.to_string());
+                }
+                Err(error) => {
+                    warmed.failed += 1;
+                    warmed.problem.get_or_insert_with(|| error.to_string());
+                }
+            }
+        }
+        Ok(warmed)
     }
 
     /// Writes what `change` makes of `key`'s link, if `who` may change it

@@ -1,10 +1,17 @@
 //! Clicks counted by Varnish, read back through the writer's API.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::{api, create, ensure, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, TEST_TOKEN};
+use shortlink_core::clicks::ClickTime;
+
+use crate::common::{
+    api, block_on, create, ensure, run_writer, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN,
+    TEST_TOKEN,
+};
 
 const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
 const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) \
@@ -288,4 +295,92 @@ pub fn varnish_exporter_carries_the_click_counters(suite: &Suite) -> Result<(), 
             format!("exporter output lacks the click counters: {ours:#?}")
         },
     )
+}
+
+/// The links a new cache is warmed with: those clicked in the last hour by
+/// their clicks then, then the rest by their clicks of all time.
+pub fn hottest_are_recent_then_all_time(suite: &Suite) -> Result<(), String> {
+    let prefix = "t-hot:";
+    let scheme = suite.settings(prefix, 2).scheme;
+    // Written as Varnish writes them (the layout is the contract).
+    for (key, clicks) in [("Aaaa", "50"), ("Bbbb", "5"), ("Cccc", "30"), ("Dddd", "1")] {
+        suite.redis.query::<()>(&[
+            "HSET",
+            &format!("{prefix}clicks:{}", &key[..2]),
+            &key[2..],
+            clicks,
+        ])?;
+    }
+    let minute = scheme.minute_set(ClickTime::now().minute());
+    suite
+        .redis
+        .query::<()>(&["ZADD", &minute, "3", "Bbbb", "1", "Eeee"])?;
+    for (limit, expected) in [
+        (1, &["Bbbb"][..]),
+        (4, &["Bbbb", "Eeee", "Aaaa", "Cccc"][..]),
+        (10, &["Bbbb", "Eeee", "Aaaa", "Cccc", "Dddd"][..]),
+    ] {
+        let hottest = block_on(async { suite.shortener(prefix).hottest(limit).await })
+            .map_err(|e| e.to_string())?;
+        ensure(hottest == expected, || {
+            format!("hottest {limit}: {hottest:?}, expected {expected:?}")
+        })?;
+    }
+    Ok(())
+}
+
+/// `shortlink warm` fetches the hottest links into a cache that lost them,
+/// and those fetches are not clicks.
+pub fn warm_fills_the_cache_without_clicks(suite: &Suite) -> Result<(), String> {
+    let key = create(
+        suite,
+        Some(ALICE_TOKEN),
+        &json!({ "url": "https://example.org/clicks/warm" }),
+    )?;
+    click(suite, &key, FIREFOX, None)?;
+    click(suite, &key, FIREFOX, None)?;
+    stats_once(suite, &key, ALICE_TOKEN, |s| s["clicks"] == 2)?;
+    // Varnish forgets the link, as a restarted one would have.
+    let url = format!("{}/l/{key}", suite.varnish.base_url());
+    // (ureq sends no PURGE: the request is written by hand.)
+    let address = suite.varnish.base_url().replace("http://", "");
+    let mut varnish = TcpStream::connect(&address).map_err(|e| format!("{address}: {e}"))?;
+    write!(
+        varnish,
+        "PURGE /l/{key} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut answer = String::new();
+    varnish
+        .read_to_string(&mut answer)
+        .map_err(|e| e.to_string())?;
+    ensure(answer.starts_with("HTTP/1.1 200"), || {
+        format!("PURGE: {answer}")
+    })?;
+    let config = suite.config_file.display().to_string();
+    let printed = run_writer(&["warm", "--config", &config])?;
+    ensure(printed.starts_with("warmed "), || {
+        format!("shortlink warm printed {printed:?}")
+    })?;
+    let response = Suite::agent()
+        .get(&url)
+        .header("user-agent", FIREFOX)
+        .call()
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    let cache = response
+        .headers()
+        .get("x-cache")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    ensure(response.status() == 301 && cache == "HIT", || {
+        format!("after warming: {} {cache}", response.status())
+    })?;
+    // That click is counted; the warming fetch is not, flushes later or not.
+    stats_once(suite, &key, ALICE_TOKEN, |s| s["clicks"] == 3)?;
+    std::thread::sleep(Duration::from_millis(2500));
+    let stats = stats_once(suite, &key, ALICE_TOKEN, |_| true)?;
+    ensure(stats["clicks"] == 3 && stats["bots"] == 0, || {
+        format!("after warming and one click: {stats}")
+    })
 }

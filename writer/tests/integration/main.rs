@@ -94,6 +94,14 @@ const TESTS: &[(&str, common::Test)] = &[
         clicks::trending_ranks_recent_clicks,
     ),
     (
+        "clicks::hottest_are_recent_then_all_time",
+        clicks::hottest_are_recent_then_all_time,
+    ),
+    (
+        "clicks::warm_fills_the_cache_without_clicks",
+        clicks::warm_fills_the_cache_without_clicks,
+    ),
+    (
         "clicks::varnish_exporter_carries_the_click_counters",
         clicks::varnish_exporter_carries_the_click_counters,
     ),
