@@ -50,6 +50,10 @@ const STATS_HOURS: u64 = 48;
 /// The window trending looks at unless asked otherwise.
 const DEFAULT_TRENDING_MINUTES: u64 = 5;
 
+/// Connections `warm` fetches over: a few per core of a typical Varnish,
+/// few enough to leave room for the people it serves meanwhile.
+const WARM_CONNECTIONS: usize = 8;
+
 /// Ranked links whose owners are read at once, for a non-admin's trending.
 const TRENDING_CHUNK: usize = 200;
 
@@ -477,9 +481,12 @@ impl Shortener {
             return Err(WarmError::NoVarnish);
         }
         let keys = self.hottest(limit).await?;
+        let connections: Vec<Arc<Purger>> = (0..WARM_CONNECTIONS)
+            .map(|_| Arc::new(self.purger.sibling()))
+            .collect();
         let mut fetches = tokio::task::JoinSet::new();
-        for key in keys {
-            let purger = Arc::clone(&self.purger);
+        for (key, purger) in keys.into_iter().zip(connections.iter().cycle()) {
+            let purger = Arc::clone(purger);
             fetches.spawn(async move { purger.warm(&key).await });
         }
         let mut warmed = Warmed::default();
