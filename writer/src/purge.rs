@@ -134,6 +134,7 @@ impl Purger {
     /// A purger to the same Varnish with lanes (and so connections) of its
     /// own: Varnish answers a connection's requests one after another, so
     /// fetches that each wait for Redis go faster over several.
+    #[must_use]
     pub fn sibling(&self) -> Self {
         Self {
             address: self.address.clone(),
