@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod page;
 pub mod purge;
 pub mod shortener;
+pub mod stats_page;
 pub mod store;
 pub mod validate;
 pub mod vcl;

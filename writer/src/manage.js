@@ -134,8 +134,12 @@ function row(link) {
   remove.type = 'button';
   remove.setAttribute('aria-label', 'Delete ' + link.key);
   remove.addEventListener('click', function () { openDelete(link.key); });
+  var stats = element('a', 'stats-link', 'Statistics');
+  stats.href = '/manage/stats/' + encodeURIComponent(link.key);
+  stats.setAttribute('aria-label', 'Statistics of ' + link.key);
   actions.appendChild(edit);
   actions.appendChild(remove);
+  actions.appendChild(stats);
   item.appendChild(actions);
   return item;
 }

@@ -45,6 +45,11 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
                 .route("/api/links/{key}", web::patch().to(edit_link))
                 .route("/api/links/{key}", web::delete().to(delete_link))
                 .route("/api/links/{key}/stats", web::get().to(link_stats))
+                .route(
+                    "/api/links/{key}/stats/report",
+                    web::get().to(link_stats_report),
+                )
+                .route("/manage/stats/{key}", web::get().to(stats_page))
                 .route("/api/trending", web::get().to(trending)),
         );
 }
@@ -462,6 +467,33 @@ async fn link_stats(
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(stats))
+}
+
+/// A link's click counts drawn as HTML (charts and tables), for the
+/// statistics page; the same rules as [`link_stats`].
+async fn link_stats_report(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify(&request)?;
+    let params = query::<StatsParams>(&request, "days")?;
+    let stats = shortener.stats(&who, &key, params.days).await?;
+    // A deleted link (admins may read its counts) has no target to show.
+    let target = shortener
+        .show(&key)
+        .await
+        .ok()
+        .map(|(link, _)| link.record.url.to_string());
+    let body = crate::stats_page::report(&stats, &shortener.short_url(&key), target.as_deref());
+    Ok(html_page(StatusCode::OK).body(body))
+}
+
+/// A link's statistics page; like the management page, it holds no data
+/// and asks the API for everything.
+async fn stats_page() -> HttpResponse {
+    html_page(StatusCode::OK).body(crate::stats_page::render())
 }
 
 #[derive(Debug, Deserialize)]

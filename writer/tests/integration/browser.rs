@@ -11,6 +11,7 @@ use test_support::{free_port, wait_for_port};
 
 use serde_json::json;
 
+use crate::clicks::{click as click_through_varnish, stats_once, FIREFOX, IPHONE};
 use crate::common::{
     api, create, ensure, get, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, CROSS_SITE_URL,
 };
@@ -270,6 +271,93 @@ pub fn management_page_changes_reach_a_browser_that_clicked_before(
     let (status, _) = get(&Suite::agent(), &case.short(&case.deleted))?;
     ensure(status == 410, || {
         format!("the deleted link answers {status}")
+    })
+}
+
+/// A link's statistics page, reached from the management page: charts
+/// of its clicks by day and hour, and its referrers, countries and devices.
+pub fn statistics_page_draws_the_clicks(suite: &Suite) -> Result<(), String> {
+    let key = create(
+        suite,
+        Some(ALICE_TOKEN),
+        &json!({ "url": "https://example.org/browser/stats" }),
+    )?;
+    for _ in 0..2 {
+        click_through_varnish(suite, &key, FIREFOX, Some("https://news.example.com/a"))?;
+    }
+    click_through_varnish(suite, &key, IPHONE, None)?;
+    stats_once(suite, &key, ALICE_TOKEN, |s| s["clicks"] == 3)?;
+    let key = &key;
+    in_chromium(suite, "stats", |client| async move {
+        let client = &client;
+        client
+            .set_window_size(1024, 1400)
+            .await
+            .map_err(|e| e.to_string())?;
+        open(client, &format!("{}/manage", suite.writer_url)).await?;
+        step(
+            client,
+            Some(("#token", ALICE_TOKEN)),
+            "#sign-in-form button[type=submit]",
+            "document.querySelectorAll('li.link').length >= 1",
+        )
+        .await?;
+        click(client, &format!("li.link[data-key=\"{key}\"] a.stats-link")).await?;
+        wait_js(
+            client,
+            "document.body.dataset.shownDays === '30'",
+            "the report",
+        )
+        .await?;
+        let drawn = client
+            .execute(
+                "const charts = document.querySelectorAll('svg.chart'); \
+                 const bars = [...charts[0].querySelectorAll('rect.bar')]; \
+                 const cells = s => [...document.querySelectorAll('.shares td.name')] \
+                     .map(td => td.textContent); \
+                 return { charts: charts.length, days: bars.length, \
+                          today: bars[bars.length - 1].dataset.value, \
+                          hours: charts[1].querySelectorAll('rect.bar').length, \
+                          tiles: [...document.querySelectorAll('.tile strong')].map(t => t.textContent), \
+                          names: cells(), title: document.getElementById('stats-key').textContent };",
+                vec![],
+            )
+            .await
+            .map_err(|e| format!("read the report: {e}"))?;
+        if let Ok(png) = client.screenshot().await {
+            let _ = std::fs::write(suite.dir.join("stats.png"), png);
+        }
+        let names: Vec<String> =
+            serde_json::from_value(drawn["names"].clone()).map_err(|e| e.to_string())?;
+        ensure(
+            drawn["charts"] == 2
+                && drawn["days"] == 30
+                && drawn["today"] == "3"
+                && drawn["hours"] == 48
+                && drawn["tiles"][0] == "3"
+                && drawn["title"] == json!(key)
+                && [
+                    "news.example.com",
+                    "(none)",
+                    "NL",
+                    "desktop",
+                    "mobile",
+                    "Firefox",
+                    "iOS",
+                ]
+                .iter()
+                .all(|name| names.iter().any(|n| n == name)),
+            || format!("the page shows {drawn}"),
+        )?;
+        // Another range: the chart is drawn again for it.
+        click(client, "button[data-days=\"7\"]").await?;
+        wait_js(
+            client,
+            "document.body.dataset.shownDays === '7' && \
+             document.querySelectorAll('svg.chart')[0].querySelectorAll('rect.bar').length === 7",
+            "the 7-day report",
+        )
+        .await
     })
 }
 

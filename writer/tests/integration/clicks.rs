@@ -13,13 +13,18 @@ use crate::common::{
     TEST_TOKEN,
 };
 
-const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
-const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) \
+pub const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
+pub const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) \
     AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1";
 
 /// Follows the short link `key` through Varnish as a browser with
 /// `user_agent` would, coming from `referer`.
-fn click(suite: &Suite, key: &str, user_agent: &str, referer: Option<&str>) -> Result<(), String> {
+pub fn click(
+    suite: &Suite,
+    key: &str,
+    user_agent: &str,
+    referer: Option<&str>,
+) -> Result<(), String> {
     let url = format!("{}/l/{key}", suite.varnish.base_url());
     let mut request = Suite::agent().get(&url).header("user-agent", user_agent);
     if let Some(referer) = referer {
@@ -34,7 +39,7 @@ fn click(suite: &Suite, key: &str, user_agent: &str, referer: Option<&str>) -> R
 /// `key`'s statistics as `token` reads them, once `done` holds for them (or
 /// what they are after 15 s: Varnish flushes every second, but other tests
 /// hang this suite's Redis for a while).
-fn stats_once(
+pub fn stats_once(
     suite: &Suite,
     key: &str,
     token: &str,

@@ -175,6 +175,10 @@ const TESTS: &[(&str, common::Test)] = &[
         browser::form_to_landing_page,
     ),
     (
+        "browser::statistics_page_draws_the_clicks",
+        browser::statistics_page_draws_the_clicks,
+    ),
+    (
         "browser::management_page_changes_reach_a_browser_that_clicked_before",
         browser::management_page_changes_reach_a_browser_that_clicked_before,
     ),
