@@ -10,10 +10,13 @@ use serde::Serialize;
 use shortlink_core::clicks::{ClickTime, Detail, Total, MINUTES_KEPT};
 use shortlink_core::{Key, KeyScheme};
 
-use crate::store::StoreError;
+use crate::store::{scan, StoreError};
 
 /// Entries listed per detail kind.
 const TOP: usize = 10;
+
+/// Totals hashes read in one round trip when ranking all-time clicks.
+const HASHES_PER_TRIP: usize = 1000;
 
 /// A link's counts, as `GET /api/links/{key}/stats` answers them.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -205,8 +208,8 @@ impl ClickReader {
     /// Up to `limit` keys most worth loading into a new cache, hottest
     /// first: those with clicks over the last hour ranked by them, then the
     /// rest by their clicks of all time. The all-time ranking reads every
-    /// totals hash (one `SCAN` and pipelined `HGETALL`s), a few seconds at
-    /// a million links; it is done once per Varnish start.
+    /// totals hash (a `SCAN`, then pipelined `HGETALL`s); it is done once
+    /// per Varnish start.
     pub async fn hottest(&self, limit: usize) -> Result<Vec<String>, StoreError> {
         let recent = self.trending(MINUTES_KEPT, limit).await?;
         let mut chosen: Vec<String> = recent.into_iter().map(|t| t.key).collect();
@@ -220,28 +223,13 @@ impl ClickReader {
         let mut best: BinaryHeap<Reverse<(u64, String)>> = BinaryHeap::with_capacity(wanted + 1);
         let totals_prefix = self.scheme.total_hash(Total::People, "");
         let mut connection = self.connection.clone();
-        let mut cursor = 0u64;
-        loop {
-            let (next, names): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(format!("{totals_prefix}*"))
-                .arg("COUNT")
-                .arg(1000)
-                .arg("TYPE")
-                .arg("hash")
-                .query_async(&mut connection)
-                .await?;
+        let names = scan(&mut connection, &format!("{totals_prefix}*"), "hash").await?;
+        for names in names.chunks(HASHES_PER_TRIP) {
             let mut pipe = redis::pipe();
-            for name in &names {
+            for name in names {
                 pipe.hgetall(name);
             }
-            // (An empty pipeline is an error to redis-rs.)
-            let hashes: Vec<HashMap<String, u64>> = if names.is_empty() {
-                Vec::new()
-            } else {
-                pipe.query_async(&mut connection).await?
-            };
+            let hashes: Vec<HashMap<String, u64>> = pipe.query_async(&mut connection).await?;
             for (name, fields) in names.iter().zip(hashes) {
                 let head = &name[totals_prefix.len()..];
                 for (field, clicks) in fields {
@@ -255,10 +243,6 @@ impl ClickReader {
                     }
                 }
             }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
         }
         let mut rest: Vec<(u64, String)> = best.into_iter().map(|Reverse(entry)| entry).collect();
         rest.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));

@@ -385,13 +385,14 @@ impl Shortener {
     }
 
     /// `key`'s click counts with `days` days of history, if `who` may
-    /// change the link (a deleted link's: admins only).
+    /// change the link (a deleted link's: admins only), and the link as
+    /// read for that check (`None` once deleted).
     pub async fn stats(
         &self,
         who: &Identity,
         key: &str,
         days: Option<u64>,
-    ) -> Result<LinkStats, ShortenError> {
+    ) -> Result<(LinkStats, Option<Record>), ShortenError> {
         let clicks = &self.settings.config.clicks;
         let days = days.unwrap_or(DEFAULT_STATS_DAYS.min(clicks.days_kept));
         if !(1..=clicks.days_kept).contains(&days) {
@@ -411,7 +412,12 @@ impl Shortener {
             return Err(ShortenError::NotYours);
         }
         let hours = STATS_HOURS.min(clicks.hours_kept);
-        Ok(self.store.clicks().link(&key, days, hours).await?)
+        let stats = self.store.clicks().link(&key, days, hours).await?;
+        let record = match current.stored {
+            Stored::Link(record) => Some(record),
+            Stored::Deleted => None,
+        };
+        Ok((stats, record))
     }
 
     /// Seconds since a Varnish last sent click counts (see
@@ -491,24 +497,18 @@ impl Shortener {
         }
         let mut warmed = Warmed::default();
         while let Some(answer) = fetches.join_next().await {
-            match answer {
+            let problem = match answer {
                 // Redirects, and 410s of expired links: both are cached.
-                Ok(Ok(status)) if status < 500 => warmed.cached += 1,
-                Ok(Ok(status)) => {
-                    warmed.failed += 1;
-                    warmed
-                        .problem
-                        .get_or_insert_with(|| format!("Varnish answered {status}"));
+                Ok(Ok(status)) if status < 500 => {
+                    warmed.cached += 1;
+                    continue;
                 }
-                Ok(Err(error)) => {
-                    warmed.failed += 1;
-                    warmed.problem.get_or_insert_with(|| error.to_string());
-                }
-                Err(error) => {
-                    warmed.failed += 1;
-                    warmed.problem.get_or_insert_with(|| error.to_string());
-                }
-            }
+                Ok(Ok(status)) => format!("Varnish answered {status}"),
+                Ok(Err(error)) => error.to_string(),
+                Err(error) => error.to_string(),
+            };
+            warmed.failed += 1;
+            warmed.problem.get_or_insert(problem);
         }
         Ok(warmed)
     }

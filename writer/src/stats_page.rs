@@ -229,17 +229,13 @@ fn figure(html: &mut String, caption: &str, bars: &[Bar]) {
         let mut labelled = vec![0, last / 2, last];
         labelled.dedup();
         for n in labelled {
-            let x = f64::from(SCALE_LEFT) + slot * (n as f64 + 0.5);
-            let anchor = match n {
-                0 => "start",
-                n if n == last => "end",
-                _ => "middle",
+            // The outer labels align with the chart's edges, so they fit.
+            let (offset, anchor) = match n {
+                0 => (0.0, "start"),
+                n if n == last => (1.0, "end"),
+                _ => (0.5, "middle"),
             };
-            let x = match anchor {
-                "start" => x - slot / 2.0,
-                "end" => x + slot / 2.0,
-                _ => x,
-            };
+            let x = f64::from(SCALE_LEFT) + slot * (n as f64 + offset);
             let _ = writeln!(
                 html,
                 "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",

@@ -263,25 +263,8 @@ impl LinkStore {
     /// created without a token.
     pub async fn owners(&self) -> Result<Vec<Option<Owner>>, StoreError> {
         let mut connection = self.connection.clone();
-        let mut names: Vec<String> = Vec::new();
-        let mut cursor = 0u64;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(format!("{}*", self.scheme.index(None)))
-                .arg("COUNT")
-                .arg(1000)
-                .arg("TYPE")
-                .arg("list")
-                .query_async(&mut connection)
-                .await?;
-            names.extend(batch);
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+        let pattern = format!("{}*", self.scheme.index(None));
+        let names = scan(&mut connection, &pattern, "list").await?;
         let mut owners: Vec<Option<Owner>> = names
             .iter()
             .filter_map(|name| self.scheme.index_owner(name).ok())
@@ -418,5 +401,33 @@ fn outcome(key: &Key, record: &Record, created: bool) -> Inserted {
         Inserted::Created(link)
     } else {
         Inserted::Existing(link)
+    }
+}
+
+/// Every name matching `pattern` that holds a value of `kind` (`hash`,
+/// `list`...), read with `SCAN` so that Redis is never blocked for long.
+pub(crate) async fn scan(
+    connection: &mut ConnectionManager,
+    pattern: &str,
+    kind: &str,
+) -> Result<Vec<String>, StoreError> {
+    let mut names = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .arg("TYPE")
+            .arg(kind)
+            .query_async(connection)
+            .await?;
+        names.extend(batch);
+        if next == 0 {
+            return Ok(names);
+        }
+        cursor = next;
     }
 }

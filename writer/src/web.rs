@@ -463,7 +463,7 @@ async fn link_stats(
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify(&request)?;
     let params = query::<StatsParams>(&request, "days")?;
-    let stats = shortener.stats(&who, &key, params.days).await?;
+    let (stats, _) = shortener.stats(&who, &key, params.days).await?;
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(stats))
@@ -479,14 +479,10 @@ async fn link_stats_report(
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify(&request)?;
     let params = query::<StatsParams>(&request, "days")?;
-    let stats = shortener.stats(&who, &key, params.days).await?;
     // A deleted link (admins may read its counts) has no target to show.
-    let target = shortener
-        .show(&key)
-        .await
-        .ok()
-        .map(|(link, _)| link.record.url.to_string());
-    let body = crate::stats_page::report(&stats, &shortener.short_url(&key), target.as_deref());
+    let (stats, record) = shortener.stats(&who, &key, params.days).await?;
+    let target = record.as_ref().map(|record| record.url.as_str());
+    let body = crate::stats_page::report(&stats, &shortener.short_url(&key), target);
     Ok(html_page(StatusCode::OK).body(body))
 }
 
