@@ -175,6 +175,8 @@ pub trait DurationRule {
     /// Whether zero is a valid value.
     const ZERO_ALLOWED: bool;
     const MAX: Duration;
+    /// A value must be a whole number of these; zero: any value.
+    const STEP: Duration = Duration::ZERO;
     fn refusal(value: Duration) -> SettingError;
 }
 
@@ -208,7 +210,8 @@ impl<R: DurationRule> TryFrom<Duration> for Bounded<R> {
     type Error = SettingError;
 
     fn try_from(value: Duration) -> Result<Self, SettingError> {
-        if (value.is_zero() && !R::ZERO_ALLOWED) || value > R::MAX {
+        let off_step = !R::STEP.is_zero() && !value.as_nanos().is_multiple_of(R::STEP.as_nanos());
+        if (value.is_zero() && !R::ZERO_ALLOWED) || value > R::MAX || off_step {
             Err(R::refusal(value))
         } else {
             Ok(Self::new(value))
@@ -293,6 +296,8 @@ pub struct RetentionRule;
 impl DurationRule for RetentionRule {
     const ZERO_ALLOWED: bool = false;
     const MAX: Duration = Duration::from_hours(10 * 365 * 24);
+    // Hours are the smallest buckets kept.
+    const STEP: Duration = Duration::from_hours(1);
     fn refusal(value: Duration) -> SettingError {
         SettingError::Retention(value)
     }
@@ -303,14 +308,6 @@ impl Retention {
     pub const DAYS: Self = Self::new(Duration::from_hours(400 * 24));
     /// Hourly counts: a week.
     pub const HOURS: Self = Self::new(Duration::from_hours(7 * 24));
-
-    /// `value`, which must be whole hours of at least one.
-    pub fn hours(value: Duration) -> Result<Self, SettingError> {
-        if value < Duration::from_hours(1) || !value.as_secs().is_multiple_of(3600) {
-            return Err(SettingError::Retention(value));
-        }
-        Self::try_from(value)
-    }
 }
 
 /// Most counts one Varnish holds while Redis is away (distinct link, bucket
@@ -400,6 +397,13 @@ mod tests {
         assert!(Timeout::try_from(Timeout::MAX + Duration::from_millis(1)).is_err());
         assert!(Ttl::try_from(Duration::ZERO).is_ok());
         assert!(Ttl::try_from(Ttl::MAX + Duration::from_secs(1)).is_err());
+        // Retention comes in whole hours.
+        assert!(Retention::try_from(Duration::ZERO).is_err());
+        assert!(Retention::try_from(Duration::from_secs(1)).is_err());
+        assert!(Retention::try_from(Duration::from_mins(90)).is_err());
+        assert!(Retention::try_from(Duration::from_hours(1)).is_ok());
+        assert!(Retention::try_from(Retention::MAX).is_ok());
+        assert!(Retention::try_from(Retention::MAX + Duration::from_hours(1)).is_err());
     }
 
     #[test]

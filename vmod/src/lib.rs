@@ -67,7 +67,7 @@ mod shortlink {
     use crate::backend::{LinkBackend, Resolution, Resolver, Settings};
     use crate::clicks::CountSettings;
     use crate::pool::{PoolSettings, RedisPool};
-    use crate::{duration_or, redirector, retention, time_left, without_panic};
+    use crate::{duration_or, redirector, time_left, without_panic};
 
     impl redirector {
         /// Create a short-link store backed by Redis.
@@ -181,8 +181,8 @@ mod shortlink {
                         backlog: ClickBacklog::try_from(click_backlog)
                             .map_err(|e| format!("shortlink: {name}: click_backlog {e}"))?
                             .get() as usize,
-                        days_kept: retention(days_kept, Retention::DAYS, "days_kept", name)?,
-                        hours_kept: retention(hours_kept, Retention::HOURS, "hours_kept", name)?,
+                        days_kept: duration_or(days_kept, Retention::DAYS, "days_kept", name)?,
+                        hours_kept: duration_or(hours_kept, Retention::HOURS, "hours_kept", name)?,
                         geoip: (!geoip.is_empty()).then(|| geoip.to_owned()),
                         connect_timeout,
                         command_timeout,
@@ -436,21 +436,8 @@ fn time_left(ctx: &Ctx) -> Option<Duration> {
     )
 }
 
-/// A retention `value` in whole hours, or `default` when VCL left it out.
-fn retention(
-    value: Option<Duration>,
-    default: shortlink_core::Retention,
-    what: &str,
-    name: &str,
-) -> Result<Duration, String> {
-    value
-        .map_or(Ok(default), shortlink_core::Retention::hours)
-        .map(Into::into)
-        .map_err(|e| format!("shortlink: {name}: {what} {e}"))
-}
-
 /// `value`, or `default` when VCL left it out, within the bounds of `T`
-/// ([`Timeout`] or [`Ttl`]).
+/// ([`Timeout`], [`Ttl`], [`Retention`]...).
 fn duration_or<T>(
     value: Option<Duration>,
     default: T,

@@ -555,7 +555,7 @@ fn check_clicks(clicks: &ClicksConfig) -> Result<(), ConfigError> {
         ("days_kept", clicks.days_kept.saturating_mul(86_400)),
         ("hours_kept", clicks.hours_kept.saturating_mul(3600)),
     ] {
-        Retention::hours(Duration::from_secs(value))
+        Retention::try_from(Duration::from_secs(value))
             .map_err(|e| ConfigError(format!("clicks.{name} {e}")))?;
     }
     if !vcl_safe(&clicks.geoip) || !(clicks.geoip.is_empty() || clicks.geoip.starts_with('/')) {
