@@ -23,6 +23,7 @@ use shortlink_core::clicks::{
 use shortlink_core::{Key, KeyScheme};
 
 use crate::clicks::{Click, ClickStore, CountSettings, Outcome};
+use crate::pool::now_ms;
 use crate::visitor::{Agents, Countries};
 
 /// Applies one batch once. `ARGV[1]` is the batch's marker, `ARGV[2]` how
@@ -120,20 +121,22 @@ impl Tally {
         self.clicks == 0
     }
 
-    fn add(&mut self, key: Key, click: &Click, bot: bool, details: &[(Detail, &str)]) {
+    /// A click that only adds to one of `key`'s totals: a bot's, or an
+    /// answer after expiry or deletion.
+    fn add_total(&mut self, total: Total, key: Key) {
+        self.clicks += 1;
+        add(&mut self.totals, &mut self.entries, (total, key));
+    }
+
+    /// A person's click: the totals, the dated counts, `details` and the
+    /// visitor.
+    fn add_person(&mut self, key: Key, click: &Click, details: &[(Detail, &str)]) {
         let entries = &mut self.entries;
         self.clicks += 1;
-        if click.outcome == Outcome::Gone {
-            add(&mut self.totals, entries, (Total::Gone, key));
-            return;
-        }
-        if bot {
-            add(&mut self.totals, entries, (Total::Bots, key));
-            return;
-        }
         let at = click.at;
+        let day = at.day();
         add(&mut self.totals, entries, (Total::People, key.clone()));
-        add(&mut self.days, entries, (at.day(), key.clone()));
+        add(&mut self.days, entries, (day, key.clone()));
         add(&mut self.hours, entries, (at.hour(), key.clone()));
         add(&mut self.minutes, entries, (at.minute(), key.clone()));
         for (kind, value) in details {
@@ -145,12 +148,7 @@ impl Tally {
         }
         if let Some(client) = click.client {
             let digest = visitor_digest(client, click.user_agent());
-            if self
-                .visitors
-                .entry((at.day(), key))
-                .or_default()
-                .insert(digest)
-            {
+            if self.visitors.entry((day, key)).or_default().insert(digest) {
                 *entries += 1;
             }
         }
@@ -266,19 +264,32 @@ impl Flusher {
                 dropped += 1;
                 continue;
             }
+            // Gone answers and bots count in a total only: their user
+            // agent (a HEAD is a bot's whatever it says) and country are
+            // not looked up.
+            if click.outcome == Outcome::Gone {
+                self.open.add_total(Total::Gone, key);
+                continue;
+            }
+            if click.head {
+                self.open.add_total(Total::Bots, key);
+                continue;
+            }
             let agent = agents.classify(click.user_agent());
-            let bot = agent.bot || click.head;
+            if agent.bot {
+                self.open.add_total(Total::Bots, key);
+                continue;
+            }
             let country = countries.and_then(|c| click.client.and_then(|ip| c.country(ip)));
-            let mut details = vec![
+            let details = [
                 (Detail::Referrer, click.referrer().unwrap_or("(none)")),
                 (Detail::Device, agent.device),
                 (Detail::Browser, agent.browser.as_str()),
                 (Detail::Os, agent.os.as_str()),
+                (Detail::Country, country.as_deref().unwrap_or_default()),
             ];
-            if let Some(country) = &country {
-                details.push((Detail::Country, country.as_str()));
-            }
-            self.open.add(key, click, bot, &details);
+            let known = if country.is_some() { 5 } else { 4 };
+            self.open.add_person(key, click, &details[..known]);
         }
         store.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
     }
@@ -336,7 +347,7 @@ impl Flusher {
                 .arg(MARKER_KEPT.as_secs())
                 .arg(&heartbeat)
                 .arg(&flusher)
-                .arg(&now_ms)
+                .arg(now_ms)
                 .arg(&batch.args);
         }
         let answers: Vec<redis::Value> = pipe
@@ -504,13 +515,6 @@ impl Flusher {
             entries,
         }
     }
-}
-
-fn now_ms() -> String {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-        .to_string()
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -383,7 +383,11 @@ impl redirector {
         use std::sync::atomic::Ordering::{Acquire, Relaxed};
         let counters = &self.clicks.counters;
         let generation = counters.generation.load(Acquire);
-        if self.published.swap(generation, Relaxed) == generation {
+        // Read before writing: every delivery calls this, and a write on
+        // every call would bounce the line between the workers' cores.
+        if self.published.load(Relaxed) == generation
+            || self.published.swap(generation, Relaxed) == generation
+        {
             return;
         }
         let stats = &self.resolver().stats;
