@@ -7,7 +7,7 @@
 //! the change was live. So the VCL notes each PURGE here, and a lookup sent
 //! before a note for its key reads the link again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -16,21 +16,27 @@ use std::time::{Duration, Instant};
 /// fails after its command timeout).
 const KEEP: Duration = Duration::from_mins(1);
 
-/// Notes kept before old ones are dropped.
-const PRUNE_AT: usize = 1024;
-
 #[derive(Debug, Default)]
 pub struct Changes {
     /// Notes taken so far; a lookup reads it before its `HGET`.
     taken: AtomicU64,
-    /// The latest note of each recently changed key.
-    recent: Mutex<HashMap<String, Note>>,
+    recent: Mutex<Recent>,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// The notes of the last [`KEEP`]: each key's latest number, and every note
+/// in the order taken, so that dropping the old ones looks only at them
+/// (a writer inserting thousands of links a second notes as many keys).
+#[derive(Debug, Default)]
+struct Recent {
+    latest: HashMap<String, u64>,
+    in_order: VecDeque<Note>,
+}
+
+#[derive(Debug)]
 struct Note {
     number: u64,
     at: Instant,
+    key: String,
 }
 
 /// Where the notes stood when a lookup was sent.
@@ -50,10 +56,22 @@ impl Changes {
         // together to `changed_since`.
         let number = self.taken.fetch_add(1, Ordering::AcqRel) + 1;
         let now = Instant::now();
-        if recent.len() >= PRUNE_AT {
-            recent.retain(|_, note| now.duration_since(note.at) < KEEP);
+        let recent = &mut *recent;
+        while let Some(oldest) = recent
+            .in_order
+            .pop_front_if(|oldest| now.duration_since(oldest.at) >= KEEP)
+        {
+            // A later note of the same key stays.
+            if recent.latest.get(&oldest.key) == Some(&oldest.number) {
+                recent.latest.remove(&oldest.key);
+            }
         }
-        recent.insert(key.to_owned(), Note { number, at: now });
+        recent.latest.insert(key.to_owned(), number);
+        recent.in_order.push_back(Note {
+            number,
+            at: now,
+            key: key.to_owned(),
+        });
     }
 
     /// Whether `key` was noted as changed after `mark` was taken.
@@ -65,8 +83,9 @@ impl Changes {
         self.recent
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .latest
             .get(key)
-            .is_some_and(|note| note.number > mark.0)
+            .is_some_and(|&number| number > mark.0)
     }
 }
 
@@ -94,18 +113,26 @@ mod tests {
     fn old_notes_are_dropped_and_recent_ones_kept() {
         let changes = Changes::default();
         let mark = changes.mark();
-        for n in 0..PRUNE_AT * 3 {
+        for n in 0..3000 {
             changes.note(&format!("key{n}"));
         }
+        changes.note("key1");
         // Every note is recent: none may be dropped.
         assert!(changes.changed_since("key0", mark));
         let stale = Instant::now().checked_sub(KEEP * 2).unwrap();
-        for note in changes.recent.lock().unwrap().values_mut() {
-            note.at = stale;
+        {
+            let mut recent = changes.recent.lock().unwrap();
+            // All but the latest note (key1's second) are old.
+            let last = recent.in_order.len() - 1;
+            for note in recent.in_order.iter_mut().take(last) {
+                note.at = stale;
+            }
         }
         changes.note("fresh");
         let recent = changes.recent.lock().unwrap();
-        assert_eq!(recent.len(), 1, "old notes are dropped once there are many");
-        assert!(recent.contains_key("fresh"));
+        let mut kept: Vec<&str> = recent.latest.keys().map(String::as_str).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, ["fresh", "key1"], "only the recent notes are kept");
+        assert_eq!(recent.in_order.len(), 2);
     }
 }
