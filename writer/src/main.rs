@@ -364,6 +364,8 @@ fn serve(settings: Settings) -> Result<(), String> {
     actix_web::rt::System::new().block_on(async move {
         let checked = web::Data::new(Shortener::new(settings.clone()).map_err(|e| e.to_string())?);
         log::info!("writer listening on http://{listen}/");
+        let access_log =
+            log::log_enabled!(target: "actix_web::middleware::logger", log::Level::Info);
         HttpServer::new(move || {
             // Each worker thread gets a shortener of its own, whose Redis
             // connection and purge lane run on that worker's runtime: their
@@ -377,7 +379,12 @@ fn serve(settings: Settings) -> Result<(), String> {
                 .app_data(guard.clone())
                 .app_data(metrics.clone())
                 // The request line and status only: no header, so no token.
-                .wrap(middleware::Logger::new("%a \"%r\" %s %b %Dms"))
+                // Off when RUST_LOG hides it: the logger formats every
+                // request before `log` drops the line.
+                .wrap(middleware::Condition::new(
+                    access_log,
+                    middleware::Logger::new("%a \"%r\" %s %b %Dms"),
+                ))
                 .configure(|config| routes::routes(config, max_body_bytes))
         })
         .bind(listen)
