@@ -552,6 +552,9 @@ def run(processes):
     scenario("origin-miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="originmiss")
     say("miss: every request a fresh key")
     scenario("miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, counted=True)
+    if "miss-uncounted" in ONLY:
+        # For profiling only: what counting costs a miss.
+        scenario("miss-uncounted", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="uncounted")
 
     say("zipf: s = 1.0 over every link, from an empty cache")
     scenario("zipf", links_wrk("zipf", all_keys), prepare=empty_cache, counted=True)

@@ -28,12 +28,14 @@ use crate::visitor::{Agents, Countries};
 
 /// Applies one batch once. `ARGV[1]` is the batch's marker, `ARGV[2]` how
 /// long the marker is kept, `ARGV[3]` the flusher's heartbeat hash,
-/// `ARGV[4]` its id and `ARGV[5]` the time; then operations of a letter and
-/// their arguments:
-/// `h hash field n ttl` (`HINCRBY`, then `EXPIRE NX` unless ttl is 0),
-/// `d hash field n other` (`HINCRBY`, on `other` once the hash is full),
-/// `z set member n ttl` (`ZINCRBY`, `EXPIRE NX`),
-/// `p key ttl count element...` (`PFADD`, `EXPIRE NX`).
+/// `ARGV[4]` its id and `ARGV[5]` the time; then operations, each on one
+/// Redis key: `letter key extra n` and `n` arguments.
+/// `h hash ttl field count...` (`HINCRBY` each, then `EXPIRE NX` unless
+/// ttl is 0), `d hash - field count other...` (`HINCRBY` each, a new
+/// field on its `other` once the hash is full), `z set ttl member count...`
+/// (`ZINCRBY` each, `EXPIRE NX`), `p key ttl element...` (`PFADD`,
+/// `EXPIRE NX`). One operation per key: a link's clicks share the hashes of
+/// its bucket, so most calls carry many fields and one `EXPIRE`.
 /// `pcall`: a key of the wrong type (made by hand) spoils its own count,
 /// never the rest of the batch.
 const APPLY_BATCH: &str = r"
@@ -41,31 +43,32 @@ if not redis.call('SET', ARGV[1], '1', 'NX', 'EX', ARGV[2]) then return 0 end
 redis.call('HSET', ARGV[3], ARGV[4], ARGV[5])
 local i = 6
 while i <= #ARGV do
-  local op = ARGV[i]
+  local op, key, extra = ARGV[i], ARGV[i+1], ARGV[i+2]
+  local first, last = i + 4, i + 3 + tonumber(ARGV[i+3])
   if op == 'h' then
-    redis.pcall('HINCRBY', ARGV[i+1], ARGV[i+2], ARGV[i+3])
-    if ARGV[i+4] ~= '0' then redis.pcall('EXPIRE', ARGV[i+1], ARGV[i+4], 'NX') end
-    i = i + 5
+    for j = first, last, 2 do redis.pcall('HINCRBY', key, ARGV[j], ARGV[j+1]) end
+    if extra ~= '0' then redis.pcall('EXPIRE', key, extra, 'NX') end
   elseif op == 'd' then
-    local field = ARGV[i+2]
-    if redis.call('HEXISTS', ARGV[i+1], field) == 0
-        and redis.call('HLEN', ARGV[i+1]) >= MAX_DETAIL_FIELDS then
-      field = ARGV[i+4]
+    local fields = redis.pcall('HLEN', key)
+    if type(fields) ~= 'number' then fields = 0 end
+    for j = first, last, 3 do
+      local field, n = ARGV[j], tonumber(ARGV[j+1])
+      if fields >= MAX_DETAIL_FIELDS and redis.pcall('HEXISTS', key, field) ~= 1 then
+        field = ARGV[j+2]
+      end
+      -- A count equal to what was added: the field is new.
+      if redis.pcall('HINCRBY', key, field, n) == n then fields = fields + 1 end
     end
-    redis.pcall('HINCRBY', ARGV[i+1], field, ARGV[i+3])
-    i = i + 5
   elseif op == 'z' then
-    redis.pcall('ZINCRBY', ARGV[i+1], ARGV[i+3], ARGV[i+2])
-    redis.pcall('EXPIRE', ARGV[i+1], ARGV[i+4], 'NX')
-    i = i + 5
+    for j = first, last, 2 do redis.pcall('ZINCRBY', key, ARGV[j+1], ARGV[j]) end
+    redis.pcall('EXPIRE', key, extra, 'NX')
   elseif op == 'p' then
-    local n = tonumber(ARGV[i+3])
-    redis.pcall('PFADD', ARGV[i+1], unpack(ARGV, i + 4, i + 3 + n))
-    redis.pcall('EXPIRE', ARGV[i+1], ARGV[i+2], 'NX')
-    i = i + 4 + n
+    redis.pcall('PFADD', key, unpack(ARGV, first, last))
+    redis.pcall('EXPIRE', key, extra, 'NX')
   else
     return redis.error_reply('unknown operation ' .. tostring(op))
   end
+  i = last + 1
 end
 return 1
 ";
@@ -77,8 +80,9 @@ const MARKER_KEPT: Duration = Duration::from_hours(24);
 /// Arguments per script call: small enough that no call holds Redis long.
 const BATCH_ARGS: usize = 4000;
 
-/// Visitor hashes per `PFADD`, within Lua's `unpack` limits.
-const VISITORS_PER_ADD: usize = 500;
+/// Arguments of one operation within a call: Lua's `unpack` (of a
+/// `PFADD`'s elements) takes far more.
+const OP_ARGS: usize = 1000;
 
 /// How long a day's visitor salt lives in Redis.
 const SALT_KEPT: Duration = Duration::from_hours(48);
@@ -167,6 +171,65 @@ fn visitor_digest(client: IpAddr, user_agent: &str) -> [u8; 20] {
     hash.update(b"\0");
     hash.update(user_agent.as_bytes());
     hash.digest().bytes()
+}
+
+/// What the flush script does with one Redis key (see [`APPLY_BATCH`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Letter {
+    Hash,
+    Details,
+    SortedSet,
+    Visitors,
+}
+
+impl Letter {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Hash => "h",
+            Self::Details => "d",
+            Self::SortedSet => "z",
+            Self::Visitors => "p",
+        }
+    }
+
+    /// Arguments per entry: a field and its count (and for details the
+    /// field counted past the limit), or one element.
+    fn width(self) -> usize {
+        match self {
+            Self::Hash | Self::SortedSet => 2,
+            Self::Details => 3,
+            Self::Visitors => 1,
+        }
+    }
+}
+
+/// A sealed tally's operations, one per Redis key.
+#[derive(Default)]
+struct Ops {
+    by_key: HashMap<String, Op>,
+}
+
+struct Op {
+    letter: Letter,
+    /// The TTL (`-` for details).
+    extra: String,
+    args: Vec<String>,
+}
+
+impl Ops {
+    fn get(&mut self, letter: Letter, key: String, extra: &str) -> &mut Op {
+        self.by_key.entry(key).or_insert_with(|| Op {
+            letter,
+            extra: extra.to_owned(),
+            args: Vec::new(),
+        })
+    }
+
+    fn pair(&mut self, letter: Letter, key: String, extra: &str, field: &str, n: u64) {
+        let op = self.get(letter, key, extra);
+        op.args.push(field.to_owned());
+        op.args.push(n.to_string());
+    }
 }
 
 /// A sealed batch: sent as it is until Redis answers for it.
@@ -417,84 +480,65 @@ impl Flusher {
         let days_kept = settings.days_kept.as_secs().to_string();
         let hours_kept = settings.hours_kept.as_secs().to_string();
         let minutes_kept = ((MINUTES_KEPT + 1) * 60).to_string();
-        let mut ops: Vec<Vec<String>> = Vec::with_capacity(tally.entries);
+        let mut ops = Ops::default();
         for ((total, key), n) in tally.totals {
-            ops.push(vec![
-                "h".into(),
-                scheme.total_hash(total, scheme.head(&key)),
-                scheme.field(&key).to_owned(),
-                n.to_string(),
-                "0".into(),
-            ]);
+            let hash = scheme.total_hash(total, scheme.head(&key));
+            ops.pair(Letter::Hash, hash, "0", scheme.field(&key), n);
         }
         for ((day, key), n) in tally.days {
-            ops.push(vec![
-                "h".into(),
-                scheme.day_hash(day, scheme.head(&key)),
-                scheme.field(&key).to_owned(),
-                n.to_string(),
-                days_kept.clone(),
-            ]);
+            let hash = scheme.day_hash(day, scheme.head(&key));
+            ops.pair(Letter::Hash, hash, &days_kept, scheme.field(&key), n);
         }
         for ((hour, key), n) in tally.hours {
-            ops.push(vec![
-                "h".into(),
-                scheme.hour_hash(hour, scheme.head(&key)),
-                scheme.field(&key).to_owned(),
-                n.to_string(),
-                hours_kept.clone(),
-            ]);
+            let hash = scheme.hour_hash(hour, scheme.head(&key));
+            ops.pair(Letter::Hash, hash, &hours_kept, scheme.field(&key), n);
         }
         for ((minute, key), n) in tally.minutes {
-            ops.push(vec![
-                "z".into(),
-                scheme.minute_set(minute),
-                key.to_string(),
-                n.to_string(),
-                minutes_kept.clone(),
-            ]);
+            let set = scheme.minute_set(minute);
+            ops.pair(Letter::SortedSet, set, &minutes_kept, key.as_str(), n);
         }
         for ((key, kind, value), n) in tally.details {
-            ops.push(vec![
-                "d".into(),
-                scheme.details(key.as_str()),
-                kind.field(&value),
-                n.to_string(),
-                kind.field("other"),
-            ]);
+            let op = ops.get(Letter::Details, scheme.details(key.as_str()), "-");
+            op.args
+                .extend([kind.field(&value), n.to_string(), kind.field("other")]);
         }
         for ((day, key), digests) in tally.visitors {
             let salt = self.salts.get(&day).map_or("", String::as_str);
-            let salted: Vec<String> = digests
-                .iter()
-                .map(|digest| {
-                    let mut hash = sha1_smol::Sha1::new();
-                    hash.update(salt.as_bytes());
-                    hash.update(digest);
-                    hash.digest().to_string()[..16].to_owned()
-                })
-                .collect();
-            for part in salted.chunks(VISITORS_PER_ADD) {
-                let mut op = vec![
-                    "p".into(),
-                    scheme.visitors(day, key.as_str()),
-                    days_kept.clone(),
-                    part.len().to_string(),
-                ];
-                op.extend(part.iter().cloned());
-                ops.push(op);
-            }
+            let op = ops.get(
+                Letter::Visitors,
+                scheme.visitors(day, key.as_str()),
+                &days_kept,
+            );
+            op.args.extend(digests.iter().map(|digest| {
+                let mut hash = sha1_smol::Sha1::new();
+                hash.update(salt.as_bytes());
+                hash.update(digest);
+                hash.digest().to_string()[..16].to_owned()
+            }));
         }
         let mut batches: Vec<Batch> = Vec::new();
         let mut args: Vec<String> = Vec::new();
         let mut entries = 0;
-        for op in ops {
-            if !args.is_empty() && args.len() + op.len() > BATCH_ARGS {
-                batches.push(self.batch(std::mem::take(&mut args), entries, scheme));
-                entries = 0;
+        for (key, op) in ops.by_key {
+            let width = op.letter.width();
+            let mut rest = op.args;
+            while !rest.is_empty() {
+                let room = BATCH_ARGS.saturating_sub(args.len() + 4).min(OP_ARGS) / width * width;
+                if room == 0 {
+                    batches.push(self.batch(std::mem::take(&mut args), entries, scheme));
+                    entries = 0;
+                    continue;
+                }
+                let part: Vec<String> = rest.drain(..room.min(rest.len())).collect();
+                entries += part.len() / width;
+                args.extend([
+                    op.letter.name().to_owned(),
+                    key.clone(),
+                    op.extra.clone(),
+                    part.len().to_string(),
+                ]);
+                args.extend(part);
             }
-            entries += 1;
-            args.extend(op);
         }
         if !args.is_empty() {
             batches.push(self.batch(args, entries, scheme));
