@@ -145,6 +145,11 @@ sub vcl_backend_response {
         set beresp.ttl = shortlink_links.ttl(beresp.status);
         set beresp.grace = shortlink_links.grace(beresp.status);
         set beresp.keep = 0s;
+        # A link with a click limit is looked up at every click, its count
+        # with it: never kept, and no request waits for another's fetch.
+        if (beresp.http.Shortlink-Limited) {
+            set beresp.uncacheable = true;
+        }
         # The body is a few hundred bytes made in one go: delivering it whole
         # spares the client thread the wake-ups of streaming.
         set beresp.do_stream = false;
@@ -182,6 +187,7 @@ sub vcl_deliver {
             shortlink_links.count(client.ip);
         }
         unset resp.http.Shortlink-Expired;
+        unset resp.http.Shortlink-Limited;
         if (obj.hits > 0) {
             set resp.http.X-Cache = "HIT";
         } else {

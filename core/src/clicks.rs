@@ -220,6 +220,17 @@ impl KeyScheme {
         format!("{}{}:{head}", self.prefix(), total.word())
     }
 
+    /// Where the VMOD reads `key`'s `total` (a key that passed the rules):
+    /// the field of `key` in its bucket's hash.
+    #[must_use]
+    pub fn total_slot<'k>(&self, total: Total, key: &'k str) -> crate::Slot<'k> {
+        let (head, field) = self.split_key(key);
+        crate::Slot {
+            hash: self.total_hash(total, head),
+            field,
+        }
+    }
+
     /// The hash of people's clicks on `day` for keys whose hash part is `head`.
     #[must_use]
     pub fn day_hash(&self, day: Day, head: &str) -> String {

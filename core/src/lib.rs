@@ -28,7 +28,7 @@ pub mod clicks;
 pub mod record;
 pub mod settings;
 
-pub use record::{Expiry, Owner, Record, RecordError, Stored, DELETED};
+pub use record::{ClickLimit, Expiry, Owner, Record, RecordError, Stored, DELETED};
 
 pub use settings::{
     Bounded, ClickBacklog, DurationRule, FlushInterval, HeaderValue, PoolSize, RedirectStatus,

@@ -7,6 +7,8 @@
 //! any order and at most once each:
 //!
 //! - `1767225600`: digits, the moment the link expires, in Unix seconds;
+//! - `#100`: the most clicks (people's) the link answers; past them it
+//!   answers as an expired link does;
 //! - `@alice`: the name of the access token that created the link;
 //! - `>https://example.org/expired`: where an expired link redirects
 //!   instead of answering `410 Gone`.
@@ -62,6 +64,44 @@ impl fmt::Display for Owner {
     }
 }
 
+/// The most people's clicks a link answers before it answers as expired:
+/// 1 to [`ClickLimit::MAX`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClickLimit(u64);
+
+impl ClickLimit {
+    /// A trillion: more than any link is clicked, and exact in a JSON
+    /// number and a Redis integer alike.
+    pub const MAX: u64 = 1_000_000_000_000;
+
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// Clicks left after `clicks`; zero once the limit is reached.
+    pub const fn left(self, clicks: u64) -> u64 {
+        self.0.saturating_sub(clicks)
+    }
+}
+
+impl TryFrom<u64> for ClickLimit {
+    type Error = RecordError;
+
+    fn try_from(clicks: u64) -> Result<Self, RecordError> {
+        if (1..=Self::MAX).contains(&clicks) {
+            Ok(Self(clicks))
+        } else {
+            Err(RecordError::ClickLimit(clicks.to_string()))
+        }
+    }
+}
+
+impl fmt::Display for ClickLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// A moment a link expires, to the second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Expiry(u64);
@@ -95,6 +135,8 @@ impl Expiry {
 pub struct Record {
     pub url: ValidUrl,
     pub expires: Option<Expiry>,
+    /// The most people's clicks it answers before it answers as expired.
+    pub max_clicks: Option<ClickLimit>,
     pub owner: Option<Owner>,
     /// Where the link redirects once expired; `410 Gone` without one.
     pub expired_url: Option<ValidUrl>,
@@ -106,6 +148,7 @@ impl Record {
         Self {
             url,
             expires: None,
+            max_clicks: None,
             owner: None,
             expired_url: None,
         }
@@ -119,6 +162,9 @@ impl fmt::Display for Record {
         f.write_str(self.url.as_str())?;
         if let Some(expires) = self.expires {
             write!(f, " {}", expires.unix())?;
+        }
+        if let Some(limit) = self.max_clicks {
+            write!(f, " #{limit}")?;
         }
         if let Some(owner) = &self.owner {
             write!(f, " @{owner}")?;
@@ -150,6 +196,13 @@ impl Stored {
         for word in words {
             let duplicate = match word.as_bytes().first() {
                 Some(b'@') => record.owner.replace(Owner::try_from(&word[1..])?).is_some(),
+                Some(b'#') => {
+                    let limit = word[1..]
+                        .parse::<u64>()
+                        .map_err(|_| RecordError::ClickLimit(word[1..].to_owned()))
+                        .and_then(ClickLimit::try_from)?;
+                    record.max_clicks.replace(limit).is_some()
+                }
                 Some(b'>') => record
                     .expired_url
                     .replace(valid_url(&word[1..], "expired URL")?)
@@ -200,8 +253,13 @@ pub enum RecordError {
     )]
     Owner(String),
     #[error(
+        "click limit {0:?} is not allowed: use a whole number from 1 to {max}",
+        max = ClickLimit::MAX
+    )]
+    ClickLimit(String),
+    #[error(
         "the word {0:?} after the URL means nothing: use digits (expiry), \
-         @name (owner) or >URL (where an expired link goes)"
+         #clicks (click limit), @name (owner) or >URL (where an expired link goes)"
     )]
     Word(String),
     #[error("the word {0:?} repeats something already given")]
@@ -231,14 +289,15 @@ mod tests {
         let full = Record {
             url: url("https://example.org/a"),
             expires: Some(Expiry::from_unix(1_767_225_600)),
+            max_clicks: Some(ClickLimit::try_from(100).unwrap()),
             owner: Some(Owner::try_from("ci.bot-1").unwrap()),
             expired_url: Some(url("https://example.org/over")),
         };
-        let canonical = "https://example.org/a 1767225600 @ci.bot-1 >https://example.org/over";
+        let canonical = "https://example.org/a 1767225600 #100 @ci.bot-1 >https://example.org/over";
         assert_eq!(full.to_string(), canonical);
         for value in [
             canonical,
-            "https://example.org/a >https://example.org/over @ci.bot-1 1767225600",
+            "https://example.org/a >https://example.org/over @ci.bot-1 #100 1767225600",
         ] {
             assert_eq!(
                 Stored::parse(value),
@@ -267,6 +326,11 @@ mod tests {
             "https://example.org/ expires=1",
             "https://example.org/ 1 2",
             "https://example.org/ @a @b",
+            "https://example.org/ #",
+            "https://example.org/ #0",
+            "https://example.org/ #-1",
+            "https://example.org/ #1000000000001",
+            "https://example.org/ #1 #2",
             "https://example.org/ \r\nX: y",
         ] {
             assert!(Stored::parse(value).is_err(), "{value:?} was accepted");
@@ -280,6 +344,17 @@ mod tests {
         for bad in ["", "a b", "a@b", "ä", &"a".repeat(MAX_OWNER_LEN + 1)] {
             assert!(Owner::try_from(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn click_limits_count_down_to_zero() {
+        let limit = ClickLimit::try_from(3).unwrap();
+        assert_eq!(limit.left(1), 2);
+        assert_eq!(limit.left(3), 0);
+        assert_eq!(limit.left(10), 0);
+        assert!(ClickLimit::try_from(0).is_err());
+        assert!(ClickLimit::try_from(ClickLimit::MAX).is_ok());
+        assert!(ClickLimit::try_from(ClickLimit::MAX + 1).is_err());
     }
 
     #[test]

@@ -2,14 +2,17 @@
 //! a 404, or a failed fetch, without any HTTP server behind Varnish.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use shortlink_core::{escape_html, Expiry, HeaderValue, KeyScheme, RedirectStatus, Stored};
+use shortlink_core::clicks::Total;
+use shortlink_core::{escape_html, Expiry, HeaderValue, KeyScheme, RedirectStatus, Slot, Stored};
 use varnish::vcl::{Ctx, LogTag, StrOrBytes, VclBackend, VclError, VclResponse};
 use varnish::Vsc;
 
 use crate::changes::Changes;
-use crate::pool::RedisPool;
+use crate::clicks::ClickStore;
+use crate::pool::{LookupError, RedisPool};
 use crate::stats::LinkStats;
 
 /// What the VCL author configured, checked once in `vcl_init`.
@@ -31,6 +34,14 @@ const ASK_AGAIN: &str = "no-cache";
 /// it before the client sees it.
 pub const EXPIRED_MARK: &str = "Shortlink-Expired";
 
+/// Header marking an answer of a link with a click limit that must be
+/// looked up again at the next click: its redirect (`.count()` then holds
+/// the click as pending until Redis has it), or its expired answer while
+/// the limit is reached only with clicks not stored yet. The VCL keeps
+/// these out of the cache; `vcl_deliver` removes the header before the
+/// client sees it.
+pub const LIMITED_MARK: &str = "Shortlink-Limited";
+
 /// Status of an expired link's redirect to its fallback: temporary, as the
 /// link may be given a new expiry.
 const FALLBACK_STATUS: u16 = 302;
@@ -42,10 +53,17 @@ pub enum Resolution {
     Found {
         url: String,
         expires: Option<Expiry>,
+        /// It has a click limit, not reached yet.
+        limited: bool,
     },
-    /// The link has expired: it redirects to its fallback, if it has one,
-    /// or answers 410.
-    Expired { fallback: Option<String> },
+    /// The link has expired, or answered its click limit: it redirects to
+    /// its fallback, if it has one, or answers 410.
+    Expired {
+        fallback: Option<String>,
+        /// The limit was reached only with clicks not stored yet, some of
+        /// which may be bots' (not counted against it): not to be cached.
+        unsettled: bool,
+    },
     /// The key was deleted: 410.
     Deleted,
     /// Nothing stored under the key.
@@ -62,6 +80,8 @@ pub struct Resolver {
     pub pool: RedisPool,
     pub stats: Vsc<LinkStats>,
     pub changes: Changes,
+    /// The clicks counted here and not yet stored, for click limits.
+    pub clicks: Arc<ClickStore>,
 }
 
 /// Reads of one key in one lookup at most: a link changed twice during
@@ -105,7 +125,7 @@ impl Resolver {
                     .map_err(|_| "value is not UTF-8".to_owned())
                     .and_then(|value| Stored::parse(value).map_err(|e| e.to_string()));
                 match stored {
-                    Ok(stored) => Ok(self.judge(stored, SystemTime::now())),
+                    Ok(stored) => self.judge(key, stored, SystemTime::now()),
                     Err(reason) => {
                         stats.unsafe_targets.fetch_add(1, Ordering::Relaxed);
                         Ok(Resolution::Unsafe(format!(
@@ -119,39 +139,75 @@ impl Resolver {
                 stats.not_found.fetch_add(1, Ordering::Relaxed);
                 Ok(Resolution::Missing)
             }
-            Err(error) => {
-                if matches!(error, crate::pool::LookupError::Timeout(_)) {
-                    stats.timeouts.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    stats.redis_errors.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(format!("HGET {} {}: {error}", slot.hash, slot.field))
-            }
+            Err(error) => Err(self.failed(&slot, &error)),
         }
     }
 
-    /// What a stored value means at `now`, counted.
-    fn judge(&self, stored: Stored, now: SystemTime) -> Resolution {
+    /// Counts a lookup Redis did not answer; the reason, for the log.
+    fn failed(&self, slot: &Slot<'_>, error: &LookupError) -> String {
+        if matches!(error, LookupError::Timeout(_)) {
+            self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.stats.redis_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        format!("HGET {} {}: {error}", slot.hash, slot.field)
+    }
+
+    /// What `key`'s stored value means at `now`, counted. A link with a
+    /// click limit costs a second `HGET`, of its people's clicks.
+    fn judge(&self, key: &str, stored: Stored, now: SystemTime) -> Result<Resolution, String> {
         let stats = &self.stats;
-        match stored {
+        let record = match stored {
             Stored::Deleted => {
                 stats.gone.fetch_add(1, Ordering::Relaxed);
-                Resolution::Deleted
+                return Ok(Resolution::Deleted);
             }
-            Stored::Link(record) if record.expires.is_some_and(|e| e.has_passed(now)) => {
-                stats.gone.fetch_add(1, Ordering::Relaxed);
-                Resolution::Expired {
-                    fallback: record.expired_url.map(|url| url.to_string()),
+            Stored::Link(record) => record,
+        };
+        let mut unsettled = false;
+        let ended = record.expires.is_some_and(|e| e.has_passed(now))
+            || match record.max_clicks {
+                Some(limit) => {
+                    let (stored, pending) = self.clicks_of(key)?;
+                    unsettled = limit.left(stored) > 0;
+                    limit.left(stored.saturating_add(pending)) == 0
                 }
-            }
-            Stored::Link(record) => {
-                stats.found.fetch_add(1, Ordering::Relaxed);
-                Resolution::Found {
-                    url: record.url.to_string(),
-                    expires: record.expires,
-                }
-            }
+                None => false,
+            };
+        if ended {
+            stats.gone.fetch_add(1, Ordering::Relaxed);
+            return Ok(Resolution::Expired {
+                fallback: record.expired_url.map(|url| url.to_string()),
+                unsettled,
+            });
         }
+        stats.found.fetch_add(1, Ordering::Relaxed);
+        Ok(Resolution::Found {
+            url: record.url.to_string(),
+            expires: record.expires,
+            limited: record.max_clicks.is_some(),
+        })
+    }
+
+    /// People's clicks on `key` stored in Redis, and the clicks this
+    /// Varnish counted on it and has not stored yet.
+    fn clicks_of(&self, key: &str) -> Result<(u64, u64), String> {
+        let slot = self.settings.scheme.total_slot(Total::People, key);
+        self.stats.lookups.fetch_add(1, Ordering::Relaxed);
+        let stored = match self.pool.hget(&slot) {
+            Ok(None) => 0,
+            Ok(Some(value)) => std::str::from_utf8(&value)
+                .ok()
+                .and_then(|count| count.parse::<u64>().ok())
+                .ok_or_else(|| {
+                    format!(
+                        "HGET {} {}: the click count is not a number",
+                        slot.hash, slot.field
+                    )
+                })?,
+            Err(error) => return Err(self.failed(&slot, &error)),
+        };
+        Ok((stored, self.clicks.pending(key)))
     }
 
     /// How long Varnish keeps an answer of this backend with `status`, and
@@ -197,24 +253,31 @@ impl Resolver {
             .as_mut()
             .ok_or("shortlink: backend called without a backend response")?;
         let body = match &resolution {
-            Resolution::Found { url, expires } => {
+            Resolution::Found {
+                url,
+                expires,
+                limited,
+            } => {
                 beresp.set_status(self.settings.status.code());
                 beresp.set_header("Location", url)?;
-                match expires {
-                    // Whatever browsers may keep for other links, they must
-                    // ask again for this one: it ends at a set moment.
-                    Some(expires) => {
-                        beresp.set_header("Cache-Control", ASK_AGAIN)?;
-                        beresp.set_header("Expires", &httpdate::fmt_http_date(expires.time()))?;
-                    }
-                    None => {
-                        beresp.set_header("Cache-Control", self.settings.cache_control.as_str())?;
-                    }
+                // Whatever browsers may keep for other links, they must ask
+                // again for one that ends at a set moment or click.
+                if let Some(expires) = expires {
+                    beresp.set_header("Cache-Control", ASK_AGAIN)?;
+                    beresp.set_header("Expires", &httpdate::fmt_http_date(expires.time()))?;
+                } else if *limited {
+                    beresp.set_header("Cache-Control", ASK_AGAIN)?;
+                } else {
+                    beresp.set_header("Cache-Control", self.settings.cache_control.as_str())?;
+                }
+                if *limited {
+                    beresp.set_header(LIMITED_MARK, "1")?;
                 }
                 redirect_page(url)
             }
             Resolution::Expired {
                 fallback: Some(url),
+                ..
             } => {
                 beresp.set_status(FALLBACK_STATUS);
                 beresp.set_header("Location", url)?;
@@ -222,7 +285,7 @@ impl Resolver {
                 beresp.set_header("Cache-Control", ASK_AGAIN)?;
                 redirect_page(url)
             }
-            Resolution::Expired { fallback: None } | Resolution::Deleted => {
+            Resolution::Expired { fallback: None, .. } | Resolution::Deleted => {
                 beresp.set_status(410);
                 // Gone now, but the owner may give the link a new expiry.
                 beresp.set_header("Cache-Control", "no-store")?;
@@ -241,6 +304,12 @@ impl Resolver {
             }
         };
         beresp.set_header("Content-Type", "text/html; charset=utf-8")?;
+        if let Resolution::Expired {
+            unsettled: true, ..
+        } = resolution
+        {
+            beresp.set_header(LIMITED_MARK, "1")?;
+        }
         match resolution {
             Resolution::Rejected(reason) => {
                 ctx.log(LogTag::Debug, format!("shortlink: key refused: {reason}"));

@@ -8,6 +8,7 @@
 //! process-wide store, one per Redis and key scheme, which outlives the
 //! VCL that made it: a reload finds the same store, pending counts and all.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -31,6 +32,9 @@ const AGENT_MAX: usize = 512;
 pub enum Outcome {
     /// The link's redirect.
     Redirect,
+    /// The redirect of a link with a click limit: its clicks are also held
+    /// as pending until Redis has them (see [`ClickStore::pending`]).
+    Limited,
     /// A 410, or an expired link's redirect to its fallback.
     Gone,
 }
@@ -141,6 +145,9 @@ pub struct ClickStore {
     queued: AtomicUsize,
     settings: Mutex<CountSettings>,
     pub counters: Counters,
+    /// Clicks on links with a click limit recorded and not yet stored, by
+    /// key: a lookup adds them to the stored count.
+    limited: Mutex<HashMap<Box<str>, u64>>,
 }
 
 impl ClickStore {
@@ -151,10 +158,40 @@ impl ClickStore {
             self.counters.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        if click.outcome == Outcome::Limited {
+            *self.limited().entry(Box::from(click.key())).or_default() += 1;
+        }
         self.queues[queue_of_this_thread()]
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(click);
+    }
+
+    /// Clicks on `key` (a link with a click limit) recorded here and not
+    /// yet stored in Redis.
+    pub fn pending(&self, key: &str) -> u64 {
+        self.limited().get(key).copied().unwrap_or_default()
+    }
+
+    /// Takes back pending clicks once Redis stored them, or once they were
+    /// dropped and never will be.
+    pub fn settle(&self, settled: &HashMap<Box<str>, u64>) {
+        if settled.is_empty() {
+            return;
+        }
+        let mut limited = self.limited();
+        for (key, n) in settled {
+            if let Some(pending) = limited.get_mut(key) {
+                *pending = pending.saturating_sub(*n);
+                if *pending == 0 {
+                    limited.remove(key);
+                }
+            }
+        }
+    }
+
+    fn limited(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, u64>> {
+        self.limited.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Every click recorded so far, taken out of the queues.
@@ -181,6 +218,7 @@ impl ClickStore {
             queued: AtomicUsize::new(0),
             settings: Mutex::new(settings),
             counters: Counters::default(),
+            limited: Mutex::new(HashMap::new()),
         }
     }
 
@@ -284,5 +322,21 @@ mod tests {
         assert_eq!(store.take().len(), 1);
         store.record(click());
         assert_eq!(store.take().len(), 1, "room again once taken");
+    }
+
+    #[test]
+    fn limited_clicks_are_pending_until_settled() {
+        let store = ClickStore::detached(1000);
+        let click = |outcome, key| Click::new(outcome, false, None, key, "", None).unwrap();
+        store.record(click(Outcome::Limited, "Lm25"));
+        store.record(click(Outcome::Limited, "Lm25"));
+        store.record(click(Outcome::Redirect, "Lm25"));
+        store.record(click(Outcome::Limited, "Other"));
+        assert_eq!(store.pending("Lm25"), 2);
+        store.settle(&HashMap::from([(Box::from("Lm25"), 1)]));
+        assert_eq!(store.pending("Lm25"), 1);
+        store.settle(&HashMap::from([(Box::from("Lm25"), 1)]));
+        assert_eq!(store.pending("Lm25"), 0);
+        assert_eq!(store.pending("Other"), 1);
     }
 }

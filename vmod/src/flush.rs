@@ -110,6 +110,9 @@ struct Tally {
     /// Unsalted digests of address and user agent; salted when sealed.
     visitors: HashMap<(Day, Key), HashSet<[u8; 20]>>,
     details: HashMap<(Key, Detail, Box<str>), u64>,
+    /// Clicks on links with a click limit, pending in the store until
+    /// their batch is stored.
+    limited: HashMap<Box<str>, u64>,
 }
 
 fn add<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u64>, entries: &mut usize, key: K) {
@@ -238,6 +241,9 @@ struct Batch {
     args: Vec<String>,
     clicks: u64,
     entries: usize,
+    /// The tally's limited clicks, settled once this (its last) batch is
+    /// stored.
+    limited: HashMap<Box<str>, u64>,
 }
 
 struct Flusher {
@@ -317,15 +323,25 @@ impl Flusher {
             .backlog
             .saturating_sub(self.sealed.iter().map(|b| b.entries).sum());
         let mut dropped = 0;
+        let mut never_stored = HashMap::new();
         for click in clicks {
+            let limited =
+                (click.outcome == Outcome::Limited).then(|| Box::<str>::from(click.key()));
             // `count` records only keys that pass the rules: this turns
             // the text back into the `Key` the layout is named from.
-            let Ok(key) = store.scheme.key(click.key()) else {
-                continue;
+            // Past the backlog's room the click is dropped.
+            let key = match store.scheme.key(click.key()) {
+                Ok(key) if self.open.entries < room => key,
+                refused_or_dropped => {
+                    dropped += u64::from(refused_or_dropped.is_ok());
+                    if let Some(key) = limited {
+                        *never_stored.entry(key).or_default() += 1;
+                    }
+                    continue;
+                }
             };
-            if self.open.entries >= room {
-                dropped += 1;
-                continue;
+            if let Some(key) = limited {
+                *self.open.limited.entry(key).or_default() += 1;
             }
             // Gone answers and bots count in a total only: their user
             // agent (a HEAD is a bot's whatever it says) and country are
@@ -355,6 +371,7 @@ impl Flusher {
             self.open.add_person(key, click, &details[..known]);
         }
         store.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
+        store.settle(&never_stored);
     }
 
     fn connect(&mut self, store: &ClickStore, settings: &CountSettings) -> Result<(), String> {
@@ -423,7 +440,11 @@ impl Flusher {
                 self.sealed.len()
             ));
         }
-        let stored: u64 = self.sealed.drain(..).map(|batch| batch.clicks).sum();
+        let mut stored = 0;
+        for batch in self.sealed.drain(..) {
+            stored += batch.clicks;
+            store.settle(&batch.limited);
+        }
         store.counters.flushed.fetch_add(stored, Ordering::Relaxed);
         Ok(())
     }
@@ -546,6 +567,7 @@ impl Flusher {
         // The clicks are counted as flushed with the last of their batches.
         if let Some(last) = batches.last_mut() {
             last.clicks = tally.clicks;
+            last.limited = tally.limited;
         }
         self.sealed.extend(batches);
     }
@@ -557,6 +579,7 @@ impl Flusher {
             args,
             clicks: 0,
             entries,
+            limited: HashMap::new(),
         }
     }
 }

@@ -203,6 +203,7 @@ mod shortlink {
                         pool,
                         stats: Vsc::new("shortlink", name),
                         changes: crate::changes::Changes::default(),
+                        clicks: std::sync::Arc::clone(&clicks),
                     };
                     let backend =
                         Backend::new(ctx, "shortlink", name, LinkBackend { resolver }, true)?;
@@ -224,9 +225,15 @@ mod shortlink {
         /// - a found link: the configured status, `Location`, `Cache-Control`
         ///   and a small HTML page linking to the target; a link that
         ///   expires also sends `Expires`, and `Cache-Control: no-cache`;
-        /// - a deleted link, or an expired one without a fallback: 410 with
-        ///   a small page, `Cache-Control: no-store`; an expired link with a
-        ///   fallback: a 302 to it, `Cache-Control: no-cache`;
+        /// - a link with a click limit (`#N`): its redirect with
+        ///   `Cache-Control: no-cache` and `Shortlink-Limited: 1`, which the
+        ///   generated VCL makes uncacheable (each click is looked up, with a
+        ///   second `HGET` of its stored clicks, to which it adds those
+        ///   counted here and not stored yet) and `vcl_deliver` removes;
+        /// - a deleted link, an expired one, or one that answered its click
+        ///   limit, without a fallback: 410 with a small page,
+        ///   `Cache-Control: no-store`; with a fallback: a 302 to it,
+        ///   `Cache-Control: no-cache`;
         /// - an unknown key, a key that breaks the key rules (never sent to
         ///   Redis), or a stored value that is not a safe absolute http(s)
         ///   URL (never sent to the client): 404, `Cache-Control: no-cache`;
@@ -347,7 +354,11 @@ impl redirector {
         let outcome = if status == 410 || resp.header(backend::EXPIRED_MARK).is_some() {
             clicks::Outcome::Gone
         } else if status == self.resolver().settings.status.code() {
-            clicks::Outcome::Redirect
+            if resp.header(backend::LIMITED_MARK).is_some() {
+                clicks::Outcome::Limited
+            } else {
+                clicks::Outcome::Redirect
+            }
         } else {
             return;
         };

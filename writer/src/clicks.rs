@@ -26,8 +26,14 @@ pub struct LinkStats {
     pub clicks: u64,
     /// Redirects delivered to bots (crawlers, scripts, `HEAD`), all time.
     pub bots: u64,
-    /// Answers after the link expired or was deleted.
+    /// Answers after the link expired, answered its click limit, or was
+    /// deleted.
     pub gone: u64,
+    /// The link's click limit; `null`: none.
+    pub max_clicks: Option<u64>,
+    /// People's clicks left before the limit, as stored (each Varnish may
+    /// hold up to a flush interval of clicks not sent yet); `null`: no limit.
+    pub clicks_left: Option<u64>,
     /// Unique visitors over `days` (estimated, ±1 %).
     pub visitors: u64,
     /// People's clicks per day, oldest first, today last.
@@ -166,6 +172,8 @@ impl ClickReader {
             clicks,
             bots,
             gone,
+            max_clicks: None,
+            clicks_left: None,
             visitors,
             days,
             hours,

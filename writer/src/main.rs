@@ -44,10 +44,14 @@ enum Command {
         /// Where the link goes once expired, instead of answering 410.
         #[arg(long)]
         expired_url: Option<String>,
+        /// After this many people's clicks the link answers as expired.
+        #[arg(long)]
+        max_clicks: Option<u64>,
     },
-    /// Print a link: its target, expiry, owner and `ETag`.
+    /// Print a link: its target, expiry, click limit, owner and `ETag`.
     Show { key: String },
-    /// Change a link's target or expiry; Varnish serves the change at once.
+    /// Change a link's target, expiry or click limit; Varnish serves the
+    /// change at once.
     /// Run by an operator, so any link may be changed.
     Edit {
         key: String,
@@ -66,6 +70,13 @@ enum Command {
         /// Remove the expired URL: once expired, the link answers 410.
         #[arg(long)]
         no_expired_url: bool,
+        /// The new click limit: after this many people's clicks the link
+        /// answers as expired.
+        #[arg(long, conflicts_with = "no_max_clicks")]
+        max_clicks: Option<u64>,
+        /// Remove the click limit.
+        #[arg(long)]
+        no_max_clicks: bool,
         /// Change only if the link still has this `ETag` (from `show`).
         #[arg(long)]
         if_match: Option<String>,
@@ -150,12 +161,14 @@ fn main() -> ExitCode {
             key,
             expires_at,
             expired_url,
+            max_clicks,
         } => {
             let new = NewLink {
                 url: &url,
                 key: key.as_deref(),
                 expires_at: expires_at.as_deref(),
                 expired_url: expired_url.as_deref(),
+                max_clicks,
             };
             with_shortener(
                 settings,
@@ -171,6 +184,16 @@ fn main() -> ExitCode {
             eprintln!("shortlink: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A part of a change: `remove` it, set it to `value`, or leave it.
+#[allow(clippy::option_option)]
+fn change_of<T>(value: Option<T>, remove: bool) -> Option<Option<T>> {
+    if remove {
+        Some(None)
+    } else {
+        value.map(Some)
     }
 }
 
@@ -203,20 +226,15 @@ async fn manage(shortener: Shortener, command: Command) -> Result<(), String> {
             no_expiry,
             expired_url,
             no_expired_url,
+            max_clicks,
+            no_max_clicks,
             if_match,
         } => {
             let change = Change {
                 url: url.as_deref(),
-                expires_at: if no_expiry {
-                    Some(None)
-                } else {
-                    expires_at.as_deref().map(Some)
-                },
-                expired_url: if no_expired_url {
-                    Some(None)
-                } else {
-                    expired_url.as_deref().map(Some)
-                },
+                expires_at: change_of(expires_at.as_deref(), no_expiry),
+                expired_url: change_of(expired_url.as_deref(), no_expired_url),
+                max_clicks: change_of(max_clicks, no_max_clicks),
             };
             let written = shortener
                 .edit(&operator(), &key, &change, if_match.as_deref())
@@ -322,6 +340,9 @@ fn print_link(shortener: &Shortener, link: &Link) {
     }
     if let Some(url) = &record.expired_url {
         println!("expired_url {url}");
+    }
+    if let Some(limit) = record.max_clicks {
+        println!("max_clicks  {limit}");
     }
     println!(
         "owner       {}",

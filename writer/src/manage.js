@@ -123,6 +123,7 @@ function row(link) {
   var meta = [];
   if (link.expires_at) meta.push((link.expired ? 'Expired ' : 'Expires ') + localTime(link.expires_at));
   if (link.expired_url) meta.push('then leads to ' + link.expired_url);
+  if (link.max_clicks != null) meta.push('limited to ' + link.max_clicks + (link.max_clicks === 1 ? ' click' : ' clicks'));
   meta.push(link.owner ? 'created by ' + link.owner : 'created without a token');
   item.appendChild(element('div', 'meta', meta.join(' · ')));
   var actions = element('div', 'row-actions');
@@ -175,12 +176,17 @@ function fieldError(field, message) {
   general.textContent = general.hidden ? '' : message;
 }
 
+function clickLimitText(link) {
+  return link.max_clicks == null ? '' : String(link.max_clicks);
+}
+
 function fillEdit(link, etag) {
   state.editing = { key: link.key, etag: etag, link: link };
   $('edit-key').textContent = link.key;
   $('edit-url').value = link.url;
   $('edit-expires').value = toLocalInput(link.expires_at);
   $('edit-expired-url').value = link.expired_url || '';
+  $('edit-max-clicks').value = clickLimitText(link);
   fieldError(null, '');
 }
 
@@ -207,6 +213,12 @@ function saveEdit(event) {
   }
   var expiredUrl = $('edit-expired-url').value.trim();
   if (expiredUrl !== (editing.link.expired_url || '')) change.expired_url = expiredUrl || null;
+  var limit = $('edit-max-clicks');
+  // A number input reads '' for text it cannot parse: say so, not "no limit".
+  if (limit.validity.badInput) { fieldError('max_clicks', 'Type the click limit as a whole number, or leave it empty for no limit.'); return; }
+  if (limit.value.trim() !== clickLimitText(editing.link)) {
+    change.max_clicks = limit.value.trim() === '' ? null : Number(limit.value);
+  }
   if (Object.keys(change).length === 0) { $('edit-dialog').close(); return; }
   $('edit-save').disabled = true;
   api('PATCH', '/api/links/' + encodeURIComponent(editing.key), change, editing.etag).then(function (result) {

@@ -113,6 +113,15 @@ fn build() -> String {
         "url",
         "Leave empty to answer 410 Gone after the expiry.",
     );
+    edit_field(
+        &mut page,
+        Field::MaxClicks,
+        "edit-max-clicks",
+        "Click limit <span class=\"optional\">(optional)</span>",
+        "number",
+        "After this many clicks by people (bots are not counted) the link answers as if \
+         expired. Leave empty for no limit.",
+    );
     page.push_str(
         "<p class=\"error\" id=\"edit-error\" role=\"alert\" hidden></p>\n\
          <div class=\"actions\"><button type=\"button\" id=\"edit-cancel\" class=\"secondary\">\
@@ -156,7 +165,12 @@ mod tests {
     #[test]
     fn every_edit_input_is_named_like_its_api_field() {
         let page = render();
-        for field in [Field::Url, Field::ExpiresAt, Field::ExpiredUrl] {
+        for field in [
+            Field::Url,
+            Field::ExpiresAt,
+            Field::ExpiredUrl,
+            Field::MaxClicks,
+        ] {
             assert!(
                 page.contains(&format!("name=\"{}\"", field.name())),
                 "{}",

@@ -16,7 +16,8 @@ use crate::config::Settings;
 use crate::purge::Purger;
 use crate::store::{Current, Inserted, Link, LinkStore, StoreError};
 use crate::validate::{
-    check_custom_key, normalize_expired_url, normalize_url, parse_expiry, Field, Invalid,
+    check_click_limit, check_custom_key, normalize_expired_url, normalize_url, parse_expiry, Field,
+    Invalid,
 };
 
 /// How often an edit without `If-Match` is tried again when another change
@@ -125,15 +126,18 @@ pub struct NewLink<'a> {
     pub key: Option<&'a str>,
     pub expires_at: Option<&'a str>,
     pub expired_url: Option<&'a str>,
+    /// The most people's clicks it answers.
+    pub max_clicks: Option<u64>,
 }
 
 /// A change to a link, as submitted: `None` leaves a part as it is;
-/// `Some(None)` removes an expiry or an expired URL.
+/// `Some(None)` removes an expiry, an expired URL or a click limit.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Change<'a> {
     pub url: Option<&'a str>,
     pub expires_at: Option<Option<&'a str>>,
     pub expired_url: Option<Option<&'a str>>,
+    pub max_clicks: Option<Option<u64>>,
 }
 
 /// What to list: a page of at most `limit` links, from `cursor` on,
@@ -216,6 +220,10 @@ impl Shortener {
                 .expires_at
                 .map(|at| parse_expiry(at, SystemTime::now()))
                 .transpose()?,
+            max_clicks: new
+                .max_clicks
+                .map(|clicks| check_click_limit(clicks, &self.settings))
+                .transpose()?,
             owner,
             expired_url: self.expired_url(new.expired_url)?,
         };
@@ -271,6 +279,14 @@ impl Shortener {
             .expired_url
             .map(|url| self.expired_url(url))
             .transpose()?;
+        let max_clicks = change
+            .max_clicks
+            .map(|limit| {
+                limit
+                    .map(|clicks| check_click_limit(clicks, &self.settings))
+                    .transpose()
+            })
+            .transpose()?;
         let written = self
             .write(who, &key, if_match, |record| {
                 let mut record = record.clone();
@@ -282,6 +298,9 @@ impl Shortener {
                 }
                 if let Some(expired_url) = &expired_url {
                     record.expired_url.clone_from(expired_url);
+                }
+                if let Some(max_clicks) = max_clicks {
+                    record.max_clicks = max_clicks;
                 }
                 Stored::Link(record)
             })
@@ -412,11 +431,15 @@ impl Shortener {
             return Err(ShortenError::NotYours);
         }
         let hours = STATS_HOURS.min(clicks.hours_kept);
-        let stats = self.store.clicks().link(&key, days, hours).await?;
+        let mut stats = self.store.clicks().link(&key, days, hours).await?;
         let record = match current.stored {
             Stored::Link(record) => Some(record),
             Stored::Deleted => None,
         };
+        if let Some(limit) = record.as_ref().and_then(|record| record.max_clicks) {
+            stats.max_clicks = Some(limit.get());
+            stats.clicks_left = Some(limit.left(stats.clicks));
+        }
         Ok((stats, record))
     }
 

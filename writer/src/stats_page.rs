@@ -100,7 +100,19 @@ pub fn report(stats: &LinkStats, short_url: &str, target: Option<&str>) -> Strin
         ),
         (stats.bots, "requests by bots, all time".to_owned()),
         (stats.gone, "answers after expiry or deletion".to_owned()),
-    ] {
+    ]
+    .into_iter()
+    .chain(
+        stats
+            .max_clicks
+            .zip(stats.clicks_left)
+            .map(|(limit, left)| {
+                (
+                    left,
+                    format!("clicks left of its limit of {}", thousands(limit)),
+                )
+            }),
+    ) {
         let _ = writeln!(
             html,
             "<div class=\"tile\"><strong>{}</strong><span>{label}</span></div>",
@@ -315,6 +327,8 @@ mod tests {
             clicks: 1234,
             bots: 5,
             gone: 0,
+            max_clicks: None,
+            clicks_left: None,
             visitors: 700,
             days: (1..=7)
                 .map(|d| DayCount {
@@ -358,6 +372,19 @@ mod tests {
         assert!(html.contains("<strong>1,234</strong>"));
         assert!(html.contains("Leads to https://example.org/?a=1&amp;b=2"));
         assert!(html.contains("11-07 14h: 3 clicks"));
+    }
+
+    #[test]
+    fn a_click_limit_shows_the_clicks_left() {
+        let html = report(&stats(), "http://s/l/Lm25", None);
+        assert!(!html.contains("clicks left"));
+        let limited = LinkStats {
+            max_clicks: Some(2000),
+            clicks_left: Some(766),
+            ..stats()
+        };
+        let html = report(&limited, "http://s/l/Lm25", None);
+        assert!(html.contains("<strong>766</strong><span>clicks left of its limit of 2,000</span>"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::SystemTime;
 
-use shortlink_core::{Expiry, Key, ValidUrl};
+use shortlink_core::{ClickLimit, Expiry, Key, ValidUrl};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use url::{Host, Url};
@@ -17,6 +17,7 @@ pub enum Field {
     Key,
     ExpiresAt,
     ExpiredUrl,
+    MaxClicks,
     Cursor,
     Limit,
     Days,
@@ -33,6 +34,7 @@ impl Field {
             Self::Key => "key",
             Self::ExpiresAt => "expires_at",
             Self::ExpiredUrl => "expired_url",
+            Self::MaxClicks => "max_clicks",
             Self::Cursor => "cursor",
             Self::Limit => "limit",
             Self::Days => "days",
@@ -96,6 +98,18 @@ pub fn parse_expiry(input: &str, now: SystemTime) -> Result<Expiry, Invalid> {
         ));
     }
     Ok(expiry)
+}
+
+/// A click limit, for a writer whose Varnish counts clicks.
+pub fn check_click_limit(clicks: u64, settings: &Settings) -> Result<ClickLimit, Invalid> {
+    if !settings.config.clicks.enabled {
+        return Err(Invalid::new(
+            Field::MaxClicks,
+            "max_clicks needs click counting, which is off: set [clicks] enabled = true \
+             and load the VCL again",
+        ));
+    }
+    ClickLimit::try_from(clicks).map_err(|e| Invalid::new(Field::MaxClicks, e.to_string()))
 }
 
 /// `expiry` as RFC 3339, in UTC.

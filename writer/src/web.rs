@@ -7,6 +7,7 @@ use actix_web::{middleware, web, HttpRequest, HttpResponse, ResponseError};
 use serde::{Deserialize, Serialize};
 
 use serde_json::{Map, Value};
+use shortlink_core::ClickLimit;
 
 use crate::access::{is_form_cookie, new_form_cookie, Gatekeeper, Refusal, CSRF_COOKIE};
 use crate::metrics::{count_writes, serve_metrics, Metrics};
@@ -66,6 +67,9 @@ pub struct LinkBody {
     expired_url: Option<String>,
     /// Whether the expiry has passed.
     expired: bool,
+    /// The most people's clicks it answers before answering as expired;
+    /// `null`: no limit.
+    max_clicks: Option<u64>,
     /// The name of the token that created it; `null`: created without one,
     /// or by hand.
     owner: Option<String>,
@@ -86,6 +90,7 @@ impl LinkBody {
             expired: record
                 .expires
                 .is_some_and(|e| e.has_passed(std::time::SystemTime::now())),
+            max_clicks: record.max_clicks.map(ClickLimit::get),
             owner: record.owner.as_ref().map(ToString::to_string),
             warning: None,
         }
@@ -121,13 +126,31 @@ impl Fields {
         }
     }
 
+    /// A whole-number field: absent `None`, `null` `Some(None)`.
+    #[allow(clippy::option_option)]
+    fn count(&mut self, field: Field) -> Result<Option<Option<u64>>, Invalid> {
+        match self.0.remove(field.name()) {
+            None => Ok(None),
+            Some(Value::Null) => Ok(Some(None)),
+            Some(Value::Number(n)) if n.as_u64().is_some() => Ok(Some(n.as_u64())),
+            Some(other) => Err(Invalid::new(
+                field,
+                format!(
+                    "{} must be a whole number of clicks or null, not {other}",
+                    field.name()
+                ),
+            )),
+        }
+    }
+
     fn done(self) -> Result<(), Invalid> {
         match self.0.keys().next() {
             None => Ok(()),
             Some(unknown) => Err(Invalid {
                 field: Field::Unknown,
                 message: format!(
-                    "unknown field {unknown:?}; a link has url, key, expires_at and expired_url"
+                    "unknown field {unknown:?}; a link has url, key, expires_at, expired_url \
+                     and max_clicks"
                 ),
             }),
         }
@@ -290,12 +313,14 @@ async fn create_link(
     let key = fields.text(Field::Key, true)?.flatten();
     let expires_at = fields.text(Field::ExpiresAt, true)?.flatten();
     let expired_url = fields.text(Field::ExpiredUrl, true)?.flatten();
+    let max_clicks = fields.count(Field::MaxClicks)?.flatten();
     fields.done()?;
     let new = NewLink {
         url: &url,
         key: key.as_deref(),
         expires_at: expires_at.as_deref(),
         expired_url: expired_url.as_deref(),
+        max_clicks,
     };
     let Written {
         outcome: inserted,
@@ -361,6 +386,7 @@ async fn edit_link(
     let url = fields.text(Field::Url, false)?.flatten();
     let expires_at = fields.text(Field::ExpiresAt, true)?;
     let expired_url = fields.text(Field::ExpiredUrl, true)?;
+    let max_clicks = fields.count(Field::MaxClicks)?;
     if fields.0.contains_key(Field::Key.name()) {
         return Err(Invalid::new(
             Field::Key,
@@ -369,10 +395,10 @@ async fn edit_link(
         .into());
     }
     fields.done()?;
-    if url.is_none() && expires_at.is_none() && expired_url.is_none() {
+    if url.is_none() && expires_at.is_none() && expired_url.is_none() && max_clicks.is_none() {
         return Err(Invalid::new(
             Field::Url,
-            "nothing to change: send url, expires_at or expired_url",
+            "nothing to change: send url, expires_at, expired_url or max_clicks",
         )
         .into());
     }
@@ -380,6 +406,7 @@ async fn edit_link(
         url: url.as_deref(),
         expires_at: expires_at.as_ref().map(Option::as_deref),
         expired_url: expired_url.as_ref().map(Option::as_deref),
+        max_clicks,
     };
     let written = shortener
         .edit(&who, &key, &change, if_match(&request))

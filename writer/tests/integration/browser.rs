@@ -261,7 +261,7 @@ pub fn management_page_changes_reach_a_browser_that_clicked_before(
         // target: the browser did not keep the old redirect.
         click_link(client, &suite.landing_url, &case.short(&case.edited)).await?;
         landed_on(client, &case.after).await?;
-        case.edit_expiry(client).await?;
+        case.edit_expiry_and_click_limit(client).await?;
         if let Ok(png) = client.screenshot().await {
             let _ = std::fs::write(suite.dir.join("manage.png"), png);
         }
@@ -517,8 +517,8 @@ impl ManageCase<'_> {
     }
 
     /// Back on the page (still signed in), an expiry typed in local time
-    /// is stored as that moment.
-    async fn edit_expiry(&self, client: &fantoccini::Client) -> Result<(), String> {
+    /// is stored as that moment, and a click limit as typed.
+    async fn edit_expiry_and_click_limit(&self, client: &fantoccini::Client) -> Result<(), String> {
         let edited = &self.edited;
         self.open_page(client).await?;
         click(client, &format!("button[aria-label='Edit {edited}']")).await?;
@@ -533,6 +533,7 @@ impl ManageCase<'_> {
         ensure(typed == "2030-06-15T10:30", || {
             format!("the expiry field holds {typed:?}")
         })?;
+        type_into(client, "#edit-max-clicks", "250").await?;
         step(
             client,
             None,
@@ -541,9 +542,10 @@ impl ManageCase<'_> {
         )
         .await?;
         let meta = text(client, &format!("li.link[data-key='{edited}'] .meta")).await?;
-        ensure(meta.contains("Expires"), || {
-            format!("the row says {meta:?}")
-        })?;
+        ensure(
+            meta.contains("Expires") && meta.contains("limited to 250 clicks"),
+            || format!("the row says {meta:?}"),
+        )?;
         let expected = client
             .execute(
                 "return new Date('2030-06-15T10:30').toISOString().replace('.000Z', 'Z')",
@@ -553,8 +555,15 @@ impl ManageCase<'_> {
             .map_err(|e| e.to_string())?;
         let stored = self.stored(edited)?;
         ensure(
-            stored["url"] == json!(self.after) && stored["expires_at"] == expected,
-            || format!("stored {stored} after typing 2030-06-15 10:30 local ({expected})"),
+            stored["url"] == json!(self.after)
+                && stored["expires_at"] == expected
+                && stored["max_clicks"] == 250,
+            || {
+                format!(
+                    "stored {stored} after typing 2030-06-15 10:30 local ({expected}) \
+                     and a limit of 250 clicks"
+                )
+            },
         )
     }
 

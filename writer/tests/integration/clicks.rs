@@ -389,3 +389,111 @@ pub fn warm_fills_the_cache_without_clicks(suite: &Suite) -> Result<(), String> 
         format!("after warming and one click: {stats}")
     })
 }
+
+/// A link with `max_clicks` answers its redirect that many times, then as
+/// an expired link. Counting is batched, so the bound is stated and tested:
+/// one Varnish adds the clicks it counted and has not stored yet, so it
+/// overshoots by at most the requests it has in flight at once (here the
+/// clients: each waits for its answer before the next request).
+pub fn click_limit_overshoots_by_at_most_the_requests_in_flight(
+    suite: &Suite,
+) -> Result<(), String> {
+    const LIMIT: u64 = 40;
+    const CLIENTS: u64 = 8;
+    let key = create(
+        suite,
+        Some(ALICE_TOKEN),
+        &json!({
+            "url": "https://example.org/clicks/limited",
+            "max_clicks": LIMIT,
+            "expired_url": "https://example.org/clicks/sold-out",
+        }),
+    )?;
+    let shown = api(suite, "GET", &format!("/api/links/{key}"), None, None, None)?;
+    ensure(shown.body["max_clicks"] == LIMIT, || {
+        format!("the link shows {}", shown.body)
+    })?;
+    let url = format!("{}/l/{key}", suite.varnish.base_url());
+    // Every client clicks until it is sent to the fallback.
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || -> Result<(u64, u64), String> {
+                let agent = Suite::agent();
+                let (mut redirects, mut cached) = (0, 0);
+                for _ in 0..LIMIT {
+                    let response = agent
+                        .get(&url)
+                        .header("user-agent", FIREFOX)
+                        .call()
+                        .map_err(|e| format!("GET {url}: {e}"))?;
+                    let header = |name| {
+                        response
+                            .headers()
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
+                    match response.status().as_u16() {
+                        301 => redirects += 1,
+                        302 if header("location").ends_with("/sold-out") => {
+                            return Ok((redirects, cached))
+                        }
+                        other => return Err(format!("GET {url}: {other}")),
+                    }
+                    if header("x-cache") == "HIT" {
+                        cached += 1;
+                    }
+                }
+                Err(format!(
+                    "GET {url}: still redirecting after {LIMIT} clicks of one client"
+                ))
+            })
+        })
+        .collect();
+    let (mut redirects, mut cached) = (0, 0);
+    for client in clients {
+        let (r, c) = client
+            .join()
+            .map_err(|_| "a client panicked".to_owned())??;
+        redirects += r;
+        cached += c;
+    }
+    ensure(cached == 0, || {
+        format!("{cached} redirects came from the cache")
+    })?;
+    ensure((LIMIT..LIMIT + CLIENTS).contains(&redirects), || {
+        format!("{redirects} redirects for a limit of {LIMIT} and {CLIENTS} clients")
+    })?;
+    // Once stored, the count is what was answered, and the limit still holds.
+    let stats = stats_once(suite, &key, ALICE_TOKEN, |s| {
+        s["clicks"] == redirects && s["gone"] == CLIENTS
+    })?;
+    ensure(
+        stats["max_clicks"] == LIMIT && stats["clicks_left"] == 0,
+        || format!("stats {stats}"),
+    )?;
+    let after = Suite::agent()
+        .get(&url)
+        .header("user-agent", FIREFOX)
+        .call()
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    ensure(after.status().as_u16() == 302, || {
+        format!("after the flush: {}", after.status())
+    })?;
+    // Raising the limit opens the link again at once.
+    let raised = api(
+        suite,
+        "PATCH",
+        &format!("/api/links/{key}"),
+        Some(ALICE_TOKEN),
+        None,
+        Some(&json!({ "max_clicks": null })),
+    )?;
+    ensure(
+        raised.status == 200 && raised.body["max_clicks"].is_null(),
+        || format!("removing the limit: {} {}", raised.status, raised.body),
+    )?;
+    click(suite, &key, FIREFOX, None)
+}

@@ -260,6 +260,11 @@ pub fn bad_changes_change_nothing(suite: &Suite) -> Result<(), String> {
             json!({ "expired_url": "ftp://example.org/" }),
             "expired_url",
         ),
+        (json!({ "max_clicks": 0 }), "max_clicks"),
+        (json!({ "max_clicks": -3 }), "max_clicks"),
+        (json!({ "max_clicks": 2.5 }), "max_clicks"),
+        (json!({ "max_clicks": "10" }), "max_clicks"),
+        (json!({ "max_clicks": 1_000_000_000_001_u64 }), "max_clicks"),
         (json!({ "colour": "red" }), "unknown"),
         (json!({ "key": "other" }), "key"),
         (json!({}), "url"),
@@ -511,6 +516,17 @@ pub fn command_line_shows_edits_deletes_and_lists(suite: &Suite) -> Result<(), S
         status == 301 && location.as_deref() == Some("https://example.org/lifecycle/cli/after"),
         || format!("after the edit: {status} {location:?}"),
     )?;
+    let limited = run(&["edit", &key, "--max-clicks", "1"])?;
+    ensure(limited.contains("max_clicks  1"), || {
+        format!("edit --max-clicks: {limited}")
+    })?;
+    ensure(served(suite, &key)?.0 == 301, || "the one click".into())?;
+    ensure(served(suite, &key)?.0 == 410, || "past the limit".into())?;
+    let unlimited = run(&["edit", &key, "--no-max-clicks"])?;
+    ensure(!unlimited.contains("max_clicks"), || {
+        format!("edit --no-max-clicks: {unlimited}")
+    })?;
+    ensure(served(suite, &key)?.0 == 301, || "without a limit".into())?;
     let listed = run(&["list", "--owner", "alice", "--search", "lifecycle/cli/"])?;
     ensure(
         listed.starts_with(&format!(

@@ -102,6 +102,10 @@ const TESTS: &[(&str, common::Test)] = &[
         clicks::warm_fills_the_cache_without_clicks,
     ),
     (
+        "clicks::click_limit_overshoots_by_at_most_the_requests_in_flight",
+        clicks::click_limit_overshoots_by_at_most_the_requests_in_flight,
+    ),
+    (
         "clicks::varnish_exporter_carries_the_click_counters",
         clicks::varnish_exporter_carries_the_click_counters,
     ),
