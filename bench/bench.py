@@ -280,7 +280,7 @@ def store_ceiling(redis_port):
     """Inserts/s of the writer's own claim script driven straight at Redis by
     16 clients (redis-benchmark, EVALSHA), with the writer's arguments: a
     hash and an owner's list of keys, a URL, a deadline, the part of the key
-    naming the hash and 24 candidate fields. Every call stores a new
+    naming the hash, the reuse flag and 24 candidate fields. Every call stores a new
     field, which Redis syncs to disk before answering (`appendfsync always`:
     one fsync per event-loop pass, for every write in it, as for the writer)."""
     sha = subprocess.run(["redis-cli", "-p", str(redis_port), "SCRIPT", "LOAD",
@@ -294,7 +294,7 @@ def store_ceiling(redis_port):
     candidates = ["__rand_int__", *(f"c{n}" for n in range(23))]
     command = ["redis-benchmark", "-p", str(redis_port), "-c", "16", "-n", str(STORE_CEILING_INSERTS),
                "-r", "100000000", "--csv", "EVALSHA", sha, "2", PREFIX + "sc", PREFIX + "@bench",
-               "https://example.org/store-ceiling/__rand_int__", "99999999999999", "sc", *candidates]
+               "https://example.org/store-ceiling/__rand_int__", "99999999999999", "sc", "1", *candidates]
     fields = lambda: int(subprocess.run(["redis-cli", "-p", str(redis_port), "HLEN", PREFIX + "sc"],
                                         capture_output=True, text=True, check=True).stdout)
     before = fields()

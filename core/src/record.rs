@@ -197,9 +197,13 @@ impl Stored {
             let duplicate = match word.as_bytes().first() {
                 Some(b'@') => record.owner.replace(Owner::try_from(&word[1..])?).is_some(),
                 Some(b'#') => {
-                    let limit = word[1..]
-                        .parse::<u64>()
-                        .map_err(|_| RecordError::ClickLimit(word[1..].to_owned()))
+                    let digits = &word[1..];
+                    let limit = digits
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                        .then(|| digits.parse::<u64>().ok())
+                        .flatten()
+                        .ok_or_else(|| RecordError::ClickLimit(digits.to_owned()))
                         .and_then(ClickLimit::try_from)?;
                     record.max_clicks.replace(limit).is_some()
                 }
@@ -331,6 +335,7 @@ mod tests {
             "https://example.org/ #-1",
             "https://example.org/ #1000000000001",
             "https://example.org/ #1 #2",
+            "https://example.org/ #+5",
             "https://example.org/ \r\nX: y",
         ] {
             assert!(Stored::parse(value).is_err(), "{value:?} was accepted");

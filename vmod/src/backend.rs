@@ -192,6 +192,11 @@ impl Resolver {
     /// People's clicks on `key` stored in Redis, and the clicks this
     /// Varnish counted on it and has not stored yet.
     fn clicks_of(&self, key: &str) -> Result<(u64, u64), String> {
+        // Read before the count: a flush that stores some of these clicks
+        // meanwhile can only make them counted twice (the link may answer
+        // as expired early, uncached, until that flush is answered), never
+        // not at all.
+        let pending = self.clicks.pending(key);
         let slot = self.settings.scheme.total_slot(Total::People, key);
         self.stats.lookups.fetch_add(1, Ordering::Relaxed);
         let stored = match self.pool.hget(&slot) {
@@ -207,7 +212,7 @@ impl Resolver {
                 })?,
             Err(error) => return Err(self.failed(&slot, &error)),
         };
-        Ok((stored, self.clicks.pending(key)))
+        Ok((stored, pending))
     }
 
     /// How long Varnish keeps an answer of this backend with `status`, and

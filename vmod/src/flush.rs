@@ -93,7 +93,20 @@ pub fn run(store: &ClickStore) {
     loop {
         let settings = store.settings();
         std::thread::sleep(settings.flush_interval);
-        crate::without_panic(|| flusher.tick(store, &settings), || ());
+        let ticked = crate::without_panic(
+            || {
+                flusher.tick(store, &settings);
+                true
+            },
+            || false,
+        );
+        if !ticked {
+            // A bug: the flusher's state may be half changed, so it starts
+            // afresh, its clicks counted as dropped and those on limited
+            // links settled, so that no link stays held at its limit.
+            flusher.abandon(store);
+            flusher = Flusher::new();
+        }
     }
 }
 
@@ -302,6 +315,18 @@ impl Flusher {
         counters.generation.fetch_add(1, Ordering::Release);
     }
 
+    /// Gives up every click this flusher holds: counted as dropped, and
+    /// those on limited links settled.
+    fn abandon(&mut self, store: &ClickStore) {
+        let mut lost = self.open.clicks;
+        store.settle(&self.open.limited);
+        for batch in self.sealed.drain(..) {
+            lost += batch.clicks;
+            store.settle(&batch.limited);
+        }
+        store.counters.dropped.fetch_add(lost, Ordering::Relaxed);
+    }
+
     fn tally(&mut self, clicks: &[Click], settings: &CountSettings, store: &ClickStore) {
         if clicks.is_empty() {
             return;
@@ -324,9 +349,14 @@ impl Flusher {
             .saturating_sub(self.sealed.iter().map(|b| b.entries).sum());
         let mut dropped = 0;
         let mut never_stored = HashMap::new();
+        // First, so that whatever happens next they are settled: when
+        // stored, when dropped below, or when a panic abandons the tally.
         for click in clicks {
-            let limited =
-                (click.outcome == Outcome::Limited).then(|| Box::<str>::from(click.key()));
+            if click.outcome == Outcome::Limited {
+                *self.open.limited.entry(Box::from(click.key())).or_default() += 1;
+            }
+        }
+        for click in clicks {
             // `count` records only keys that pass the rules: this turns
             // the text back into the `Key` the layout is named from.
             // Past the backlog's room the click is dropped.
@@ -334,15 +364,19 @@ impl Flusher {
                 Ok(key) if self.open.entries < room => key,
                 refused_or_dropped => {
                     dropped += u64::from(refused_or_dropped.is_ok());
-                    if let Some(key) = limited {
-                        *never_stored.entry(key).or_default() += 1;
+                    if click.outcome == Outcome::Limited {
+                        let key = click.key();
+                        if let Some(n) = self.open.limited.get_mut(key) {
+                            *n = n.saturating_sub(1);
+                            if *n == 0 {
+                                self.open.limited.remove(key);
+                            }
+                        }
+                        *never_stored.entry(Box::from(key)).or_default() += 1;
                     }
                     continue;
                 }
             };
-            if let Some(key) = limited {
-                *self.open.limited.entry(key).or_default() += 1;
-            }
             // Gone answers and bots count in a total only: their user
             // agent (a HEAD is a bot's whatever it says) and country are
             // not looked up.
@@ -648,6 +682,30 @@ mod tests {
         flusher.seal(tally, &store.scheme, &store.settings());
         flusher.tally(&clicks[..10], &store.settings(), &store);
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), dropped + 10);
+    }
+
+    #[test]
+    fn limited_clicks_settle_when_dropped_or_abandoned() {
+        let store = ClickStore::detached(1);
+        let address = IpAddr::from([192, 0, 2, 1]);
+        let limited = |key: &str| {
+            Click::new(Outcome::Limited, false, Some(address), key, FIREFOX, None).unwrap()
+        };
+        let clicks: Vec<Click> = (0..5).map(|n| limited(&format!("Key{n}"))).collect();
+        for click in &clicks {
+            store.record(limited(click.key()));
+        }
+        store.take();
+        let mut flusher = Flusher::new();
+        // A backlog of one entry takes the first click only (a click is
+        // tallied whole): the other four are dropped, and no longer held
+        // against their limits.
+        flusher.tally(&clicks, &store.settings(), &store);
+        let held: Vec<u64> = clicks.iter().map(|c| store.pending(c.key())).collect();
+        assert_eq!(held, [1, 0, 0, 0, 0]);
+        flusher.abandon(&store);
+        assert_eq!(store.pending("Key0"), 0);
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 5);
     }
 
     #[test]

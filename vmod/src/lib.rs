@@ -351,18 +351,20 @@ impl redirector {
             Some(StrOrBytes::Utf8(status)) => status.parse::<u16>().unwrap_or(0),
             _ => return,
         };
+        let Some(req) = ctx.http_req.as_ref() else {
+            return;
+        };
+        let head = matches!(req.method(), Some(StrOrBytes::Utf8("HEAD")));
         let outcome = if status == 410 || resp.header(backend::EXPIRED_MARK).is_some() {
             clicks::Outcome::Gone
         } else if status == self.resolver().settings.status.code() {
-            if resp.header(backend::LIMITED_MARK).is_some() {
+            // A HEAD is a bot's, which a click limit does not count.
+            if resp.header(backend::LIMITED_MARK).is_some() && !head {
                 clicks::Outcome::Limited
             } else {
                 clicks::Outcome::Redirect
             }
         } else {
-            return;
-        };
-        let Some(req) = ctx.http_req.as_ref() else {
             return;
         };
         // Borrowed from the request: the click's own copy is its only
@@ -373,7 +375,6 @@ impl redirector {
         if self.resolver().settings.scheme.check(key).is_err() {
             return;
         }
-        let head = matches!(req.method(), Some(StrOrBytes::Utf8("HEAD")));
         let agent = text(req.header("User-Agent").as_ref());
         let referrer = text(req.header("Referer").as_ref());
         if let Some(click) = clicks::Click::new(

@@ -201,8 +201,9 @@ impl Shortener {
 
     /// Stores `new`, recording `owner`, then purges its key from Varnish.
     /// The same URL from the same owner with the same expiry gets the key
-    /// it already has; anything else gets a key of its own, so a change to
-    /// one link never moves another.
+    /// it already has; anything else, and any link with a click limit,
+    /// gets a key of its own, so a change to one link never moves another
+    /// and no link starts with another's clicks.
     pub async fn create(
         &self,
         new: &NewLink<'_>,

@@ -170,7 +170,8 @@ impl LinkStore {
     }
 
     /// Stores `record` under the shortest free prefix of its URL's digest
-    /// key, or finds the key already holding exactly this record.
+    /// key, or finds the key already holding exactly this record (never
+    /// for a link with a click limit: each gets a key of its own).
     pub async fn insert_generated(&self, record: &Record) -> Result<Inserted, StoreError> {
         let keys = self
             .scheme
@@ -188,7 +189,8 @@ impl LinkStore {
     }
 
     /// Stores `record` under exactly `key`, unless `key` holds anything
-    /// else (another link, or a deleted one).
+    /// else (another link, or a deleted one; or this very link, if it has
+    /// a click limit).
     pub async fn insert_custom(&self, record: &Record, key: &Key) -> Result<Inserted, StoreError> {
         match self.claim(key, record, &[self.scheme.field(key)]).await? {
             Some((_, created)) => Ok(outcome(key, record, created)),
@@ -357,6 +359,11 @@ impl LinkStore {
             .arg(record.to_string())
             .arg(self.deadline_ms())
             .arg(self.scheme.head(first))
+            .arg(if record.max_clicks.is_some() {
+                "0"
+            } else {
+                "1"
+            })
             .arg(fields);
         let (position, created): (i64, u8) = invocation.invoke_async(&mut connection).await?;
         match position {

@@ -409,6 +409,17 @@ pub fn click_limit_overshoots_by_at_most_the_requests_in_flight(
             "expired_url": "https://example.org/clicks/sold-out",
         }),
     )?;
+    // The same limited link again is a new link, with clicks of its own.
+    let again = create(
+        suite,
+        Some(ALICE_TOKEN),
+        &json!({
+            "url": "https://example.org/clicks/limited",
+            "max_clicks": LIMIT,
+            "expired_url": "https://example.org/clicks/sold-out",
+        }),
+    )?;
+    ensure(again != key, || format!("both limited links got {key}"))?;
     let shown = api(suite, "GET", &format!("/api/links/{key}"), None, None, None)?;
     ensure(shown.body["max_clicks"] == LIMIT, || {
         format!("the link shows {}", shown.body)
