@@ -390,6 +390,39 @@ pub fn warm_fills_the_cache_without_clicks(suite: &Suite) -> Result<(), String> 
     })
 }
 
+/// Clicks `url` as a browser until it leads to the sold-out fallback;
+/// its redirects, and how many of them came from the cache.
+fn click_until_sold_out(url: &str, most: u64) -> Result<(u64, u64), String> {
+    let agent = Suite::agent();
+    let (mut redirects, mut cached) = (0, 0);
+    for _ in 0..most {
+        let response = agent
+            .get(url)
+            .header("user-agent", FIREFOX)
+            .call()
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let header = |name| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        match response.status().as_u16() {
+            301 => redirects += 1,
+            302 if header("location").ends_with("/sold-out") => return Ok((redirects, cached)),
+            other => return Err(format!("GET {url}: {other}")),
+        }
+        if header("x-cache") == "HIT" {
+            cached += 1;
+        }
+    }
+    Err(format!(
+        "GET {url}: still redirecting after {most} clicks of one client"
+    ))
+}
+
 /// A link with `max_clicks` answers its redirect that many times, then as
 /// an expired link. Counting is batched, so the bound is stated and tested:
 /// one Varnish adds the clicks it counted and has not stored yet, so it
@@ -429,38 +462,7 @@ pub fn click_limit_overshoots_by_at_most_the_requests_in_flight(
     let clients: Vec<_> = (0..CLIENTS)
         .map(|_| {
             let url = url.clone();
-            std::thread::spawn(move || -> Result<(u64, u64), String> {
-                let agent = Suite::agent();
-                let (mut redirects, mut cached) = (0, 0);
-                for _ in 0..LIMIT {
-                    let response = agent
-                        .get(&url)
-                        .header("user-agent", FIREFOX)
-                        .call()
-                        .map_err(|e| format!("GET {url}: {e}"))?;
-                    let header = |name| {
-                        response
-                            .headers()
-                            .get(name)
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or_default()
-                            .to_owned()
-                    };
-                    match response.status().as_u16() {
-                        301 => redirects += 1,
-                        302 if header("location").ends_with("/sold-out") => {
-                            return Ok((redirects, cached))
-                        }
-                        other => return Err(format!("GET {url}: {other}")),
-                    }
-                    if header("x-cache") == "HIT" {
-                        cached += 1;
-                    }
-                }
-                Err(format!(
-                    "GET {url}: still redirecting after {LIMIT} clicks of one client"
-                ))
-            })
+            std::thread::spawn(move || click_until_sold_out(&url, LIMIT))
         })
         .collect();
     let (mut redirects, mut cached) = (0, 0);
