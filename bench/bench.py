@@ -276,6 +276,27 @@ def median_of(runs):
     return chosen
 
 
+def flushes_settle(redis_port, quiet=2.0, most=120):
+    """Seconds until no click flush has reached Redis for `quiet` seconds
+    (each flush is one or more EVALSHA calls; nothing else calls scripts
+    meanwhile), less that quiet time."""
+    def scripts_run():
+        stats = subprocess.run(["redis-cli", "-p", str(redis_port), "INFO", "commandstats"],
+                               capture_output=True, text=True, check=True).stdout
+        line = next((l for l in stats.splitlines() if l.startswith("cmdstat_evalsha:")), "")
+        return line.split(",")[0].partition("calls=")[2]
+    started = time.monotonic()
+    last, since = scripts_run(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        if time.monotonic() - started > most:
+            raise SystemExit(f"bench: click flushes still running after {most} s")
+        time.sleep(0.2)
+        now = scripts_run()
+        if now != last:
+            last, since = now, time.monotonic()
+    return max(0.0, since - started)
+
+
 def store_ceiling(redis_port):
     """Inserts/s of the writer's own claim script driven straight at Redis by
     16 clients (redis-benchmark, EVALSHA), with the writer's arguments: a
@@ -465,6 +486,8 @@ def run(processes):
     scenarios = {}
     # Link requests Varnish took while counting, for the exactness check.
     counted_requests = {"requests": 0}
+    # Seconds after each counted run until its clicks were all sent.
+    catch_up = {}
 
     def client_requests():
         return varnishstat(workdir, "MAIN.client_req").get("MAIN.client_req", 0)
@@ -490,6 +513,10 @@ def run(processes):
                 # batches, and all of them once idle: read it once they are.
                 time.sleep(FLUSH_WAIT)
                 counted_requests["requests"] += client_requests() - before
+                # Under saturation the flusher falls behind; the next
+                # scenario restarts the child, which would lose what it
+                # still holds.
+                catch_up.setdefault(name, []).append(round(FLUSH_WAIT + flushes_settle(redis_port), 1))
             if pair:
                 varnishadm(workdir, "vcl.use", pair[1])
                 if prepare:
@@ -566,8 +593,10 @@ def run(processes):
         clicks = {"requests": counted_requests["requests"], "stored": stored,
                   "lost": max(0, counted_requests["requests"] - stored),
                   "double": max(0, stored - counted_requests["requests"])}
+        clicks["catch_up_s"] = catch_up
         say(f"clicks: {clicks['stored']} stored for {clicks['requests']} link requests "
-            f"in hit, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice)")
+            f"in hit, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice); "
+            f"all sent {catch_up} s after each run")
 
     # After the exactness check: neither the warm-up traffic nor the warming
     # fetches are in its request count.

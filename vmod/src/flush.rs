@@ -416,7 +416,7 @@ impl Flusher {
         let mut connection = client
             .get_connection_with_timeout(settings.connect_timeout)
             .map_err(|e| format!("connecting to Redis: {e}"))?;
-        let timeout = Some(settings.flush_timeout());
+        let timeout = Some(settings.flush_timeout(1));
         connection
             .set_read_timeout(timeout)
             .and_then(|()| connection.set_write_timeout(timeout))
@@ -449,6 +449,11 @@ impl Flusher {
             self.seal(tally, &store.scheme, settings);
         }
         let connection = self.connection.as_mut().ok_or("no connection")?;
+        let timeout = Some(settings.flush_timeout(self.sealed.len()));
+        connection
+            .set_read_timeout(timeout)
+            .and_then(|()| connection.set_write_timeout(timeout))
+            .map_err(|e| e.to_string())?;
         let heartbeat = store.scheme.flushers();
         let now_ms = now_ms();
         let flusher = format!("{:016x}", self.id);
