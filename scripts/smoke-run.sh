@@ -82,13 +82,16 @@ sleep 2
 manager=$(pgrep -o -f "varnishd -F .*$tmp/var/varnish")
 child=$(ps -o pid= --ppid "$manager" | tr -d ' ')
 [ -n "$child" ] || fail "no Varnish child process to kill"
+# Only a warm of the new child counts: earlier ones depend on whether the
+# first clicks had reached Redis before it was killed above.
+warmed_before=$(grep -c '^warmed [1-9]' "$log" || true)
 kill -9 "$child"
 warmed=
 for _ in $(seq 100); do
     sleep 0.2
     new_child=$(ps -o pid= --ppid "$manager" | tr -d ' ')
     [ -n "$new_child" ] && [ "$new_child" != "$child" ] || continue
-    if [ "$(grep -c '^warmed [1-9]' "$log")" -ge 2 ]; then
+    if [ "$(grep -c '^warmed [1-9]' "$log")" -gt "$warmed_before" ]; then
         warmed=yes
         break
     fi
