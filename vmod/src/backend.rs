@@ -74,6 +74,21 @@ pub enum Resolution {
     Unsafe(String),
 }
 
+impl Resolution {
+    /// An answer of a link with a click limit that the next click must look
+    /// up again (see [`LIMITED_MARK`]).
+    fn looked_up_at_every_click(&self) -> bool {
+        matches!(
+            self,
+            Self::Found { limited: true, .. }
+                | Self::Expired {
+                    unsettled: true,
+                    ..
+                }
+        )
+    }
+}
+
 /// Everything the backend and the VCL methods share.
 pub struct Resolver {
     pub settings: Settings,
@@ -275,9 +290,6 @@ impl Resolver {
                 } else {
                     beresp.set_header("Cache-Control", self.settings.cache_control.as_str())?;
                 }
-                if *limited {
-                    beresp.set_header(LIMITED_MARK, "1")?;
-                }
                 redirect_page(url)
             }
             Resolution::Expired {
@@ -309,10 +321,7 @@ impl Resolver {
             }
         };
         beresp.set_header("Content-Type", "text/html; charset=utf-8")?;
-        if let Resolution::Expired {
-            unsettled: true, ..
-        } = resolution
-        {
+        if resolution.looked_up_at_every_click() {
             beresp.set_header(LIMITED_MARK, "1")?;
         }
         match resolution {

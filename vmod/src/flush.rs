@@ -22,7 +22,7 @@ use shortlink_core::clicks::{
 };
 use shortlink_core::{Key, KeyScheme};
 
-use crate::clicks::{Click, ClickStore, CountSettings, Outcome};
+use crate::clicks::{subtract_pending, Click, ClickStore, CountSettings, Outcome};
 use crate::pool::now_ms;
 use crate::visitor::{Agents, Countries};
 
@@ -366,12 +366,7 @@ impl Flusher {
                     dropped += u64::from(refused_or_dropped.is_ok());
                     if click.outcome == Outcome::Limited {
                         let key = click.key();
-                        if let Some(n) = self.open.limited.get_mut(key) {
-                            *n = n.saturating_sub(1);
-                            if *n == 0 {
-                                self.open.limited.remove(key);
-                            }
-                        }
+                        subtract_pending(&mut self.open.limited, key, 1);
                         *never_stored.entry(Box::from(key)).or_default() += 1;
                     }
                     continue;
@@ -416,11 +411,7 @@ impl Flusher {
         let mut connection = client
             .get_connection_with_timeout(settings.connect_timeout)
             .map_err(|e| format!("connecting to Redis: {e}"))?;
-        let timeout = Some(settings.flush_timeout(1));
-        connection
-            .set_read_timeout(timeout)
-            .and_then(|()| connection.set_write_timeout(timeout))
-            .map_err(|e| e.to_string())?;
+        set_timeouts(&connection, settings.flush_timeout(1))?;
         let sha: String = redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(&self.script)
@@ -449,11 +440,7 @@ impl Flusher {
             self.seal(tally, &store.scheme, settings);
         }
         let connection = self.connection.as_mut().ok_or("no connection")?;
-        let timeout = Some(settings.flush_timeout(self.sealed.len()));
-        connection
-            .set_read_timeout(timeout)
-            .and_then(|()| connection.set_write_timeout(timeout))
-            .map_err(|e| e.to_string())?;
+        set_timeouts(connection, settings.flush_timeout(self.sealed.len()))?;
         let heartbeat = store.scheme.flushers();
         let now_ms = now_ms();
         let flusher = format!("{:016x}", self.id);
@@ -643,6 +630,14 @@ fn random_bytes() -> [u8; 16] {
         bytes = (nanos ^ u128::from(std::process::id())).to_le_bytes();
     }
     bytes
+}
+
+/// Bounds how long one exchange with Redis may take, both ways.
+fn set_timeouts(connection: &redis::Connection, timeout: Duration) -> Result<(), String> {
+    connection
+        .set_read_timeout(Some(timeout))
+        .and_then(|()| connection.set_write_timeout(Some(timeout)))
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
