@@ -146,6 +146,15 @@ impl Key {
     }
 }
 
+/// A map keyed by `Key` is searched with the text a request carried, so a
+/// key already in it is neither checked nor copied again. (The derived
+/// `Hash` hashes the text as `str` does, as `Borrow` requires.)
+impl std::borrow::Borrow<str> for Key {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Read as _;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::ConnectionLike as _;
 use shortlink_core::clicks::{
@@ -77,12 +77,15 @@ return 1
 /// for while Redis answers.
 const MARKER_KEPT: Duration = Duration::from_hours(24);
 
-/// Arguments per script call: small enough that no call holds Redis long.
-const BATCH_ARGS: usize = 4000;
+/// Arguments per script call: small enough that no call holds Redis long,
+/// as lookups wait behind it. Calls of 4,000 took up to 38 ms on the
+/// saturated 2-core bench machine (Redis's `SLOWLOG`).
+const BATCH_ARGS: usize = 1000;
 
 /// Arguments of one operation within a call: Lua's `unpack` (of a
 /// `PFADD`'s elements) takes far more.
 const OP_ARGS: usize = 1000;
+const _: () = assert!(OP_ARGS <= BATCH_ARGS);
 
 /// How long a day's visitor salt lives in Redis.
 const SALT_KEPT: Duration = Duration::from_hours(48);
@@ -90,9 +93,14 @@ const SALT_KEPT: Duration = Duration::from_hours(48);
 /// Runs the flusher of `store` for the life of the process.
 pub fn run(store: &ClickStore) {
     let mut flusher = Flusher::new();
+    let mut started = Instant::now();
     loop {
         let settings = store.settings();
-        std::thread::sleep(settings.flush_interval);
+        // Flushes start an interval apart, however long the last one took
+        // (a slow Redis), so that no click waits in memory, where a crash
+        // of the child loses it, longer than an interval and one flush.
+        std::thread::sleep(settings.flush_interval.saturating_sub(started.elapsed()));
+        started = Instant::now();
         let ticked = crate::without_panic(
             || {
                 flusher.tick(store, &settings);
@@ -110,68 +118,122 @@ pub fn run(store: &ClickStore) {
     }
 }
 
-/// Counts of clicks waiting to be sealed, keyed so that more clicks on the
-/// same link add to an entry instead of making one.
+/// Clicks waiting to be sealed, gathered per link: a click costs one
+/// lookup of its key, and more clicks on a link add to its counts instead
+/// of making entries.
 #[derive(Default)]
 struct Tally {
     clicks: u64,
+    /// Fields and visitors the tally will write: what the backlog bounds.
     entries: usize,
-    totals: HashMap<(Total, Key), u64>,
-    days: HashMap<(Day, Key), u64>,
-    hours: HashMap<(Hour, Key), u64>,
-    minutes: HashMap<(Minute, Key), u64>,
-    /// Unsalted digests of address and user agent; salted when sealed.
-    visitors: HashMap<(Day, Key), HashSet<[u8; 20]>>,
-    details: HashMap<(Key, Detail, Box<str>), u64>,
+    links: HashMap<Key, LinkTally>,
     /// Clicks on links with a click limit, pending in the store until
     /// their batch is stored.
     limited: HashMap<Box<str>, u64>,
-}
-
-fn add<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u64>, entries: &mut usize, key: K) {
-    let count = map.entry(key).or_insert_with(|| {
-        *entries += 1;
-        0
-    });
-    *count += 1;
 }
 
 impl Tally {
     fn is_empty(&self) -> bool {
         self.clicks == 0
     }
+}
 
-    /// A click that only adds to one of `key`'s totals: a bot's, or an
+/// The tally of the link `text` names; `None` if the scheme refuses it.
+/// A key already tallied is found by its text, neither checked nor copied.
+fn link_of<'t>(
+    links: &'t mut HashMap<Key, LinkTally>,
+    text: &str,
+    scheme: &KeyScheme,
+) -> Option<&'t mut LinkTally> {
+    if !links.contains_key(text) {
+        links.insert(scheme.key(text).ok()?, LinkTally::default());
+    }
+    links.get_mut(text)
+}
+
+/// One link's share of a tally. A tally spans a flush interval (longer
+/// only while Redis is away), so it holds a day, an hour and a minute or
+/// two per link: short lists, searched from the newest.
+#[derive(Default)]
+struct LinkTally {
+    /// In [`Total::ALL`]'s order.
+    totals: [u64; Total::ALL.len()],
+    days: Vec<(Day, u64)>,
+    hours: Vec<(Hour, u64)>,
+    minutes: Vec<(Minute, u64)>,
+    /// In [`Detail::ALL`]'s order, by value.
+    details: [HashMap<Box<str>, u64>; Detail::ALL.len()],
+    /// Unsalted digests of address and user agent; salted when sealed.
+    visitors: Vec<(Day, HashSet<[u8; 20]>)>,
+}
+
+impl LinkTally {
+    /// A click that adds to one of the link's totals only: a bot's, or an
     /// answer after expiry or deletion.
-    fn add_total(&mut self, total: Total, key: Key) {
-        self.clicks += 1;
-        add(&mut self.totals, &mut self.entries, (total, key));
+    fn add_total(&mut self, total: Total, entries: &mut usize) {
+        let count = &mut self.totals[total_slot(total)];
+        *entries += usize::from(*count == 0);
+        *count += 1;
     }
 
     /// A person's click: the totals, the dated counts, `details` and the
     /// visitor.
-    fn add_person(&mut self, key: Key, click: &Click, details: &[(Detail, &str)]) {
-        let entries = &mut self.entries;
-        self.clicks += 1;
+    fn add_person(&mut self, click: &Click, details: &[(Detail, &str)], entries: &mut usize) {
         let at = click.at;
         let day = at.day();
-        add(&mut self.totals, entries, (Total::People, key.clone()));
-        add(&mut self.days, entries, (day, key.clone()));
-        add(&mut self.hours, entries, (at.hour(), key.clone()));
-        add(&mut self.minutes, entries, (at.minute(), key.clone()));
+        self.add_total(Total::People, entries);
+        add_dated(&mut self.days, day, entries);
+        add_dated(&mut self.hours, at.hour(), entries);
+        add_dated(&mut self.minutes, at.minute(), entries);
         for (kind, value) in details {
-            add(
-                &mut self.details,
-                entries,
-                (key.clone(), *kind, Box::from(*value)),
-            );
-        }
-        if let Some(client) = click.client {
-            let digest = visitor_digest(client, click.user_agent());
-            if self.visitors.entry((day, key)).or_default().insert(digest) {
+            let values = &mut self.details[detail_slot(*kind)];
+            if let Some(count) = values.get_mut(*value) {
+                *count += 1;
+            } else {
+                values.insert(Box::from(*value), 1);
                 *entries += 1;
             }
         }
+        if let Some(client) = click.client {
+            let digest = visitor_digest(client, click.user_agent());
+            let index = self
+                .visitors
+                .iter()
+                .rposition(|(known, _)| *known == day)
+                .unwrap_or_else(|| {
+                    self.visitors.push((day, HashSet::new()));
+                    self.visitors.len() - 1
+                });
+            *entries += usize::from(self.visitors[index].1.insert(digest));
+        }
+    }
+}
+
+/// Adds a click to the count of `at`, a new entry if `at` has none yet.
+fn add_dated<T: PartialEq>(counts: &mut Vec<(T, u64)>, at: T, entries: &mut usize) {
+    if let Some((_, count)) = counts.iter_mut().rev().find(|(known, _)| *known == at) {
+        *count += 1;
+    } else {
+        counts.push((at, 1));
+        *entries += 1;
+    }
+}
+
+const fn total_slot(total: Total) -> usize {
+    match total {
+        Total::People => 0,
+        Total::Bots => 1,
+        Total::Gone => 2,
+    }
+}
+
+const fn detail_slot(kind: Detail) -> usize {
+    match kind {
+        Detail::Referrer => 0,
+        Detail::Country => 1,
+        Detail::Device => 2,
+        Detail::Browser => 3,
+        Detail::Os => 4,
     }
 }
 
@@ -356,36 +418,45 @@ impl Flusher {
                 *self.open.limited.entry(Box::from(click.key())).or_default() += 1;
             }
         }
+        let Tally {
+            clicks: tallied,
+            entries,
+            links,
+            limited,
+        } = &mut self.open;
         for click in clicks {
             // `count` records only keys that pass the rules: this turns
             // the text back into the `Key` the layout is named from.
             // Past the backlog's room the click is dropped.
-            let key = match store.scheme.key(click.key()) {
-                Ok(key) if self.open.entries < room => key,
-                refused_or_dropped => {
-                    dropped += u64::from(refused_or_dropped.is_ok());
-                    if click.outcome == Outcome::Limited {
-                        let key = click.key();
-                        subtract_pending(&mut self.open.limited, key, 1);
-                        *never_stored.entry(Box::from(key)).or_default() += 1;
-                    }
-                    continue;
-                }
+            let text = click.key();
+            let link = if *entries < room {
+                link_of(links, text, &store.scheme)
+            } else {
+                dropped += u64::from(store.scheme.check(text).is_ok());
+                None
             };
+            let Some(link) = link else {
+                if click.outcome == Outcome::Limited {
+                    subtract_pending(limited, text, 1);
+                    *never_stored.entry(Box::from(text)).or_default() += 1;
+                }
+                continue;
+            };
+            *tallied += 1;
             // Gone answers and bots count in a total only: their user
             // agent (a HEAD is a bot's whatever it says) and country are
             // not looked up.
             if click.outcome == Outcome::Gone {
-                self.open.add_total(Total::Gone, key);
+                link.add_total(Total::Gone, entries);
                 continue;
             }
             if click.head {
-                self.open.add_total(Total::Bots, key);
+                link.add_total(Total::Bots, entries);
                 continue;
             }
             let agent = agents.classify(click.user_agent());
             if agent.bot {
-                self.open.add_total(Total::Bots, key);
+                link.add_total(Total::Bots, entries);
                 continue;
             }
             let country = countries.and_then(|c| click.client.and_then(|ip| c.country(ip)));
@@ -397,7 +468,7 @@ impl Flusher {
                 (Detail::Country, country.as_deref().unwrap_or_default()),
             ];
             let known = if country.is_some() { 5 } else { 4 };
-            self.open.add_person(key, click, &details[..known]);
+            link.add_person(click, &details[..known], entries);
         }
         store.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
         store.settle(&never_stored);
@@ -493,7 +564,9 @@ impl Flusher {
 
     /// The salt of every day the open tally has visitors for.
     fn fetch_salts(&mut self, store: &ClickStore) -> Result<(), String> {
-        let days: HashSet<Day> = self.open.visitors.keys().map(|(day, _)| *day).collect();
+        let days: HashSet<Day> = (self.open.links.values())
+            .flat_map(|link| link.visitors.iter().map(|(day, _)| *day))
+            .collect();
         let connection = self.connection.as_mut().ok_or("no connection")?;
         for day in days {
             if self.salts.contains_key(&day) {
@@ -528,40 +601,49 @@ impl Flusher {
         let hours_kept = settings.hours_kept.as_secs().to_string();
         let minutes_kept = ((MINUTES_KEPT + 1) * 60).to_string();
         let mut ops = Ops::default();
-        for ((total, key), n) in tally.totals {
-            let hash = scheme.total_hash(total, scheme.head(&key));
-            ops.pair(Letter::Hash, hash, "0", scheme.field(&key), n);
-        }
-        for ((day, key), n) in tally.days {
-            let hash = scheme.day_hash(day, scheme.head(&key));
-            ops.pair(Letter::Hash, hash, &days_kept, scheme.field(&key), n);
-        }
-        for ((hour, key), n) in tally.hours {
-            let hash = scheme.hour_hash(hour, scheme.head(&key));
-            ops.pair(Letter::Hash, hash, &hours_kept, scheme.field(&key), n);
-        }
-        for ((minute, key), n) in tally.minutes {
-            let set = scheme.minute_set(minute);
-            ops.pair(Letter::SortedSet, set, &minutes_kept, key.as_str(), n);
-        }
-        for ((key, kind, value), n) in tally.details {
-            let op = ops.get(Letter::Details, scheme.details(key.as_str()), "-");
-            op.args
-                .extend([kind.field(&value), n.to_string(), kind.field("other")]);
-        }
-        for ((day, key), digests) in tally.visitors {
-            let salt = self.salts.get(&day).map_or("", String::as_str);
-            let op = ops.get(
-                Letter::Visitors,
-                scheme.visitors(day, key.as_str()),
-                &days_kept,
-            );
-            op.args.extend(digests.iter().map(|digest| {
-                let mut hash = sha1_smol::Sha1::new();
-                hash.update(salt.as_bytes());
-                hash.update(digest);
-                hash.digest().to_string()[..16].to_owned()
-            }));
+        for (key, link) in tally.links {
+            let (head, field) = (scheme.head(&key), scheme.field(&key));
+            for total in Total::ALL {
+                let n = link.totals[total_slot(total)];
+                if n > 0 {
+                    ops.pair(Letter::Hash, scheme.total_hash(total, head), "0", field, n);
+                }
+            }
+            for (day, n) in link.days {
+                let hash = scheme.day_hash(day, head);
+                ops.pair(Letter::Hash, hash, &days_kept, field, n);
+            }
+            for (hour, n) in link.hours {
+                let hash = scheme.hour_hash(hour, head);
+                ops.pair(Letter::Hash, hash, &hours_kept, field, n);
+            }
+            for (minute, n) in link.minutes {
+                let set = scheme.minute_set(minute);
+                ops.pair(Letter::SortedSet, set, &minutes_kept, key.as_str(), n);
+            }
+            if link.details.iter().any(|values| !values.is_empty()) {
+                let op = ops.get(Letter::Details, scheme.details(key.as_str()), "-");
+                for (kind, values) in Detail::ALL.into_iter().zip(link.details) {
+                    for (value, n) in values {
+                        op.args
+                            .extend([kind.field(&value), n.to_string(), kind.field("other")]);
+                    }
+                }
+            }
+            for (day, digests) in link.visitors {
+                let salt = self.salts.get(&day).map_or("", String::as_str);
+                let op = ops.get(
+                    Letter::Visitors,
+                    scheme.visitors(day, key.as_str()),
+                    &days_kept,
+                );
+                op.args.extend(digests.iter().map(|digest| {
+                    let mut hash = sha1_smol::Sha1::new();
+                    hash.update(salt.as_bytes());
+                    hash.update(digest);
+                    hash.digest().to_string()[..16].to_owned()
+                }));
+            }
         }
         let mut batches: Vec<Batch> = Vec::new();
         let mut args: Vec<String> = Vec::new();
@@ -682,6 +764,16 @@ mod tests {
         flusher.seal(tally, &store.scheme, &store.settings());
         flusher.tally(&clicks[..10], &store.settings(), &store);
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), dropped + 10);
+    }
+
+    #[test]
+    fn slots_follow_the_order_of_all() {
+        for (slot, total) in Total::ALL.into_iter().enumerate() {
+            assert_eq!(total_slot(total), slot, "{total:?}");
+        }
+        for (slot, kind) in Detail::ALL.into_iter().enumerate() {
+            assert_eq!(detail_slot(kind), slot, "{kind:?}");
+        }
     }
 
     #[test]
