@@ -59,6 +59,11 @@ WRK_DIR = ROOT / "bench" / "wrk"
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 RUNS = int(os.environ.get("BENCH_RUNS", "1" if QUICK else "3"))
+# Paired runs (a scenario and its limit, one after the other, as the
+# writer and the store ceiling): their ratio drifts more than a single
+# figure does (fsync times and the machine's speed drift), so there are
+# more of them.
+PAIRS = RUNS if QUICK else max(RUNS, 5)
 DURATION = int(os.environ.get("BENCH_DURATION", "2" if QUICK else "10"))
 CONNECTIONS = 64
 THREADS = 2
@@ -69,9 +74,6 @@ ONLY = [name for name in os.environ.get("BENCH_SCENARIOS", "").split(",") if nam
 STORM_CONNECTIONS = 500
 STORM_DURATION = int(os.environ.get("BENCH_STORM_DURATION", "3" if QUICK else "20"))
 STORM_LINKS = min(100_000, LINKS)
-# Writer runs, each paired with a store-ceiling run: fsync times drift, so
-# this figure needs more pairs than the others need runs.
-WRITER_PAIRS = RUNS if QUICK else max(RUNS, 5)
 # Zipf traffic before Varnish is restarted and warmed, in zipf-restart.
 ZIPF_WARMUP = int(os.environ.get("BENCH_ZIPF_WARMUP", "3" if QUICK else "20"))
 # Connections reading the edited links while they are edited.
@@ -187,13 +189,36 @@ def redis_memory(port):
     raise SystemExit("bench: no used_memory in INFO memory")
 
 
-def start_redis(processes, name, port):
+def redis_stalls(port):
+    """What stalled Redis since the last call: each latency event's worst
+    (ms) as Redis's own latency monitor saw it, and the append-only file
+    rewrites started; then the monitor starts afresh."""
+    def cli(*args):
+        return subprocess.run(["redis-cli", "-p", str(port), *args],
+                              capture_output=True, text=True, check=True).stdout
+    # LATENCY LATEST gives event, time, latest ms and worst ms, a line each.
+    fields = cli("LATENCY", "LATEST").split()
+    events = {fields[n]: int(fields[n + 3]) for n in range(0, len(fields) - 3, 4)}
+    rewrites = next(int(line.split(":")[1]) for line in cli("INFO", "persistence").splitlines()
+                    if line.startswith("aof_rewrites:"))
+    cli("LATENCY", "RESET")
+    return {"worst_ms": events, "aof_rewrites_so_far": rewrites}
+
+
+def start_redis(processes, name, port, persistent=True):
+    """The shipped configuration; `persistent=False` for a server that only
+    measures memory: its loads would otherwise fill the disk's queue with
+    synced writes that the scenarios' own syncs then wait behind."""
     data = WORK / name
     data.mkdir(parents=True, exist_ok=True)
     processes.start(["redis-server", str(ROOT / "redis" / "redis.conf"), "--port", str(port),
                      "--dir", str(data), "--daemonize", "no",
-                     "--unixsocket", str(data / "redis.sock"), "--unixsocketperm", "700"], f"{name}.log")
+                     "--unixsocket", str(data / "redis.sock"), "--unixsocketperm", "700",
+                     *([] if persistent else ["--appendonly", "no"])], f"{name}.log")
     wait_for_port(port, name)
+    # Redis notes every event (fsync, fork, slow command) longer than this.
+    subprocess.run(["redis-cli", "-p", str(port), "CONFIG", "SET", "latency-monitor-threshold", "50"],
+                   capture_output=True, check=True)
 
 
 def varnishadm(workdir, *args):
@@ -398,7 +423,7 @@ def main():
 def run(processes):
     redis_port, plain_port, varnish_port, origin_port, writer_port = (free_port() for _ in range(5))
     start_redis(processes, "redis", redis_port)
-    start_redis(processes, "redis-plain", plain_port)
+    start_redis(processes, "redis-plain", plain_port, persistent=False)
 
     say(f"generating {LINKS} links")
     links = make_links(LINKS, "p")
@@ -500,7 +525,19 @@ def run(processes):
             return
         varnishadm(workdir, "vcl.use", vcl_name)
         runs, paired_runs = [], []
-        for _ in range(RUNS):
+
+        def paired_run():
+            varnishadm(workdir, "vcl.use", pair[1])
+            if prepare:
+                prepare()
+            paired_runs.append(measure())
+            varnishadm(workdir, "vcl.use", vcl_name)
+
+        for run_id in range(PAIRS if pair else RUNS):
+            # Every other pair starts with the paired run, so that a drift
+            # of the machine's speed within a pair favours neither side.
+            if pair and run_id % 2:
+                paired_run()
             # A restart (empty_cache) starts the counter again from 0.
             before = client_requests()
             if prepare:
@@ -517,12 +554,8 @@ def run(processes):
                 # scenario restarts the child, which would lose what it
                 # still holds.
                 catch_up.setdefault(name, []).append(round(FLUSH_WAIT + flushes_settle(redis_port), 1))
-            if pair:
-                varnishadm(workdir, "vcl.use", pair[1])
-                if prepare:
-                    prepare()
-                paired_runs.append(measure())
-                varnishadm(workdir, "vcl.use", vcl_name)
+            if pair and not run_id % 2:
+                paired_run()
         if pair:
             scenarios[pair[0]] = median_of(paired_runs)
             scenarios[name + "/" + pair[0]] = statistics.median(
@@ -541,10 +574,11 @@ def run(processes):
             say(f"{name}: last run: {lookups} lookups in {trips} Redis round trips ({lookups / trips:.1f} per trip), "
                 f"{failed} failed")
         s = scenarios[name]
+        s["redis_stalls"] = redis_stalls(redis_port)
         non_3xx = "" if s.get("non_3xx") is None else f", non-3xx {s['non_3xx']}"
         kinds = {k: v for k, v in (s.get("socket_error_kinds") or {}).items() if v}
         say(f"{name}: {s['rps']:.0f} req/s, p99 {s['p99_ms']} ms, socket errors {s['socket_errors']} {kinds or ''}"
-            f"{non_3xx} (runs {s['runs_rps']}, p99 {s['runs_p99_ms']})")
+            f"{non_3xx} (runs {s['runs_rps']}, p99 {s['runs_p99_ms']}); Redis stalls {s['redis_stalls']}")
 
     def empty_cache():
         # Restarting the child empties the cache outright; a ban would leave
@@ -562,6 +596,7 @@ def run(processes):
         args = [mode, str(keys), str(THREADS), "statuses" if statuses else "-"]
         return lambda: wrk(base, "links.lua", args, connections=connections, duration=duration)
 
+    redis_stalls(redis_port)  # the loading above is no scenario's
     say("ceiling: fixed 301 from vcl_recv")
     scenario("ceiling", links_wrk("random", hit_keys), vcl_name="ceiling")
     say(f"ceiling500: the same with {STORM_CONNECTIONS} connections")
@@ -638,7 +673,7 @@ def run(processes):
         say("writer: inserts through the JSON API, 16 clients, each run then the claim script "
             "straight at Redis, 16 clients (the store ceiling)")
         writer_runs, store_runs = [], []
-        for run_id in range(WRITER_PAIRS):
+        for run_id in range(PAIRS):
             writer_runs.append(wrk(f"http://127.0.0.1:{writer_port}", "insert.lua",
                                    [f"r{run_id}-{os.getpid()}", BENCH_TOKEN], connections=16))
             store_runs.append(store_ceiling(redis_port))
@@ -677,7 +712,7 @@ def run(processes):
                    **({"non_3xx": s["non_3xx"]} if s.get("non_3xx") is not None else {}),
                    "ratio_to_ceiling": round(s["rps"] / ceiling, 3), "runs_rps": s["runs_rps"],
                    "runs_p99_ms": s["runs_p99_ms"],
-                   "reused_keys": s["reused_keys"]}
+                   "reused_keys": s["reused_keys"], "redis_stalls": s["redis_stalls"]}
             for name, s in scenarios.items() if "/" not in name
         },
         "counting_cost": {"hit_to_uncounted_per_pair_median": round(scenarios["hit/hit-uncounted"], 3)},
