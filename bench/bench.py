@@ -712,7 +712,7 @@ def run(processes):
                    **({"non_3xx": s["non_3xx"]} if s.get("non_3xx") is not None else {}),
                    "ratio_to_ceiling": round(s["rps"] / ceiling, 3), "runs_rps": s["runs_rps"],
                    "runs_p99_ms": s["runs_p99_ms"],
-                   "reused_keys": s["reused_keys"], "redis_stalls": s["redis_stalls"]}
+                   "reused_keys": s["reused_keys"], "redis_stalls": s.get("redis_stalls")}
             for name, s in scenarios.items() if "/" not in name
         },
         "counting_cost": {"hit_to_uncounted_per_pair_median": round(scenarios["hit/hit-uncounted"], 3)},
