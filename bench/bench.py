@@ -180,10 +180,14 @@ def load(redis_port, commands):
         raise SystemExit(f"bench: loading Redis failed: {result.stdout[-300:]!r} {result.stderr[-300:]!r}")
 
 
-def redis_memory(port):
-    info = subprocess.run(["redis-cli", "-p", str(port), "INFO", "memory"],
+def redis_cli(port, *args):
+    """What redis-cli prints for one command; a failure stops the bench."""
+    return subprocess.run(["redis-cli", "-p", str(port), *args],
                           capture_output=True, text=True, check=True).stdout
-    for line in info.splitlines():
+
+
+def redis_memory(port):
+    for line in redis_cli(port, "INFO", "memory").splitlines():
         if line.startswith("used_memory:"):
             return int(line.split(":")[1])
     raise SystemExit("bench: no used_memory in INFO memory")
@@ -193,15 +197,12 @@ def redis_stalls(port):
     """What stalled Redis since the last call: each latency event's worst
     (ms) as Redis's own latency monitor saw it, and the append-only file
     rewrites started; then the monitor starts afresh."""
-    def cli(*args):
-        return subprocess.run(["redis-cli", "-p", str(port), *args],
-                              capture_output=True, text=True, check=True).stdout
     # LATENCY LATEST gives event, time, latest ms and worst ms, a line each.
-    fields = cli("LATENCY", "LATEST").split()
+    fields = redis_cli(port, "LATENCY", "LATEST").split()
     events = {fields[n]: int(fields[n + 3]) for n in range(0, len(fields) - 3, 4)}
-    rewrites = next(int(line.split(":")[1]) for line in cli("INFO", "persistence").splitlines()
+    rewrites = next(int(line.split(":")[1]) for line in redis_cli(port, "INFO", "persistence").splitlines()
                     if line.startswith("aof_rewrites:"))
-    cli("LATENCY", "RESET")
+    redis_cli(port, "LATENCY", "RESET")
     return {"worst_ms": events, "aof_rewrites_so_far": rewrites}
 
 
@@ -217,8 +218,7 @@ def start_redis(processes, name, port, persistent=True):
                      *([] if persistent else ["--appendonly", "no"])], f"{name}.log")
     wait_for_port(port, name)
     # Redis notes every event (fsync, fork, slow command) longer than this.
-    subprocess.run(["redis-cli", "-p", str(port), "CONFIG", "SET", "latency-monitor-threshold", "50"],
-                   capture_output=True, check=True)
+    redis_cli(port, "CONFIG", "SET", "latency-monitor-threshold", "50")
 
 
 def varnishadm(workdir, *args):
@@ -306,8 +306,7 @@ def flushes_settle(redis_port, quiet=2.0, most=120):
     (each flush is one or more EVALSHA calls; nothing else calls scripts
     meanwhile), less that quiet time."""
     def scripts_run():
-        stats = subprocess.run(["redis-cli", "-p", str(redis_port), "INFO", "commandstats"],
-                               capture_output=True, text=True, check=True).stdout
+        stats = redis_cli(redis_port, "INFO", "commandstats")
         line = next((l for l in stats.splitlines() if l.startswith("cmdstat_evalsha:")), "")
         return line.split(",")[0].partition("calls=")[2]
     started = time.monotonic()
@@ -329,9 +328,7 @@ def store_ceiling(redis_port):
     naming the hash, the reuse flag and 24 candidate fields. Every call stores a new
     field, which Redis syncs to disk before answering (`appendfsync always`:
     one fsync per event-loop pass, for every write in it, as for the writer)."""
-    sha = subprocess.run(["redis-cli", "-p", str(redis_port), "SCRIPT", "LOAD",
-                          "".join(part.read_text() for part in CLAIM_SCRIPT)],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    sha = redis_cli(redis_port, "SCRIPT", "LOAD", "".join(part.read_text() for part in CLAIM_SCRIPT)).strip()
     if len(sha) != 40:
         raise SystemExit(f"bench: SCRIPT LOAD answered {sha!r}")
     # redis-benchmark puts a new random number at every __rand_int__, so the
@@ -341,8 +338,7 @@ def store_ceiling(redis_port):
     command = ["redis-benchmark", "-p", str(redis_port), "-c", "16", "-n", str(STORE_CEILING_INSERTS),
                "-r", "100000000", "--csv", "EVALSHA", sha, "2", PREFIX + "sc", PREFIX + "@bench",
                "https://example.org/store-ceiling/__rand_int__", "99999999999999", "sc", "1", *candidates]
-    fields = lambda: int(subprocess.run(["redis-cli", "-p", str(redis_port), "HLEN", PREFIX + "sc"],
-                                        capture_output=True, text=True, check=True).stdout)
+    fields = lambda: int(redis_cli(redis_port, "HLEN", PREFIX + "sc"))
     before = fields()
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     rows = [line.split('","') for line in result.stdout.splitlines() if line.startswith('"EVALSHA')]
@@ -395,9 +391,7 @@ return total
 """
     total = 0
     for word in ("clicks", "bots", "gone"):
-        result = subprocess.run(["redis-cli", "-p", str(redis_port), "EVAL", script, "0", f"{PREFIX}{word}:*"],
-                                capture_output=True, text=True, check=True)
-        total += int(result.stdout.strip())
+        total += int(redis_cli(redis_port, "EVAL", script, "0", f"{PREFIX}{word}:*").strip())
     return total
 
 
@@ -440,7 +434,7 @@ def run(processes):
         capture_output=True, text=True).stdout.strip()
     # The same links as the writer stores them with an expiry and an owner:
     # the words after the URL, and the owner's list of keys.
-    subprocess.run(["redis-cli", "-p", str(plain_port), "FLUSHALL"], capture_output=True, check=True)
+    redis_cli(plain_port, "FLUSHALL")
     empty_owned = redis_memory(plain_port)
     load(plain_port, [resp("HSET", PREFIX + key[:SPLIT], key[SPLIT:], f"{url} {OWNED_EXPIRY} @{OWNED_BY}")
                       for key, url in links]
@@ -448,7 +442,7 @@ def run(processes):
     owned_bytes = (redis_memory(plain_port) - empty_owned) / LINKS
     # Click totals as the VMOD stores them, next to the links: every link
     # clicked, up to a few thousand times; then one day of daily counts.
-    subprocess.run(["redis-cli", "-p", str(plain_port), "FLUSHALL"], capture_output=True, check=True)
+    redis_cli(plain_port, "FLUSHALL")
     empty_clicks = redis_memory(plain_port)
     load(plain_port, [resp("HSET", f"{PREFIX}clicks:{key[:SPLIT]}", key[SPLIT:], str(1 + n % 5000))
                       for n, (key, _) in enumerate(links)])
@@ -457,7 +451,7 @@ def run(processes):
     load(plain_port, [resp("HSET", f"{PREFIX}day:20261123:{key[:SPLIT]}", key[SPLIT:], str(1 + n % 50))
                       for n, (key, _) in enumerate(links)])
     day_bytes = (redis_memory(plain_port) - before_day) / LINKS
-    subprocess.run(["redis-cli", "-p", str(plain_port), "FLUSHALL"], capture_output=True, check=True)
+    redis_cli(plain_port, "FLUSHALL")
     say(f"memory: {hash_bytes:.1f} bytes/link in hashes, {plain_bytes:.1f} as plain keys, "
         f"{owned_bytes:.1f} with an expiry and an owner; click totals {totals_bytes:.1f} bytes/link, "
         f"daily counts {day_bytes:.1f} bytes per link and day")
