@@ -22,10 +22,10 @@ const QUEUES: usize = 16;
 
 /// Most clicks waiting in the queues (48 bytes each plus their text, about
 /// 200 bytes with a browser's user agent, so some 400 MB at most, an
-/// estimate from the type's size): the clicks of many
-/// seconds at a Varnish's full rate. The flusher takes them only between
-/// flushes, and on a saturated machine a flush waits seconds for Redis's
-/// answer; a bound of 2^18 dropped 6 to 17 % of `make bench`'s clicks.
+/// estimate from the type's size): the clicks of many seconds at a
+/// Varnish's full rate. The flusher takes them only between flushes, and
+/// on a saturated machine a flush waits seconds for Redis's answer; a
+/// bound of 2^18 dropped 6 to 17 % of `make bench`'s clicks.
 const QUEUED_MAX: usize = 1 << 21;
 
 /// Time a flush may take per batch: a batch is at most a few thousand
@@ -174,7 +174,7 @@ impl ClickStore {
             return;
         }
         if click.outcome == Outcome::Limited {
-            *self.limited().entry(Box::from(click.key())).or_default() += 1;
+            add_pending(&mut self.limited(), click.key(), 1);
         }
         self.queues[queue_of_this_thread()]
             .lock()
@@ -294,6 +294,11 @@ pub fn store_for(
         .map_err(|e| format!("cannot start the click flusher thread: {e}"))?;
     stores.push(Arc::clone(&store));
     Ok(store)
+}
+
+/// Adds `n` clicks to a key's pending count.
+pub(crate) fn add_pending(pending: &mut HashMap<Box<str>, u64>, key: &str, n: u64) {
+    *pending.entry(Box::from(key)).or_default() += n;
 }
 
 /// Takes `n` clicks off a key's pending count, forgetting the key at 0 so

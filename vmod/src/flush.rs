@@ -22,7 +22,7 @@ use shortlink_core::clicks::{
 };
 use shortlink_core::{Key, KeyScheme};
 
-use crate::clicks::{subtract_pending, Click, ClickStore, CountSettings, Outcome};
+use crate::clicks::{add_pending, subtract_pending, Click, ClickStore, CountSettings, Outcome};
 use crate::pool::now_ms;
 use crate::visitor::{Agents, Countries};
 
@@ -417,7 +417,7 @@ impl Flusher {
         // stored, when dropped below, or when a panic abandons the tally.
         for click in clicks {
             if click.outcome == Outcome::Limited {
-                *self.open.limited.entry(Box::from(click.key())).or_default() += 1;
+                add_pending(&mut self.open.limited, click.key(), 1);
             }
         }
         let Tally {
@@ -440,7 +440,7 @@ impl Flusher {
             let Some(link) = link else {
                 if click.outcome == Outcome::Limited {
                     subtract_pending(limited, text, 1);
-                    *never_stored.entry(Box::from(text)).or_default() += 1;
+                    add_pending(&mut never_stored, text, 1);
                 }
                 continue;
             };
