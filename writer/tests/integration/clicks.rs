@@ -1,5 +1,6 @@
 //! Clicks counted by Varnish, read back through the writer's API.
 
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -7,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use shortlink_core::clicks::ClickTime;
+use shortlink_writer::access::Identity;
 
 use crate::common::{
     api, block_on, create, ensure, run_writer, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN,
@@ -332,6 +334,75 @@ pub fn hottest_are_recent_then_all_time(suite: &Suite) -> Result<(), String> {
         })?;
     }
     Ok(())
+}
+
+/// Ranking recent clicks reads the minute sets in pieces, yet ranks as one
+/// union of them would: totals summed over the window, most first, ties by
+/// key. Sets larger than a piece, overlapping, with many ties.
+pub fn ranking_in_pieces_equals_the_union(suite: &Suite) -> Result<(), String> {
+    let prefix = "t-rank:";
+    let scheme = suite.settings(prefix, 2).scheme;
+    let now = ClickTime::now();
+    let mut expected: HashMap<String, u64> = HashMap::new();
+    // A fixed pseudo-random walk: reproducible, and no two runs differ.
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |bound: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    };
+    // The oldest is 58 minutes old: still in the hour's window if the
+    // minute turns while the test runs.
+    for minutes_ago in [0, 1, 30, 58] {
+        let set = scheme.minute_set(now.before(minutes_ago * 60).minute());
+        let mut command = vec!["ZADD".to_owned(), set];
+        let mut members = HashSet::new();
+        for _ in 0..4000 {
+            let key = format!("R{:05}", next(6000));
+            let clicks = 1 + next(3);
+            if !members.insert(key.clone()) {
+                continue;
+            }
+            command.push(clicks.to_string());
+            command.push(key.clone());
+            *expected.entry(key).or_default() += clicks;
+        }
+        let args: Vec<&str> = command.iter().map(String::as_str).collect();
+        suite.redis.query::<()>(&args)?;
+    }
+    let mut expected: Vec<(String, u64)> = expected.into_iter().collect();
+    expected.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let hottest = block_on(async { suite.shortener(prefix).hottest(expected.len() + 10).await })
+        .map_err(|e| e.to_string())?;
+    let order: Vec<&str> = expected.iter().map(|(key, _)| key.as_str()).collect();
+    ensure(hottest == order, || {
+        let differs = hottest.iter().zip(&order).position(|(a, b)| a != b);
+        format!(
+            "hottest has {} links, the union {}; first difference at {differs:?}",
+            hottest.len(),
+            order.len()
+        )
+    })?;
+    let admin = Identity {
+        owner: shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?,
+        admin: true,
+    };
+    let trending = block_on(async {
+        suite
+            .shortener(prefix)
+            .trending(&admin, Some(60), Some(100))
+            .await
+    })
+    .map_err(|e| e.to_string())?;
+    let trending: Vec<(String, u64)> = trending.into_iter().map(|t| (t.key, t.clicks)).collect();
+    ensure(trending == expected[..100], || {
+        format!(
+            "trending: {:?}, expected {:?}",
+            &trending[..5],
+            &expected[..5]
+        )
+    })
 }
 
 /// `shortlink warm` fetches the hottest links into a cache that lost them,

@@ -98,6 +98,10 @@ const TESTS: &[(&str, common::Test)] = &[
         clicks::hottest_are_recent_then_all_time,
     ),
     (
+        "clicks::ranking_in_pieces_equals_the_union",
+        clicks::ranking_in_pieces_equals_the_union,
+    ),
+    (
         "clicks::warm_fills_the_cache_without_clicks",
         clicks::warm_fills_the_cache_without_clicks,
     ),
