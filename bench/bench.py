@@ -347,7 +347,14 @@ def store_ceiling(redis_port):
     # A call that finds its URL stored writes nothing, and costs no fsync.
     stored = fields() - before
     if stored < 0.99 * STORE_CEILING_INSERTS:
-        raise SystemExit(f"bench: the store ceiling stored {stored} of {STORE_CEILING_INSERTS} links")
+        # What one such call answers now says why (an error, or a key found).
+        probe = subprocess.run(["redis-cli", "-p", str(redis_port), "EVALSHA", sha, "2", PREFIX + "sc",
+                                PREFIX + "@bench", f"https://example.org/store-ceiling/probe-{time.time()}",
+                                "99999999999999", "sc", "1", f"p{time.time_ns()}", *candidates[1:]],
+                               capture_output=True, text=True)
+        raise SystemExit(f"bench: the store ceiling stored {stored} of {STORE_CEILING_INSERTS} links; "
+                         f"redis-benchmark printed {result.stdout[-300:]!r} {result.stderr[-300:]!r}; "
+                         f"one call by hand answered {(probe.stdout + probe.stderr).strip()!r}")
     return float(rows[0][1].strip('"'))
 
 
