@@ -206,13 +206,14 @@ def redis_stalls(port):
     return {"worst_ms": events, "aof_rewrites_so_far": rewrites}
 
 
-def start_redis(processes, name, port, persistent=True):
-    """The shipped configuration; `persistent=False` for a server that only
-    measures memory: its loads would otherwise fill the disk's queue with
-    synced writes that the scenarios' own syncs then wait behind."""
+def start_redis(processes, name, port, persistent=True, conf="redis.conf"):
+    """The shipped configuration (`conf`: the links' or the clicks');
+    `persistent=False` for a server that only measures memory: its loads
+    would otherwise fill the disk's queue with synced writes that the
+    scenarios' own syncs then wait behind."""
     data = WORK / name
     data.mkdir(parents=True, exist_ok=True)
-    processes.start(["redis-server", str(ROOT / "redis" / "redis.conf"), "--port", str(port),
+    processes.start(["redis-server", str(ROOT / "redis" / conf), "--port", str(port),
                      "--dir", str(data), "--daemonize", "no",
                      "--unixsocket", str(data / "redis.sock"), "--unixsocketperm", "700",
                      *([] if persistent else ["--appendonly", "no"])], f"{name}.log")
@@ -422,8 +423,10 @@ def main():
 
 
 def run(processes):
-    redis_port, plain_port, varnish_port, origin_port, writer_port = (free_port() for _ in range(5))
+    redis_port, clicks_port, plain_port, varnish_port, origin_port, writer_port = (free_port() for _ in range(6))
     start_redis(processes, "redis", redis_port)
+    # As `make run`: clicks in a Redis of their own, synced once a second.
+    start_redis(processes, "clicks", clicks_port, conf="clicks.conf")
     start_redis(processes, "redis-plain", plain_port, persistent=False)
 
     say(f"generating {LINKS} links")
@@ -465,13 +468,15 @@ def run(processes):
 
     # Varnish and Redis share the machine: a unix socket spares both the
     # loopback TCP stack on every lookup.
-    redis_url = (f"redis://127.0.0.1:{redis_port}/0" if os.environ.get("BENCH_REDIS") == "tcp"
-                 else f"unix://{WORK / 'redis' / 'redis.sock'}?db=0")
+    tcp = os.environ.get("BENCH_REDIS") == "tcp"
+    redis_url, clicks_url = ((f"redis://127.0.0.1:{port}/0" if tcp else f"unix://{WORK / name / 'redis.sock'}?db=0")
+                             for name, port in (("redis", redis_port), ("clicks", clicks_port)))
     config = WORK / "shortlink.toml"
     config.write_text(
         f'listen = "127.0.0.1:{writer_port}"\n'
         f'public_base_url = "http://127.0.0.1:{varnish_port}/l/"\n'
         f'[redis]\nurl = "{redis_url}"\n{os.environ.get("BENCH_REDIS_EXTRA", "")}\n'
+        f'[clicks]\nredis_url = "{clicks_url}"\n'
         f'[varnish]\npurge_url = "http://127.0.0.1:{varnish_port}"\n'
         f'vmod = "{RELEASE / "libvmod_shortlink.so"}"\n'
         # The 16 insert clients share one address: as token holders they are
@@ -483,7 +488,7 @@ def run(processes):
                                   capture_output=True, text=True, check=True).stdout)
     # The same configuration with counting off: the limit of `hit`'s cost.
     uncounted_config = WORK / "uncounted.toml"
-    uncounted_config.write_text(config.read_text() + "[clicks]\nenabled = false\n")
+    uncounted_config.write_text(config.read_text().replace("[clicks]\n", "[clicks]\nenabled = false\n"))
     uncounted_vcl = WORK / "uncounted.vcl"
     uncounted_vcl.write_text(subprocess.run(
         [str(RELEASE / "shortlink"), "vcl", "--config", str(uncounted_config)],
@@ -554,7 +559,7 @@ def run(processes):
                 # Under saturation the flusher falls behind; the next
                 # scenario restarts the child, which would lose what it
                 # still holds.
-                catch_up.setdefault(name, []).append(round(FLUSH_WAIT + flushes_settle(redis_port), 1))
+                catch_up.setdefault(name, []).append(round(FLUSH_WAIT + flushes_settle(clicks_port), 1))
             if pair and not run_id % 2:
                 paired_run()
         if pair:
@@ -576,10 +581,12 @@ def run(processes):
                 f"{failed} failed")
         s = scenarios[name]
         s["redis_stalls"] = redis_stalls(redis_port)
+        s["clicks_redis_stalls"] = redis_stalls(clicks_port)
         non_3xx = "" if s.get("non_3xx") is None else f", non-3xx {s['non_3xx']}"
         kinds = {k: v for k, v in (s.get("socket_error_kinds") or {}).items() if v}
         say(f"{name}: {s['rps']:.0f} req/s, p99 {s['p99_ms']} ms, socket errors {s['socket_errors']} {kinds or ''}"
-            f"{non_3xx} (runs {s['runs_rps']}, p99 {s['runs_p99_ms']}); Redis stalls {s['redis_stalls']}")
+            f"{non_3xx} (runs {s['runs_rps']}, p99 {s['runs_p99_ms']}); Redis stalls: links {s['redis_stalls']}, "
+            f"clicks {s['clicks_redis_stalls']}")
 
     def empty_cache():
         # Restarting the child empties the cache outright; a ban would leave
@@ -598,6 +605,7 @@ def run(processes):
         return lambda: wrk(base, "links.lua", args, connections=connections, duration=duration)
 
     redis_stalls(redis_port)  # the loading above is no scenario's
+    redis_stalls(clicks_port)
     say("ceiling: fixed 301 from vcl_recv")
     scenario("ceiling", links_wrk("random", hit_keys), vcl_name="ceiling")
     say(f"ceiling500: the same with {STORM_CONNECTIONS} connections")
@@ -625,7 +633,7 @@ def run(processes):
     clicks = None
     if not ONLY or {"hit", "miss", "zipf"} & set(ONLY):
         time.sleep(FLUSH_WAIT)
-        stored = stored_clicks(redis_port)
+        stored = stored_clicks(clicks_port)
         clicks = {"requests": counted_requests["requests"], "stored": stored,
                   "lost": max(0, counted_requests["requests"] - stored),
                   "double": max(0, stored - counted_requests["requests"])}
@@ -719,7 +727,8 @@ def run(processes):
                    **({"non_3xx": s["non_3xx"]} if s.get("non_3xx") is not None else {}),
                    "ratio_to_ceiling": round(s["rps"] / ceiling, 3), "runs_rps": s["runs_rps"],
                    "runs_p99_ms": s["runs_p99_ms"],
-                   "reused_keys": s["reused_keys"], "redis_stalls": s.get("redis_stalls")}
+                   "reused_keys": s["reused_keys"], "redis_stalls": s.get("redis_stalls"),
+                   "clicks_redis_stalls": s.get("clicks_redis_stalls")}
             for name, s in scenarios.items() if "/" not in name
         },
         "counting_cost": {"hit_to_uncounted_per_pair_median": round(scenarios["hit/hit-uncounted"], 3)},

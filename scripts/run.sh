@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Starts Redis, Varnish and the writer in the foreground for local use, and
-# stops all three on Ctrl-C or SIGTERM. Each is supervised: one that dies is
-# started again (Redis from its append-only file, so no acknowledged link is
-# lost). Each new Varnish cache is warmed with the hottest links (`shortlink
+# Starts Redis (one for links, one for clicks), Varnish and the writer in the
+# foreground for local use, and stops them all on Ctrl-C or SIGTERM. Each is
+# supervised: one that dies is started again (Redis from its append-only
+# file, so no acknowledged link is lost). Each new Varnish cache is warmed with the hottest links (`shortlink
 # warm`). `make run` builds first, then runs this; `scripts/run.sh
 # --print-vcl` prints the VCL it would load.
 #
 # Environment (defaults in brackets):
 #   REDIS_PORT     [6380]   port of the Redis this starts
 #   REDIS_URL      [redis://127.0.0.1:$REDIS_PORT/0]  where links are stored
+#   CLICKS_REDIS_PORT [6381] port of the Redis for clicks this starts
+#   CLICKS_REDIS_URL  [redis://127.0.0.1:$CLICKS_REDIS_PORT/0]  where clicks
+#                           are stored
 #   VARNISH_PORT   [6081]   port Varnish answers on
 #   VARNISH_LISTEN [127.0.0.1:$VARNISH_PORT]
 #   WRITER_PORT    [8080]   port of the writer's web form and API
@@ -20,12 +23,14 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 redis_port=${REDIS_PORT:-6380}
 redis_url=${REDIS_URL:-redis://127.0.0.1:$redis_port/0}
+clicks_redis_port=${CLICKS_REDIS_PORT:-6381}
+clicks_redis_url=${CLICKS_REDIS_URL:-redis://127.0.0.1:$clicks_redis_port/0}
 varnish_port=${VARNISH_PORT:-6081}
 varnish_listen=${VARNISH_LISTEN:-127.0.0.1:$varnish_port}
 writer_port=${WRITER_PORT:-8080}
 var_dir=${VAR_DIR:-$root/var}
 shortlink=$root/target/release/shortlink
-mkdir -p "$var_dir/redis" "$var_dir/run"
+mkdir -p "$var_dir/redis" "$var_dir/clicks" "$var_dir/run"
 var_dir=$(cd "$var_dir" && pwd)
 
 say() { printf '==> %s\n' "$*" >&2; }
@@ -39,6 +44,9 @@ public_base_url = "http://$varnish_listen/l/"
 
 [redis]
 url = "$redis_url"
+
+[clicks]
+redis_url = "$clicks_redis_url"
 
 [varnish]
 purge_url = "http://$varnish_listen"
@@ -106,11 +114,15 @@ wait_until() { # what, pid, command...
     exit 1
 }
 
-say "starting Redis on 127.0.0.1:$redis_port (data in $var_dir/redis)"
-supervise Redis redis-server "$root/redis/redis.conf" --port "$redis_port" --dir "$var_dir/redis" \
-    --pidfile "$var_dir/run/redis.pid" --logfile ""
-wait_until "Redis (port $redis_port free? set REDIS_PORT)" "${pids[-1]}" \
-    sh -c "[ \"\$(redis-cli -p $redis_port ping)\" = PONG ]"
+start_redis() { # what, port, configuration, data directory, variable naming the port
+    say "starting $1 on 127.0.0.1:$2 (data in $4)"
+    supervise "$1" redis-server "$root/redis/$3" --port "$2" --dir "$4" \
+        --pidfile "$var_dir/run/${3%.conf}.pid" --logfile ""
+    wait_until "$1 (port $2 free? set $5)" "${pids[-1]}" \
+        sh -c "[ \"\$(redis-cli -p $2 ping)\" = PONG ]"
+}
+start_redis "Redis for links" "$redis_port" redis.conf "$var_dir/redis" REDIS_PORT
+start_redis "Redis for clicks" "$clicks_redis_port" clicks.conf "$var_dir/clicks" CLICKS_REDIS_PORT
 
 # As root, varnishd compiles and runs the VCL as its own unprivileged users,
 # which cannot read a checkout under a private home directory: run unjailed
@@ -169,6 +181,7 @@ cat >&2 <<MSG
 ==> ready.
     Shorten a link:  http://$writer_listen/   (or: $shortlink add URL --config $config)
     By hand:         redis-cli -p $redis_port HSET short:Lm 25 https://example.org/
+    Its clicks:      redis-cli -p $clicks_redis_port HGET short:clicks:Lm 25
     Follow it:       curl -i http://$varnish_listen/l/Lm25
     Counters:        varnishstat -n $var_dir/varnish -1 -f 'shortlink.*'
     Ctrl-C stops everything.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end check of `make run`: it starts, serves a link added by hand with
-# redis-cli and one added through the writer, brings Redis back by itself
+# redis-cli and one added through the writer, counts clicks in the Redis for
+# clicks, brings Redis back by itself
 # after a kill -9 with every acknowledged link, warms the new cache after a
 # kill -9 of Varnish's child, and leaves no process behind when sent SIGTERM.
 set -euo pipefail
@@ -8,20 +9,23 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 redis_port=$(free_port)
+clicks_port=$(free_port)
 varnish_port=$(free_port)
 writer_port=$(free_port)
 log=$tmp/run.log
 
 fail() { echo "smoke-run: FAILED: $*" >&2; tail -30 "$log" >&2 || true; exit 1; }
 
-VAR_DIR=$tmp/var REDIS_PORT=$redis_port VARNISH_PORT=$varnish_port WRITER_PORT=$writer_port \
+VAR_DIR=$tmp/var REDIS_PORT=$redis_port CLICKS_REDIS_PORT=$clicks_port VARNISH_PORT=$varnish_port WRITER_PORT=$writer_port \
     make -s -C "$root" run >"$log" 2>&1 &
 make_pid=$!
 cleanup() {
     kill -TERM "$make_pid" 2>/dev/null || true
     pkill -f "$tmp/var" 2>/dev/null || true
     # redis-server renames its process title, so pkill -f cannot see it.
-    [ -f "$tmp/var/run/redis.pid" ] && kill -9 "$(cat "$tmp/var/run/redis.pid")" 2>/dev/null || true
+    for pid_file in "$tmp/var/run/redis.pid" "$tmp/var/run/clicks.pid"; do
+        [ -f "$pid_file" ] && kill -9 "$(cat "$pid_file")" 2>/dev/null || true
+    done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -52,6 +56,16 @@ counters=$(sed -n 's/^ *Counters: *//p' "$log")
 [ -n "$counters" ] || fail "make run printed no counters command"
 found=$(cd / && bash -c "$counters") || fail "the printed command failed: $counters"
 grep -q '^shortlink.shortlink_links.found  *[1-9]' <<<"$found" || fail "$counters printed: $found"
+
+# The clicks are in the Redis for clicks (within a flush interval), not
+# next to the links.
+for _ in $(seq 50); do
+    clicks=$(redis-cli -p "$clicks_port" HGET short:clicks:Sm 0ke)
+    [ -n "$clicks" ] && break
+    sleep 0.1
+done
+[ "${clicks:-0}" -ge 1 ] || fail "no click on Sm0ke reached the Redis for clicks"
+[ "$(redis-cli -p "$redis_port" EXISTS short:clicks:Sm)" = 0 ] || fail "clicks were stored next to the links"
 
 # kill -9 Redis right after an acknowledged insert: make run starts it again
 # from its append-only file, and the link is still there.
@@ -103,15 +117,20 @@ grep -qi '^X-Cache: HIT' <<<"$headers" || fail "a clicked link was not in the wa
 kill -TERM "$make_pid"
 for _ in $(seq 100); do kill -0 "$make_pid" 2>/dev/null || break; sleep 0.1; done
 sleep 0.5
-last_redis=$(cat "$tmp/var/run/redis.pid" 2>/dev/null || true)
-if [ -n "$last_redis" ] && kill -0 "$last_redis" 2>/dev/null; then
-    fail "Redis (pid $last_redis) left running after SIGTERM"
-fi
-redis-cli -p "$redis_port" ping >/dev/null 2>&1 && fail "Redis still answers after SIGTERM"
+for name in redis clicks; do
+    last_redis=$(cat "$tmp/var/run/$name.pid" 2>/dev/null || true)
+    if [ -n "$last_redis" ] && kill -0 "$last_redis" 2>/dev/null; then
+        fail "Redis ($name.pid, pid $last_redis) left running after SIGTERM"
+    fi
+done
+for port in "$redis_port" "$clicks_port"; do
+    redis-cli -p "$port" ping >/dev/null 2>&1 && fail "Redis on port $port still answers after SIGTERM"
+done
 if pgrep -f "$tmp/var" >/dev/null; then
     pgrep -af "$tmp/var" >&2
     fail "processes left behind after SIGTERM"
 fi
-echo "smoke-run: make run served links added by hand and through the writer, brought Redis back" \
+echo "smoke-run: make run served links added by hand and through the writer, counted clicks in" \
+    "the Redis for clicks, brought Redis back" \
     "after kill -9 with the acknowledged link, warmed the cache of a new Varnish child, and" \
     "stopped cleanly"

@@ -44,7 +44,8 @@ sub vcl_init {
         click_backlog = 1000000,
         days_kept = 400d,
         hours_kept = 168h,
-        geoip = "");
+        geoip = "",
+        clicks_redis = "");
 }
 
 # Every subroutine below first asks whether the request is for a link, and

@@ -15,6 +15,8 @@
 //! - `${vcl_root}`: the same with links at the root of `s.example`;
 //! - `${vcl_patient}`: the same with a 2s command timeout, for tests that
 //!   hold Redis for a while and must not see a lookup time out;
+//! - `${vcl_clicks_apart}`: the same with clicks stored apart from the
+//!   links (`[clicks] redis_url`), in database 1 of the suite's Redis;
 //! - `${vcl_include}`: the form a site's VCL includes (`--include`), default
 //!   settings; `${vcl_include_hosts}`: the same for links under `/go/` on
 //!   `links.example` only;
@@ -23,7 +25,8 @@
 //! - `${redis_url}`, `${redis_port}`, `${redis_socket}` (its unix socket),
 //!   `${redis_password}` (of the ACL user `shortlink`);
 //! - `${redis_cli}`: `redis-cli` pointed at the suite's Redis, to write links
-//!   by hand as an operator would;
+//!   by hand as an operator would; `${redis_cli_clicks}`: the same on
+//!   database 1, where `${vcl_clicks_apart}` stores clicks;
 //! - `${redisctl}`: a command that hangs, kills and restarts it
 //!   (`start|stop|cont|kill`, see `src/bin/redisctl.rs`).
 
@@ -38,6 +41,10 @@ use test_support::{generate_vcl, release_dir, repo_root, Persistence, Redis};
 /// Password of the ACL user `shortlink` every suite's Redis has, beside the
 /// password-less default user.
 const TEST_PASSWORD: &str = "s3cret-for-tests";
+
+/// The database `${vcl_clicks_apart}` stores clicks in: apart from the
+/// links, as a Redis of their own would be, on the suite's one server.
+const CLICKS_DB: u8 = 1;
 
 const REDISCTL: &str = env!("CARGO_BIN_EXE_redisctl");
 
@@ -174,6 +181,8 @@ impl Setup {
             "[varnish]\nhosts = [\"links.example\"]\n",
         );
         let patient = ("", "command_timeout_ms = 2000\n");
+        let clicks_url = format!("redis://127.0.0.1:{}/{CLICKS_DB}", redis.port);
+        let clicks_apart = ("", &*format!("[clicks]\nredis_url = \"{clicks_url}\"\n"));
         let root = (
             "public_base_url = \"http://s.example/\"\n",
             "[varnish]\nhosts = [\"s.example\"]\n",
@@ -184,6 +193,7 @@ impl Setup {
             ("vcl_short_ttl", short_ttl, &[]),
             ("vcl_root", root, &[]),
             ("vcl_patient", patient, &[]),
+            ("vcl_clicks_apart", clicks_apart, &[]),
             ("vcl_include", defaults, &["--include"]),
             ("vcl_include_hosts", hosts, &["--include"]),
         ] {
@@ -200,6 +210,10 @@ impl Setup {
             ),
             ("redis_password".into(), TEST_PASSWORD.into()),
             ("redis_cli".into(), redis.cli_command()),
+            (
+                "redis_cli_clicks".into(),
+                format!("{} -n {CLICKS_DB}", redis.cli_command()),
+            ),
             (
                 "redisctl".into(),
                 format!("{REDISCTL} {}", redis.config().display()),

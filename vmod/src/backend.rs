@@ -93,6 +93,9 @@ impl Resolution {
 pub struct Resolver {
     pub settings: Settings,
     pub pool: RedisPool,
+    /// The pool of the Redis that holds the clicks, when that is not the
+    /// links' own: click limits read stored clicks there.
+    pub click_pool: Option<RedisPool>,
     pub stats: Vsc<LinkStats>,
     pub changes: Changes,
     /// The clicks counted here and not yet stored, for click limits.
@@ -214,7 +217,8 @@ impl Resolver {
         let pending = self.clicks.pending(key);
         let slot = self.settings.scheme.total_slot(Total::People, key);
         self.stats.lookups.fetch_add(1, Ordering::Relaxed);
-        let stored = match self.pool.hget(&slot) {
+        let pool = self.click_pool.as_ref().unwrap_or(&self.pool);
+        let stored = match pool.hget(&slot) {
             Ok(None) => 0,
             Ok(Some(value)) => std::str::from_utf8(&value)
                 .ok()

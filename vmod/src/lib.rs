@@ -148,6 +148,14 @@ mod shortlink {
             /// clicks by country; empty for none.
             #[default("")]
             geoip: &str,
+            /// Where clicks are stored, as a URL like `redis`'s; empty: in
+            /// the links' own Redis. Clicks are many small writes, a link is
+            /// a rare one that must survive a crash: a Redis of their own
+            /// may sync its file once a second (`appendfsync everysec`)
+            /// while the links' Redis syncs every write, and lookups never
+            /// wait behind a flush of clicks or its sync.
+            #[default("")]
+            clicks_redis: &str,
         ) -> Result<Self, VclError> {
             without_panic(
                 || {
@@ -187,20 +195,31 @@ mod shortlink {
                         connect_timeout,
                         command_timeout,
                     };
-                    let clicks = crate::clicks::store_for(redis, &settings.scheme, counting)
+                    let pool_size = PoolSize::try_from(pool_size)
+                        .map_err(|e| format!("shortlink: {name}: pool_size {e}"))?
+                        .get();
+                    let pool_of = |url| {
+                        RedisPool::new(&PoolSettings {
+                            url,
+                            connect_timeout,
+                            command_timeout,
+                            size: pool_size,
+                        })
+                        .map_err(|e| format!("shortlink: {name}: {e}"))
+                    };
+                    let pool = pool_of(redis)?;
+                    let (clicks_url, click_pool) =
+                        if clicks_redis.is_empty() || clicks_redis == redis {
+                            (redis, None)
+                        } else {
+                            (clicks_redis, Some(pool_of(clicks_redis)?))
+                        };
+                    let clicks = crate::clicks::store_for(clicks_url, &settings.scheme, counting)
                         .map_err(|e| format!("shortlink: {name}: {e}"))?;
-                    let pool = RedisPool::new(&PoolSettings {
-                        url: redis,
-                        connect_timeout,
-                        command_timeout,
-                        size: PoolSize::try_from(pool_size)
-                            .map_err(|e| format!("shortlink: {name}: pool_size {e}"))?
-                            .get(),
-                    })
-                    .map_err(|e| format!("shortlink: {name}: {e}"))?;
                     let resolver = Resolver {
                         settings,
                         pool,
+                        click_pool,
                         stats: Vsc::new("shortlink", name),
                         changes: crate::changes::Changes::default(),
                         clicks: std::sync::Arc::clone(&clicks),

@@ -57,6 +57,8 @@ pub struct ClicksConfig {
     pub hours_kept: u64,
     /// A country database (`.mmdb`) on the Varnish machine; empty: none.
     pub geoip: String,
+    /// The Redis clicks are stored in, as `redis.url`; empty: the links'.
+    pub redis_url: String,
 }
 
 impl Default for ClicksConfig {
@@ -68,6 +70,7 @@ impl Default for ClicksConfig {
             days_kept: Retention::DAYS.as_secs() / 86_400,
             hours_kept: Retention::HOURS.as_secs() / 3600,
             geoip: String::new(),
+            redis_url: String::new(),
         }
     }
 }
@@ -75,6 +78,15 @@ impl Default for ClicksConfig {
 impl ClicksConfig {
     pub fn flush_interval(&self) -> Duration {
         Duration::from_millis(self.flush_interval_ms)
+    }
+
+    /// The Redis clicks are stored in: their own, or the links' (`redis`).
+    pub fn redis_url<'c>(&'c self, redis: &'c RedisConfig) -> &'c str {
+        if self.redis_url.is_empty() {
+            &redis.url
+        } else {
+            &self.redis_url
+        }
     }
 }
 
@@ -529,14 +541,19 @@ fn vcl_safe(value: &str) -> bool {
         .all(|b| (0x20..0x7f).contains(&b) && b != b'"')
 }
 
-fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
-    redis::Client::open(redis.url.as_str())
-        .map_err(|e| ConfigError(format!("redis.url {:?}: {e}", redis.url)))?;
-    if !vcl_safe(&redis.url) {
-        return Err(ConfigError(
-            "redis.url must be printable ASCII without '\"'; percent-encode the password".into(),
-        ));
+/// A Redis URL both the writer and the VMOD can open, named `name` in errors.
+fn check_redis_url(name: &str, url: &str) -> Result<(), ConfigError> {
+    redis::Client::open(url).map_err(|e| ConfigError(format!("{name} {url:?}: {e}")))?;
+    if !vcl_safe(url) {
+        return Err(ConfigError(format!(
+            "{name} must be printable ASCII without '\"'; percent-encode the password"
+        )));
     }
+    Ok(())
+}
+
+fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
+    check_redis_url("redis.url", &redis.url)?;
     for (name, value) in [
         ("connect_timeout_ms", redis.connect_timeout_ms),
         ("command_timeout_ms", redis.command_timeout_ms),
@@ -557,6 +574,9 @@ fn check_clicks(clicks: &ClicksConfig) -> Result<(), ConfigError> {
     ] {
         Retention::try_from(Duration::from_secs(value))
             .map_err(|e| ConfigError(format!("clicks.{name} {e}")))?;
+    }
+    if !clicks.redis_url.is_empty() {
+        check_redis_url("clicks.redis_url", &clicks.redis_url)?;
     }
     if !vcl_safe(&clicks.geoip) || !(clicks.geoip.is_empty() || clicks.geoip.starts_with('/')) {
         return Err(ConfigError(format!(
@@ -745,6 +765,7 @@ mod tests {
             ("[redis]\nsplit = 9", "split 9 is out of range"),
             ("[redis]\nhash_prefix = \"a b\"", "hash prefix"),
             ("[redis]\nurl = \"http://x\"", "redis.url"),
+            ("[clicks]\nredis_url = \"http://x\"", "clicks.redis_url"),
             ("[redis]\npool_size = 0", "pool_size"),
             ("[redirect]\nstatus = 200", "not a redirect"),
             (

@@ -140,6 +140,8 @@ impl From<redis::RedisError> for StoreError {
 #[derive(Clone)]
 pub struct LinkStore {
     connection: ConnectionManager,
+    /// The clicks' Redis: the links' own connection unless they have one.
+    click_connection: ConnectionManager,
     scheme: KeyScheme,
     min_generated_len: usize,
     claim: Script,
@@ -151,16 +153,26 @@ impl LinkStore {
     /// Prepares the store without connecting: the writer starts even while
     /// Redis is away, and answers 503 until it is back.
     pub fn new(settings: &Settings) -> Result<Self, StoreError> {
-        let client = redis::Client::open(settings.config.redis.url.as_str())?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(settings.connect_timeout()))
             .set_response_timeout(Some(settings.write_timeout()))
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client, config)?;
+        let links_url = settings.config.redis.url.as_str();
+        let connection = ConnectionManager::new_lazy_with_config(
+            redis::Client::open(links_url)?,
+            config.clone(),
+        )?;
+        let clicks_url = settings.config.clicks.redis_url(&settings.config.redis);
+        let click_connection = if clicks_url == links_url {
+            connection.clone()
+        } else {
+            ConnectionManager::new_lazy_with_config(redis::Client::open(clicks_url)?, config)?
+        };
         Ok(Self {
             connection,
+            click_connection,
             scheme: settings.scheme.clone(),
             min_generated_len: settings.config.min_generated_key_length,
             claim: Script::new(CLAIM_SCRIPT),
@@ -200,9 +212,9 @@ impl LinkStore {
         }
     }
 
-    /// A reader of the click counts, on this store's connection.
+    /// A reader of the click counts, in the clicks' Redis.
     pub fn clicks(&self) -> crate::clicks::ClickReader {
-        crate::clicks::ClickReader::new(self.connection.clone(), self.scheme.clone())
+        crate::clicks::ClickReader::new(self.click_connection.clone(), self.scheme.clone())
     }
 
     /// The owner of each of `keys` that holds a link (`None` inside for a

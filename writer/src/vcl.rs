@@ -120,6 +120,7 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("DAYS_KEPT", clicks.days_kept.to_string()),
         ("HOURS_KEPT", clicks.hours_kept.to_string()),
         ("GEOIP", clicks.geoip.clone()),
+        ("CLICKS_REDIS_URL", clicks.redis_url.clone()),
     ];
     // The link text, filled, is one more value: one pass over the frame
     // places it whole, so nothing in it is filled again.
@@ -232,6 +233,7 @@ mod tests {
         config.clicks.flush_interval_ms = 250;
         config.clicks.days_kept = 30;
         config.clicks.geoip = "/var/lib/geoip/countries.mmdb".into();
+        config.clicks.redis_url = "redis://clicks.example:6381/0".into();
         config.varnish.purge_acl = vec!["10.0.0.0/8".into()];
         config.varnish.vmod = "/opt/vmods/libvmod_shortlink.so".into();
         config.varnish.hosts = vec!["s.example".into(), "www.s.example".into()];
@@ -252,7 +254,8 @@ mod tests {
                 "flush_interval = 250ms,",
                 "days_kept = 30d,",
                 "hours_kept = 168h,",
-                "geoip = \"/var/lib/geoip/countries.mmdb\");",
+                "geoip = \"/var/lib/geoip/countries.mmdb\",",
+                "clicks_redis = \"redis://clicks.example:6381/0\");",
                 "shortlink_links.count(client.ip);",
             ] {
                 assert!(vcl.contains(expected), "missing {expected:?} in:\n{vcl}");

@@ -336,6 +336,73 @@ pub fn hottest_are_recent_then_all_time(suite: &Suite) -> Result<(), String> {
     Ok(())
 }
 
+/// With `[clicks] redis_url`, the writer reads every count there (stats,
+/// trending, hottest), never the links' Redis; links stay where they are.
+pub fn clicks_apart_are_read_in_their_redis(suite: &Suite) -> Result<(), String> {
+    let prefix = "t-apart:";
+    let clicks_url = format!("redis://127.0.0.1:{}/1", suite.redis.port);
+    let settings = suite.settings_with(prefix, 2, |config| {
+        config.clicks.redis_url.clone_from(&clicks_url);
+    });
+    let scheme = settings.scheme.clone();
+    let admin = Identity {
+        owner: shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?,
+        admin: true,
+    };
+    // One runtime: the shortener's connections live on the one that made them.
+    block_on(async {
+        let shortener =
+            shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
+        let inserted = shortener
+            .shorten("https://example.org/apart", None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let key = scheme
+            .key(&inserted.link().key)
+            .map_err(|e| e.to_string())?;
+        let (head, field) = (scheme.head(&key), scheme.field(&key));
+        let totals = format!("{prefix}clicks:{head}");
+        let mut clicks = redis::Client::open(clicks_url.as_str())
+            .and_then(|client| client.get_connection())
+            .map_err(|e| e.to_string())?;
+        redis::pipe()
+            .hset(&totals, field, 7)
+            .zadd(
+                scheme.minute_set(ClickTime::now().minute()),
+                key.as_str(),
+                7,
+            )
+            .query::<()>(&mut clicks)
+            .map_err(|e| e.to_string())?;
+        // Counts in the links' Redis are no longer read.
+        suite.redis.query::<()>(&["HSET", &totals, field, "100"])?;
+        let (stats, record) = shortener
+            .stats(&admin, key.as_str(), Some(1))
+            .await
+            .map_err(|e| e.to_string())?;
+        let trending = shortener
+            .trending(&admin, Some(5), Some(10))
+            .await
+            .map_err(|e| e.to_string())?;
+        let hottest = shortener.hottest(10).await.map_err(|e| e.to_string())?;
+        ensure(
+            stats.clicks == 7
+                && record.is_some()
+                && trending
+                    .iter()
+                    .map(|t| (t.key.as_str(), t.clicks))
+                    .eq([(key.as_str(), 7)])
+                && hottest == [key.to_string()],
+            || {
+                format!(
+                    "stats {} clicks, trending {trending:?}, hottest {hottest:?}",
+                    stats.clicks
+                )
+            },
+        )
+    })
+}
+
 /// Ranking recent clicks reads the minute sets in pieces, yet ranks as one
 /// union of them would: totals summed over the window, most first, ties by
 /// key. Sets larger than a piece, overlapping, with many ties.

@@ -98,6 +98,10 @@ const TESTS: &[(&str, common::Test)] = &[
         clicks::hottest_are_recent_then_all_time,
     ),
     (
+        "clicks::clicks_apart_are_read_in_their_redis",
+        clicks::clicks_apart_are_read_in_their_redis,
+    ),
+    (
         "clicks::ranking_in_pieces_equals_the_union",
         clicks::ranking_in_pieces_equals_the_union,
     ),
