@@ -518,7 +518,8 @@ mod tests {
              [DURATION connect_timeout], [DURATION command_timeout], INT pool_size = {}, \
              INT status = {}, [DURATION ttl], [DURATION negative_ttl], [DURATION grace], \
              STRING cache_control = \"{}\", [DURATION flush_interval], INT click_backlog = {}, \
-             [DURATION days_kept], [DURATION hours_kept], STRING geoip = \"\")",
+             [DURATION days_kept], [DURATION hours_kept], STRING geoip = \"\", \
+             STRING clicks_redis = \"\")",
             PoolSize::DEFAULT,
             RedirectStatus::default(),
             HeaderValue::DEFAULT_CACHE_CONTROL,
