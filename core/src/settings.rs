@@ -434,7 +434,7 @@ mod tests {
              status = {}, ttl = {}s, negative_ttl = {}s, grace = {}s,\n    \
              cache_control = \"{}\",\n    \
              flush_interval = {}ms, click_backlog = {}, days_kept = {}d,\n    \
-             hours_kept = {}h, geoip = \"\");",
+             hours_kept = {}h, geoip = \"\", clicks_redis = \"\");",
             Timeout::CONNECT.as_millis(),
             Timeout::COMMAND.as_millis(),
             PoolSize::DEFAULT,
