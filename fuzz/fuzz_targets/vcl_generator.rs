@@ -124,6 +124,7 @@ fn check_form(settings: &Settings, form: vcl::Form, vcl: &str, toml: &str) {
             "@CACHE_CONTROL@" => config.redirect.cache_control.as_str(),
             "@VMOD@" => config.varnish.vmod.as_str(),
             "@GEOIP@" => config.clicks.geoip.as_str(),
+            "@CLICKS_REDIS_URL@" => config.clicks.redis_url.as_str(),
             "@ACL_ENTRY@" => acl.next().expect("one literal per ACL entry").as_str(),
             want if want.contains("@KEY_PATTERN@") => {
                 check_key_regex(got, settings, &context);
@@ -405,6 +406,7 @@ struct Shape {
     max_url_length: Option<u16>,
     min_generated_key_length: Option<u8>,
     redis_url: Pick,
+    clicks_redis_url: Pick,
     hash_prefix: Pick,
     split: Option<u8>,
     connect_timeout_ms: Option<u16>,
@@ -498,6 +500,18 @@ impl Shape {
         put(&mut redis, "command_timeout_ms", self.command_timeout_ms);
         put(&mut redis, "pool_size", self.pool_size);
         root.insert("redis".into(), toml::Value::Table(redis));
+
+        let mut clicks = toml::Table::new();
+        clicks.insert(
+            "redis_url".into(),
+            self.clicks_redis_url.render(&[
+                "",
+                "redis://127.0.0.1:6381/0",
+                "redis://:secret@clicks.example:6379/3",
+                "unix:///run/redis/clicks.sock?db=0",
+            ]),
+        );
+        root.insert("clicks".into(), toml::Value::Table(clicks));
 
         let mut redirect = toml::Table::new();
         let status = self.status.as_ref().map(|status| match status {
