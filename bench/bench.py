@@ -471,28 +471,31 @@ def run(processes):
     tcp = os.environ.get("BENCH_REDIS") == "tcp"
     redis_url, clicks_url = ((f"redis://127.0.0.1:{port}/0" if tcp else f"unix://{WORK / name / 'redis.sock'}?db=0")
                              for name, port in (("redis", redis_port), ("clicks", clicks_port)))
-    config = WORK / "shortlink.toml"
-    config.write_text(
-        f'listen = "127.0.0.1:{writer_port}"\n'
-        f'public_base_url = "http://127.0.0.1:{varnish_port}/l/"\n'
-        f'[redis]\nurl = "{redis_url}"\n{os.environ.get("BENCH_REDIS_EXTRA", "")}\n'
-        f'[clicks]\nredis_url = "{clicks_url}"\n'
-        f'[varnish]\npurge_url = "http://127.0.0.1:{varnish_port}"\n'
-        f'vmod = "{RELEASE / "libvmod_shortlink.so"}"\n'
-        # The 16 insert clients share one address: as token holders they are
-        # not rate limited, as a real bulk importer would not be. An admin
-        # token, so the editors may change the links loaded by hand.
-        f'[access]\ntokens = [{{ name = "bench", token = "{BENCH_TOKEN}", admin = true }}]\n')
-    vcl = WORK / "shortlink.vcl"
-    vcl.write_text(subprocess.run([str(RELEASE / "shortlink"), "vcl", "--config", str(config)],
-                                  capture_output=True, text=True, check=True).stdout)
+
+    def configuration(counted):
+        return (
+            f'listen = "127.0.0.1:{writer_port}"\n'
+            f'public_base_url = "http://127.0.0.1:{varnish_port}/l/"\n'
+            f'[redis]\nurl = "{redis_url}"\n{os.environ.get("BENCH_REDIS_EXTRA", "")}\n'
+            f'[clicks]\nenabled = {"true" if counted else "false"}\nredis_url = "{clicks_url}"\n'
+            f'[varnish]\npurge_url = "http://127.0.0.1:{varnish_port}"\n'
+            f'vmod = "{RELEASE / "libvmod_shortlink.so"}"\n'
+            # The 16 insert clients share one address: as token holders they are
+            # not rate limited, as a real bulk importer would not be. An admin
+            # token, so the editors may change the links loaded by hand.
+            f'[access]\ntokens = [{{ name = "bench", token = "{BENCH_TOKEN}", admin = true }}]\n')
+
+    def generated_vcl(name, counted):
+        """Writes `name`.toml and the VCL `shortlink vcl` makes of it."""
+        toml, vcl = WORK / f"{name}.toml", WORK / f"{name}.vcl"
+        toml.write_text(configuration(counted))
+        vcl.write_text(subprocess.run([str(RELEASE / "shortlink"), "vcl", "--config", str(toml)],
+                                      capture_output=True, text=True, check=True).stdout)
+        return toml, vcl
+
+    config, vcl = generated_vcl("shortlink", counted=True)
     # The same configuration with counting off: the limit of `hit`'s cost.
-    uncounted_config = WORK / "uncounted.toml"
-    uncounted_config.write_text(config.read_text().replace("[clicks]\n", "[clicks]\nenabled = false\n"))
-    uncounted_vcl = WORK / "uncounted.vcl"
-    uncounted_vcl.write_text(subprocess.run(
-        [str(RELEASE / "shortlink"), "vcl", "--config", str(uncounted_config)],
-        capture_output=True, text=True, check=True).stdout)
+    _, uncounted_vcl = generated_vcl("uncounted", counted=False)
     workdir = start_varnishd(processes, "varnish", varnish_port, vcl)
     varnishadm(workdir, "vcl.load", "uncounted", str(uncounted_vcl))
     # The limits are VCLs of the same varnishd, so they run on the same

@@ -2,9 +2,9 @@
 # Starts Redis (one for links, one for clicks), Varnish and the writer in the
 # foreground for local use, and stops them all on Ctrl-C or SIGTERM. Each is
 # supervised: one that dies is started again (Redis from its append-only
-# file, so no acknowledged link is lost). Each new Varnish cache is warmed with the hottest links (`shortlink
-# warm`). `make run` builds first, then runs this; `scripts/run.sh
-# --print-vcl` prints the VCL it would load.
+# file, so no acknowledged link is lost). Each new Varnish cache is warmed
+# with the hottest links (`shortlink warm`). `make run` builds first, then
+# runs this; `scripts/run.sh --print-vcl` prints the VCL it would load.
 #
 # Environment (defaults in brackets):
 #   REDIS_PORT     [6380]   port of the Redis this starts

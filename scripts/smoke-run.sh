@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end check of `make run`: it starts, serves a link added by hand with
 # redis-cli and one added through the writer, counts clicks in the Redis for
-# clicks, brings Redis back by itself
-# after a kill -9 with every acknowledged link, warms the new cache after a
-# kill -9 of Varnish's child, and leaves no process behind when sent SIGTERM.
+# clicks, brings Redis back by itself after a kill -9 with every acknowledged
+# link, warms the new cache after a kill -9 of Varnish's child, and leaves no
+# process behind when sent SIGTERM.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)

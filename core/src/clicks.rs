@@ -30,6 +30,15 @@ pub const MINUTES_KEPT: u64 = 60;
 /// referrers cannot grow a link's hash without end.
 pub const MAX_DETAIL_FIELDS: u64 = 1000;
 
+/// The Redis clicks are stored in apart from the links, if they have one:
+/// `clicks_url` when it names a Redis other than `links_url`. Empty (the
+/// default) keeps them with the links. The VMOD and the writer both decide
+/// by this whether they open a second connection.
+#[must_use]
+pub fn own_redis<'u>(clicks_url: &'u str, links_url: &str) -> Option<&'u str> {
+    (!clicks_url.is_empty() && clicks_url != links_url).then_some(clicks_url)
+}
+
 /// The all-time counters of a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Total {
@@ -286,6 +295,17 @@ impl KeyScheme {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clicks_have_a_redis_of_their_own_only_when_named_apart() {
+        let links = "redis://127.0.0.1:6380/0";
+        assert_eq!(own_redis("", links), None);
+        assert_eq!(own_redis(links, links), None);
+        assert_eq!(
+            own_redis("redis://127.0.0.1:6381/0", links),
+            Some("redis://127.0.0.1:6381/0")
+        );
+    }
 
     #[test]
     fn buckets_are_utc_calendar_times() {

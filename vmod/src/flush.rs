@@ -169,10 +169,10 @@ struct LinkTally {
     days: Vec<(Day, u64)>,
     hours: Vec<(Hour, u64)>,
     minutes: Vec<(Minute, u64)>,
-    /// By field (`referrer:example.org`): one map, empty and unallocated
-    /// for bots and gone answers, keeps the tally small, and the map of
-    /// links cheap to grow.
-    details: Map<Box<str>, u64>,
+    /// By field (`referrer:example.org`), with its kind: one map, empty
+    /// and unallocated for bots and gone answers, keeps the tally small,
+    /// and the map of links cheap to grow.
+    details: Map<Box<str>, (Detail, u64)>,
     /// Unsalted digests of address and user agent; salted when sealed.
     visitors: Vec<(Day, HashSet<[u8; 20]>)>,
 }
@@ -207,10 +207,10 @@ impl LinkTally {
             field.push_str(kind.word());
             field.push(':');
             field.push_str(value);
-            if let Some(count) = self.details.get_mut(field.as_str()) {
+            if let Some((_, count)) = self.details.get_mut(field.as_str()) {
                 *count += 1;
             } else {
-                self.details.insert(Box::from(field.as_str()), 1);
+                self.details.insert(Box::from(field.as_str()), (*kind, 1));
                 *entries += 1;
             }
         }
@@ -653,11 +653,7 @@ impl Flusher {
             }
             if !link.details.is_empty() {
                 let op = ops.get(Letter::Details, scheme.details(key.as_str()), "-");
-                for (field, n) in link.details {
-                    // Every field was written from a kind's word.
-                    let Some((kind, _)) = Detail::parse(&field) else {
-                        continue;
-                    };
+                for (field, (kind, n)) in link.details {
                     let other = others[detail_slot(kind)].clone();
                     op.args.extend([field.into(), n.to_string(), other]);
                 }

@@ -208,14 +208,14 @@ mod shortlink {
                         .map_err(|e| format!("shortlink: {name}: {e}"))
                     };
                     let pool = pool_of(redis)?;
-                    let (clicks_url, click_pool) =
-                        if clicks_redis.is_empty() || clicks_redis == redis {
-                            (redis, None)
-                        } else {
-                            (clicks_redis, Some(pool_of(clicks_redis)?))
-                        };
-                    let clicks = crate::clicks::store_for(clicks_url, &settings.scheme, counting)
-                        .map_err(|e| format!("shortlink: {name}: {e}"))?;
+                    let apart = shortlink_core::clicks::own_redis(clicks_redis, redis);
+                    let click_pool = apart.map(pool_of).transpose()?;
+                    let clicks = crate::clicks::store_for(
+                        apart.unwrap_or(redis),
+                        &settings.scheme,
+                        counting,
+                    )
+                    .map_err(|e| format!("shortlink: {name}: {e}"))?;
                     let resolver = Resolver {
                         settings,
                         pool,

@@ -79,15 +79,6 @@ impl ClicksConfig {
     pub fn flush_interval(&self) -> Duration {
         Duration::from_millis(self.flush_interval_ms)
     }
-
-    /// The Redis clicks are stored in: their own, or the links' (`redis`).
-    pub fn redis_url<'c>(&'c self, redis: &'c RedisConfig) -> &'c str {
-        if self.redis_url.is_empty() {
-            &redis.url
-        } else {
-            &self.redis_url
-        }
-    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

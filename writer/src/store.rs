@@ -164,12 +164,13 @@ impl LinkStore {
             redis::Client::open(links_url)?,
             config.clone(),
         )?;
-        let clicks_url = settings.config.clicks.redis_url(&settings.config.redis);
-        let click_connection = if clicks_url == links_url {
-            connection.clone()
-        } else {
-            ConnectionManager::new_lazy_with_config(redis::Client::open(clicks_url)?, config)?
-        };
+        let click_connection =
+            match shortlink_core::clicks::own_redis(&settings.config.clicks.redis_url, links_url) {
+                Some(url) => {
+                    ConnectionManager::new_lazy_with_config(redis::Client::open(url)?, config)?
+                }
+                None => connection.clone(),
+            };
         Ok(Self {
             connection,
             click_connection,
