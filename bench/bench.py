@@ -416,6 +416,8 @@ def main():
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
     processes = Processes()
+    # A bench stopped with SIGTERM stops what it started too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         return run(processes)
     finally:

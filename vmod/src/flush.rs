@@ -11,6 +11,7 @@
 //! dropped and counted as dropped.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher as _;
 use std::io::Read as _;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -29,13 +30,16 @@ use crate::visitor::{Agents, Countries};
 /// Applies one batch once. `ARGV[1]` is the batch's marker, `ARGV[2]` how
 /// long the marker is kept, `ARGV[3]` the flusher's heartbeat hash,
 /// `ARGV[4]` its id and `ARGV[5]` the time; then operations, each on one
-/// Redis key: `letter key extra n` and `n` arguments.
-/// `h hash ttl field count...` (`HINCRBY` each, then `EXPIRE NX` unless
-/// ttl is 0), `d hash - field count other...` (`HINCRBY` each, a new
-/// field on its `other` once the hash is full), `z set ttl member count...`
-/// (`ZINCRBY` each, `EXPIRE NX`), `p key ttl element...` (`PFADD`,
-/// `EXPIRE NX`). One operation per key: a link's clicks share the hashes of
-/// its bucket, so most calls carry many fields and one `EXPIRE`.
+/// Redis key: `letter key ttl n` and `n` arguments.
+/// `h hash ttl field count...` (`HINCRBY` each), `d hash 0 field count...`
+/// (`HINCRBY` each; a new field past the hash's limit counts under its
+/// kind's `other` instead), `z set ttl member count...` (`ZINCRBY` each),
+/// `p key ttl element...` (`PFADD`). One operation per key: a link's clicks
+/// share the hashes of its bucket, so most calls carry many fields.
+/// A key gets its TTL (`EXPIRE NX`, none if 0) only when the operation made
+/// a field, member or register of it, which it does when it makes the key:
+/// on a key that had them all, the `EXPIRE` would change nothing, and a
+/// flush of hot links would pay one for every bucket it touches.
 /// `pcall`: a key of the wrong type (made by hand) spoils its own count,
 /// never the rest of the batch.
 const APPLY_BATCH: &str = r"
@@ -43,31 +47,42 @@ if not redis.call('SET', ARGV[1], '1', 'NX', 'EX', ARGV[2]) then return 0 end
 redis.call('HSET', ARGV[3], ARGV[4], ARGV[5])
 local i = 6
 while i <= #ARGV do
-  local op, key, extra = ARGV[i], ARGV[i+1], ARGV[i+2]
+  local op, key, ttl = ARGV[i], ARGV[i+1], ARGV[i+2]
   local first, last = i + 4, i + 3 + tonumber(ARGV[i+3])
+  -- Whether a field, member or register was made (an answer equal to the
+  -- count added is a new field's).
+  local made = false
   if op == 'h' then
-    for j = first, last, 2 do redis.pcall('HINCRBY', key, ARGV[j], ARGV[j+1]) end
-    if extra ~= '0' then redis.pcall('EXPIRE', key, extra, 'NX') end
+    for j = first, last, 2 do
+      local n = tonumber(ARGV[j+1])
+      if redis.pcall('HINCRBY', key, ARGV[j], n) == n then made = true end
+    end
   elseif op == 'd' then
-    local fields = redis.pcall('HLEN', key)
-    if type(fields) ~= 'number' then fields = 0 end
-    for j = first, last, 3 do
+    local fields
+    for j = first, last, 2 do
       local field, n = ARGV[j], tonumber(ARGV[j+1])
-      if fields >= MAX_DETAIL_FIELDS and redis.pcall('HEXISTS', key, field) ~= 1 then
-        field = ARGV[j+2]
+      if redis.pcall('HINCRBY', key, field, n) == n then
+        -- A new field: counted, unless it made the hash too large.
+        if fields then fields = fields + 1 else fields = redis.pcall('HLEN', key) end
+        if type(fields) ~= 'number' then fields = 0 end
+        if fields > MAX_DETAIL_FIELDS then
+          redis.pcall('HDEL', key, field)
+          local other = string.match(field, '^[^:]*') .. ':other'
+          if redis.pcall('HINCRBY', key, other, n) ~= n then fields = fields - 1 end
+        end
       end
-      -- A count equal to what was added: the field is new.
-      if redis.pcall('HINCRBY', key, field, n) == n then fields = fields + 1 end
     end
   elseif op == 'z' then
-    for j = first, last, 2 do redis.pcall('ZINCRBY', key, ARGV[j+1], ARGV[j]) end
-    redis.pcall('EXPIRE', key, extra, 'NX')
+    for j = first, last, 2 do
+      local n = tonumber(ARGV[j+1])
+      if tonumber(redis.pcall('ZINCRBY', key, n, ARGV[j])) == n then made = true end
+    end
   elseif op == 'p' then
-    redis.pcall('PFADD', key, unpack(ARGV, first, last))
-    redis.pcall('EXPIRE', key, extra, 'NX')
+    made = redis.pcall('PFADD', key, unpack(ARGV, first, last)) == 1
   else
     return redis.error_reply('unknown operation ' .. tostring(op))
   end
+  if made and ttl ~= '0' then redis.pcall('EXPIRE', key, ttl, 'NX') end
   i = last + 1
 end
 return 1
@@ -93,6 +108,11 @@ const _: () = assert!(OP_ARGS <= BATCH_ARGS);
 /// so the hasher is seeded per map, and far cheaper than `SipHash`, which
 /// `perf` put at a tenth of the flusher's time on fresh links.
 type Map<K, V> = HashMap<K, V, foldhash::quality::RandomState>;
+type Set<T> = HashSet<T, foldhash::quality::RandomState>;
+
+/// Most visitors remembered as sealed (see `Flusher::sealed_visitors`):
+/// some 10 MB.
+const SEALED_VISITORS_MAX: usize = 1 << 20;
 
 /// How long a day's visitor salt lives in Redis.
 const SALT_KEPT: Duration = Duration::from_hours(48);
@@ -169,10 +189,10 @@ struct LinkTally {
     days: Vec<(Day, u64)>,
     hours: Vec<(Hour, u64)>,
     minutes: Vec<(Minute, u64)>,
-    /// By field (`referrer:example.org`), with its kind: one map, empty
+    /// By field (`referrer:example.org`): one map, empty
     /// and unallocated for bots and gone answers, keeps the tally small,
     /// and the map of links cheap to grow.
-    details: Map<Box<str>, (Detail, u64)>,
+    details: Map<Box<str>, u64>,
     /// Unsalted digests of address and user agent; salted when sealed.
     visitors: Vec<(Day, HashSet<[u8; 20]>)>,
 }
@@ -207,10 +227,10 @@ impl LinkTally {
             field.push_str(kind.word());
             field.push(':');
             field.push_str(value);
-            if let Some((_, count)) = self.details.get_mut(field.as_str()) {
+            if let Some(count) = self.details.get_mut(field.as_str()) {
                 *count += 1;
             } else {
-                self.details.insert(Box::from(field.as_str()), (*kind, 1));
+                self.details.insert(Box::from(field.as_str()), 1);
                 *entries += 1;
             }
         }
@@ -247,16 +267,6 @@ const fn total_slot(total: Total) -> usize {
     }
 }
 
-const fn detail_slot(kind: Detail) -> usize {
-    match kind {
-        Detail::Referrer => 0,
-        Detail::Country => 1,
-        Detail::Device => 2,
-        Detail::Browser => 3,
-        Detail::Os => 4,
-    }
-}
-
 /// Address and user agent, hashed; salted with the day's salt before it
 /// leaves the process, so Redis never holds anything an address can be
 /// read back from.
@@ -290,12 +300,11 @@ impl Letter {
         }
     }
 
-    /// Arguments per entry: a field and its count (and for details the
-    /// field counted past the limit), or one element.
+    /// Arguments per entry: a field (or member) and its count, or one
+    /// element.
     fn width(self) -> usize {
         match self {
-            Self::Hash | Self::SortedSet => 2,
-            Self::Details => 3,
+            Self::Hash | Self::SortedSet | Self::Details => 2,
             Self::Visitors => 1,
         }
     }
@@ -309,22 +318,22 @@ struct Ops {
 
 struct Op {
     letter: Letter,
-    /// The TTL (`-` for details).
-    extra: String,
+    /// The TTL in seconds, `0` for none.
+    ttl: String,
     args: Vec<String>,
 }
 
 impl Ops {
-    fn get(&mut self, letter: Letter, key: String, extra: &str) -> &mut Op {
+    fn get(&mut self, letter: Letter, key: String, ttl: &str) -> &mut Op {
         self.by_key.entry(key).or_insert_with(|| Op {
             letter,
-            extra: extra.to_owned(),
+            ttl: ttl.to_owned(),
             args: Vec::new(),
         })
     }
 
-    fn pair(&mut self, letter: Letter, key: String, extra: &str, field: &str, n: u64) {
-        let op = self.get(letter, key, extra);
+    fn pair(&mut self, letter: Letter, key: String, ttl: &str, field: &str, n: u64) {
+        let op = self.get(letter, key, ttl);
         op.args.push(field.to_owned());
         op.args.push(n.to_string());
     }
@@ -352,6 +361,13 @@ struct Flusher {
     open: Tally,
     sealed: VecDeque<Batch>,
     salts: HashMap<Day, String>,
+    /// Visitors already sealed for their link and day: adding one to its
+    /// `HyperLogLog` again changes nothing, and most clicks on a hot link
+    /// are a known visitor's. Hashes of salt, day, key and visitor (a
+    /// collision, about one in 10^13 at the bound, leaves one visitor
+    /// uncounted); forgotten past [`SEALED_VISITORS_MAX`], and on a new
+    /// connection: a Redis that restarted may have lost them.
+    sealed_visitors: Set<u64>,
     reported: Option<String>,
 }
 
@@ -369,6 +385,7 @@ impl Flusher {
             open: Tally::default(),
             sealed: VecDeque::new(),
             salts: HashMap::new(),
+            sealed_visitors: Set::default(),
             reported: None,
         }
     }
@@ -516,6 +533,7 @@ impl Flusher {
             ));
         }
         self.connection = Some(connection);
+        self.sealed_visitors.clear();
         Ok(())
     }
 
@@ -628,7 +646,9 @@ impl Flusher {
         let days_kept = settings.days_kept.as_secs().to_string();
         let hours_kept = settings.hours_kept.as_secs().to_string();
         let minutes_kept = ((MINUTES_KEPT + 1) * 60).to_string();
-        let others = Detail::ALL.map(|kind| kind.field("other"));
+        if self.sealed_visitors.len() >= SEALED_VISITORS_MAX {
+            self.sealed_visitors.clear();
+        }
         let mut ops = Ops::default();
         let links = tally.links.len();
         for (key, link) in tally.links.drain() {
@@ -652,25 +672,33 @@ impl Flusher {
                 ops.pair(Letter::SortedSet, set, &minutes_kept, key.as_str(), n);
             }
             if !link.details.is_empty() {
-                let op = ops.get(Letter::Details, scheme.details(key.as_str()), "-");
-                for (field, (kind, n)) in link.details {
-                    let other = others[detail_slot(kind)].clone();
-                    op.args.extend([field.into(), n.to_string(), other]);
+                let op = ops.get(Letter::Details, scheme.details(key.as_str()), "0");
+                for (field, n) in link.details {
+                    op.args.extend([field.into(), n.to_string()]);
                 }
             }
             for (day, digests) in link.visitors {
                 let salt = self.salts.get(&day).map_or("", String::as_str);
+                let sealed = &mut self.sealed_visitors;
+                let mut new = digests.iter().filter(|digest| {
+                    let hash = sealed.hasher().hash_one((salt, day, key.as_str(), digest));
+                    sealed.insert(hash)
+                });
+                let Some(first) = new.next() else {
+                    continue;
+                };
                 let op = ops.get(
                     Letter::Visitors,
                     scheme.visitors(day, key.as_str()),
                     &days_kept,
                 );
-                op.args.extend(digests.iter().map(|digest| {
-                    let mut hash = sha1_smol::Sha1::new();
-                    hash.update(salt.as_bytes());
-                    hash.update(digest);
-                    hash.digest().to_string()[..16].to_owned()
-                }));
+                op.args
+                    .extend(std::iter::once(first).chain(new).map(|digest| {
+                        let mut hash = sha1_smol::Sha1::new();
+                        hash.update(salt.as_bytes());
+                        hash.update(digest);
+                        hash.digest().to_string()[..16].to_owned()
+                    }));
             }
         }
         let mut batches: Vec<Batch> = Vec::new();
@@ -691,7 +719,7 @@ impl Flusher {
                 args.extend([
                     op.letter.name().to_owned(),
                     key.clone(),
-                    op.extra.clone(),
+                    op.ttl.clone(),
                     part.len().to_string(),
                 ]);
                 args.extend(part);
@@ -800,8 +828,16 @@ mod tests {
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), dropped + 10);
     }
 
+    /// Every sealed batch's arguments, sorted, taken out of the flusher.
+    fn sealed_args(flusher: &mut Flusher) -> Vec<String> {
+        let mut args: Vec<String> = flusher.sealed.drain(..).flat_map(|b| b.args).collect();
+        args.sort();
+        args
+    }
+
     /// The tally kept from one flush to the next starts each one empty:
-    /// the same clicks seal into the same operations, details included.
+    /// the same clicks seal into the same operations, details included,
+    /// but for their visitor, sealed already.
     #[test]
     fn a_sealed_tally_starts_the_next_flush_empty() {
         let store = ClickStore::detached(1_000_000);
@@ -824,37 +860,57 @@ mod tests {
         let clicks: Vec<Click> = (0..50)
             .map(|n| referred(&format!("Key{}", n % 20)))
             .collect();
-        let mut sealed_args = Vec::new();
+        let mut sealed_flushes = Vec::new();
         for _ in 0..2 {
             flusher.tally(&clicks, &store.settings(), &store);
             let mut tally = std::mem::take(&mut flusher.open);
             flusher.seal(&mut tally, &store.scheme, &store.settings());
             assert_eq!((tally.clicks, tally.entries, tally.links.len()), (0, 0, 0));
             flusher.open = tally;
-            let mut args: Vec<String> = flusher.sealed.drain(..).flat_map(|b| b.args).collect();
-            args.sort();
-            sealed_args.push(args);
+            sealed_flushes.push(sealed_args(&mut flusher));
         }
-        assert_eq!(sealed_args[0], sealed_args[1]);
-        let fields = &sealed_args[0];
-        for expected in [
-            "referrer:news.example.com",
-            "referrer:other",
-            "browser:Firefox",
-        ] {
+        let visitor_ops = |args: &[String]| args.iter().filter(|a| *a == "p").count();
+        assert_eq!(visitor_ops(&sealed_flushes[0]), 20, "one visitor on each link");
+        assert_eq!(visitor_ops(&sealed_flushes[1]), 0, "known visitors are not sent");
+        let fields = &sealed_flushes[1];
+        for expected in ["referrer:news.example.com", "browser:Firefox", "os:Linux"] {
             assert!(fields.iter().any(|a| a == expected), "no {expected}");
         }
         // Key0 is clicked 3 times in each flush: its referrer counts 3.
         assert!(fields.iter().any(|a| a == "3"));
     }
 
+    /// A visitor is sealed once per link and day, and again once forgotten
+    /// (as on a new connection: the Redis it reaches may have lost them).
+    #[test]
+    fn a_new_visitor_is_sealed_once() {
+        let store = ClickStore::detached(1_000_000);
+        let mut flusher = Flusher::new();
+        flusher
+            .salts
+            .insert(ClickTime::now().day(), "salt".to_owned());
+        let seal = |clicks: &[Click], flusher: &mut Flusher| {
+            flusher.tally(clicks, &store.settings(), &store);
+            let mut tally = std::mem::take(&mut flusher.open);
+            flusher.seal(&mut tally, &store.scheme, &store.settings());
+            flusher.open = tally;
+            sealed_args(flusher)
+                .into_iter()
+                .filter(|a| a.len() == 16 && a.bytes().all(|b| b.is_ascii_hexdigit()))
+                .count()
+        };
+        assert_eq!(seal(&[click("Lm25", 1), click("Lm25", 1)], &mut flusher), 1);
+        assert_eq!(seal(&[click("Lm25", 1), click("Lm25", 2)], &mut flusher), 1);
+        assert_eq!(seal(&[click("Lm26", 1)], &mut flusher), 1, "another link");
+        assert_eq!(seal(&[click("Lm25", 1)], &mut flusher), 0);
+        flusher.sealed_visitors.clear();
+        assert_eq!(seal(&[click("Lm25", 1)], &mut flusher), 1);
+    }
+
     #[test]
     fn slots_follow_the_order_of_all() {
         for (slot, total) in Total::ALL.into_iter().enumerate() {
             assert_eq!(total_slot(total), slot, "{total:?}");
-        }
-        for (slot, kind) in Detail::ALL.into_iter().enumerate() {
-            assert_eq!(detail_slot(kind), slot, "{kind:?}");
         }
     }
 

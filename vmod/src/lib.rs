@@ -14,7 +14,7 @@ mod visitor;
 use std::time::Duration;
 
 use shortlink_core::SettingError;
-use varnish::vcl::{Ctx, StrOrBytes};
+use varnish::vcl::{Ctx, HttpHeaders, StrOrBytes};
 
 pub use backend::{key_of, Resolution};
 
@@ -374,11 +374,13 @@ impl redirector {
             return;
         };
         let head = matches!(req.method(), Some(StrOrBytes::Utf8("HEAD")));
-        let outcome = if status == 410 || resp.header(backend::EXPIRED_MARK).is_some() {
+        let [expired, limited] =
+            headers_named(resp, [backend::EXPIRED_MARK, backend::LIMITED_MARK]);
+        let outcome = if status == 410 || expired.is_some() {
             clicks::Outcome::Gone
         } else if status == self.resolver().settings.status.code() {
             // A HEAD is a bot's, which a click limit does not count.
-            if resp.header(backend::LIMITED_MARK).is_some() && !head {
+            if limited.is_some() && !head {
                 clicks::Outcome::Limited
             } else {
                 clicks::Outcome::Redirect
@@ -394,8 +396,8 @@ impl redirector {
         if self.resolver().settings.scheme.check(key).is_err() {
             return;
         }
-        let agent = text(req.header("User-Agent").as_ref());
-        let referrer = text(req.header("Referer").as_ref());
+        let [agent, referrer] = headers_named(req, ["User-Agent", "Referer"]);
+        let (agent, referrer) = (text(agent.as_ref()), text(referrer.as_ref()));
         if let Some(click) = clicks::Click::new(
             outcome,
             head,
@@ -445,6 +447,32 @@ impl redirector {
 /// Every entry point Varnish calls, and the Redis I/O thread, goes through it.
 pub(crate) fn without_panic<T>(work: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> T {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| on_panic())
+}
+
+/// The first value of each of `names` (case-insensitive) in `headers`,
+/// read in one pass: `HttpHeaders::header` reads every header, each checked
+/// as UTF-8, once per name, on every counted answer.
+fn headers_named<'a, const N: usize>(
+    headers: &'a HttpHeaders<'a>,
+    names: [&str; N],
+) -> [Option<StrOrBytes<'a>>; N] {
+    let mut found = [const { None }; N];
+    let mut missing = N;
+    for (name, value) in headers {
+        if let Some(slot) = names
+            .iter()
+            .position(|wanted| wanted.eq_ignore_ascii_case(name))
+        {
+            if found[slot].is_none() {
+                found[slot] = Some(value);
+                missing -= 1;
+                if missing == 0 {
+                    break;
+                }
+            }
+        }
+    }
+    found
 }
 
 /// A request's URL or header as text, borrowed unless it is not UTF-8.
