@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher as _;
 use std::io::Read as _;
 use std::net::IpAddr;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -25,7 +26,7 @@ use shortlink_core::{Key, KeyScheme};
 
 use crate::clicks::{add_pending, subtract_pending, Click, ClickStore, CountSettings, Outcome};
 use crate::pool::now_ms;
-use crate::visitor::{Agents, Countries};
+use crate::visitor::{Agent, Agents, Countries};
 
 /// Applies one batch once. `ARGV[1]` is the batch's marker, `ARGV[2]` how
 /// long the marker is kept, `ARGV[3]` the flusher's heartbeat hash,
@@ -155,9 +156,122 @@ struct Tally {
     entries: usize,
     /// Kept allocated from one flush to the next (see [`Flusher::seal`]).
     links: Map<Key, LinkTally>,
+    names: Names,
     /// Clicks on links with a click limit, pending in the store until
     /// their batch is stored.
     limited: HashMap<Box<str>, u64>,
+}
+
+/// Where people's clicks came from, as a tally numbers them: agent,
+/// referrer host and country.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Source {
+    agent: u32,
+    referrer: u32,
+    /// [`NO_COUNTRY`] when not known.
+    country: u32,
+}
+
+const NO_COUNTRY: u32 = u32::MAX;
+
+/// The agents, referrer hosts and countries of a tally's clicks, each
+/// numbered once: a person's click adds to its link's count of a
+/// [`Source`], three numbers, where counting each detail under its field
+/// name took four names written and looked up per click (`perf`: two
+/// thirds of the flusher's time on hot links, with the visitor's digest).
+#[derive(Default)]
+struct Names {
+    /// Held so that their addresses, which number them, stay theirs.
+    agents: Vec<Rc<Agent>>,
+    agent_numbers: Map<usize, u32>,
+    referrers: Numbered,
+    countries: Numbered,
+}
+
+impl Names {
+    /// The source of a click by `agent` from `referrer` and `country`,
+    /// and how many detail fields it counts in.
+    fn source(
+        &mut self,
+        agent: &Rc<Agent>,
+        referrer: &str,
+        country: Option<&str>,
+    ) -> (Source, usize) {
+        let next = self.agents.len();
+        let agent = *self
+            .agent_numbers
+            .entry(Rc::as_ptr(agent) as usize)
+            .or_insert_with(|| {
+                self.agents.push(Rc::clone(agent));
+                u32::try_from(next).unwrap_or(u32::MAX)
+            });
+        let referrer = self.referrers.number(referrer);
+        let country = country.map_or(NO_COUNTRY, |country| self.countries.number(country));
+        let fields = if country == NO_COUNTRY { 4 } else { 5 };
+        (
+            Source {
+                agent,
+                referrer,
+                country,
+            },
+            fields,
+        )
+    }
+
+    fn agent(&self, number: u32) -> &Agent {
+        &self.agents[number as usize]
+    }
+
+    /// The detail fields `source` counts in, as kind and value.
+    fn details(&self, source: Source) -> impl Iterator<Item = (Detail, &str)> {
+        let agent = self.agent(source.agent);
+        let country = (source.country != NO_COUNTRY)
+            .then(|| (Detail::Country, self.countries.name(source.country)));
+        [
+            (Detail::Referrer, self.referrers.name(source.referrer)),
+            (Detail::Device, agent.device),
+            (Detail::Browser, agent.browser.as_str()),
+            (Detail::Os, agent.os.as_str()),
+        ]
+        .into_iter()
+        .chain(country)
+    }
+
+    /// Forgets every name, keeping the room they took.
+    fn clear(&mut self) {
+        self.agents.clear();
+        self.agent_numbers.clear();
+        self.referrers.clear();
+        self.countries.clear();
+    }
+}
+
+/// Names numbered in the order they were first seen.
+#[derive(Default)]
+struct Numbered {
+    numbers: Map<Box<str>, u32>,
+    names: Vec<Box<str>>,
+}
+
+impl Numbered {
+    fn number(&mut self, name: &str) -> u32 {
+        if let Some(number) = self.numbers.get(name) {
+            return *number;
+        }
+        let number = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push(name.into());
+        self.numbers.insert(name.into(), number);
+        number
+    }
+
+    fn name(&self, number: u32) -> &str {
+        self.names.get(number as usize).map_or("", |name| &**name)
+    }
+
+    fn clear(&mut self) {
+        self.numbers.clear();
+        self.names.clear();
+    }
 }
 
 impl Tally {
@@ -189,12 +303,13 @@ struct LinkTally {
     days: Vec<(Day, u64)>,
     hours: Vec<(Hour, u64)>,
     minutes: Vec<(Minute, u64)>,
-    /// By field (`referrer:example.org`): one map, empty
-    /// and unallocated for bots and gone answers, keeps the tally small,
-    /// and the map of links cheap to grow.
-    details: Map<Box<str>, u64>,
-    /// Unsalted digests of address and user agent; salted when sealed.
-    visitors: Vec<(Day, HashSet<[u8; 20]>)>,
+    /// People's clicks by source: one map, empty and unallocated for bots
+    /// and gone answers, keeps the tally small, and the map of links cheap
+    /// to grow.
+    sources: Map<Source, u64>,
+    /// People by address and agent (numbered in [`Names`]); hashed and
+    /// salted when sealed.
+    visitors: Vec<(Day, Set<(IpAddr, u32)>)>,
 }
 
 impl LinkTally {
@@ -206,45 +321,36 @@ impl LinkTally {
         *count += 1;
     }
 
-    /// A person's click: the totals, the dated counts, `details` and the
-    /// visitor.
-    /// `field` is room to write a detail's field name in.
+    /// A person's click at `at` from `source` (counting in `fields` detail
+    /// fields), by `visitor` if the address is known.
     fn add_person(
         &mut self,
-        click: &Click,
-        details: &[(Detail, &str)],
-        field: &mut String,
+        at: ClickTime,
+        (source, fields): (Source, usize),
+        visitor: Option<(IpAddr, u32)>,
         entries: &mut usize,
     ) {
-        let at = click.at;
         let day = at.day();
         self.add_total(Total::People, entries);
         add_dated(&mut self.days, day, entries);
         add_dated(&mut self.hours, at.hour(), entries);
         add_dated(&mut self.minutes, at.minute(), entries);
-        for (kind, value) in details {
-            field.clear();
-            field.push_str(kind.word());
-            field.push(':');
-            field.push_str(value);
-            if let Some(count) = self.details.get_mut(field.as_str()) {
-                *count += 1;
-            } else {
-                self.details.insert(Box::from(field.as_str()), 1);
-                *entries += 1;
-            }
+        let count = self.sources.entry(source).or_default();
+        if *count == 0 {
+            // At most this many new fields: what the backlog bounds.
+            *entries += fields;
         }
-        if let Some(client) = click.client {
-            let digest = visitor_digest(client, click.user_agent());
+        *count += 1;
+        if let Some(visitor) = visitor {
             let index = self
                 .visitors
                 .iter()
                 .rposition(|(known, _)| *known == day)
                 .unwrap_or_else(|| {
-                    self.visitors.push((day, HashSet::new()));
+                    self.visitors.push((day, Set::default()));
                     self.visitors.len() - 1
                 });
-            *entries += usize::from(self.visitors[index].1.insert(digest));
+            *entries += usize::from(self.visitors[index].1.insert(visitor));
         }
     }
 }
@@ -448,7 +554,6 @@ impl Flusher {
             .saturating_sub(self.sealed.iter().map(|b| b.entries).sum());
         let mut dropped = 0;
         let mut never_stored = HashMap::new();
-        let mut field = String::new();
         // First, so that whatever happens next they are settled: when
         // stored, when dropped below, or when a panic abandons the tally.
         for click in clicks {
@@ -460,6 +565,7 @@ impl Flusher {
             clicks: tallied,
             entries,
             links,
+            names,
             limited,
         } = &mut self.open;
         for click in clicks {
@@ -498,15 +604,10 @@ impl Flusher {
                 continue;
             }
             let country = countries.and_then(|c| click.client.and_then(|ip| c.country(ip)));
-            let details = [
-                (Detail::Referrer, click.referrer().unwrap_or("(none)")),
-                (Detail::Device, agent.device),
-                (Detail::Browser, agent.browser.as_str()),
-                (Detail::Os, agent.os.as_str()),
-                (Detail::Country, country.as_deref().unwrap_or_default()),
-            ];
-            let known = if country.is_some() { 5 } else { 4 };
-            link.add_person(click, &details[..known], &mut field, entries);
+            let referrer = click.referrer().unwrap_or("(none)");
+            let source = names.source(&agent, referrer, country.as_deref());
+            let visitor = click.client.map(|client| (client, source.0.agent));
+            link.add_person(click.at, source, visitor, entries);
         }
         store.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
         store.settle(&never_stored);
@@ -650,7 +751,9 @@ impl Flusher {
             self.sealed_visitors.clear();
         }
         let mut ops = Ops::default();
+        let mut details: Map<String, u64> = Map::default();
         let links = tally.links.len();
+        let names = &tally.names;
         for (key, link) in tally.links.drain() {
             let (head, field) = (scheme.head(&key), scheme.field(&key));
             for total in Total::ALL {
@@ -671,35 +774,18 @@ impl Flusher {
                 let set = scheme.minute_set(minute);
                 ops.pair(Letter::SortedSet, set, &minutes_kept, key.as_str(), n);
             }
-            if !link.details.is_empty() {
+            if !link.sources.is_empty() {
                 let op = ops.get(Letter::Details, scheme.details(key.as_str()), "0");
-                for (field, n) in link.details {
-                    op.args.extend([field.into(), n.to_string()]);
+                for (source, n) in link.sources {
+                    for (kind, value) in names.details(source) {
+                        *details.entry(kind.field(value)).or_default() += n;
+                    }
+                }
+                for (field, n) in details.drain() {
+                    op.args.extend([field, n.to_string()]);
                 }
             }
-            for (day, digests) in link.visitors {
-                let salt = self.salts.get(&day).map_or("", String::as_str);
-                let sealed = &mut self.sealed_visitors;
-                let mut new = digests.iter().filter(|digest| {
-                    let hash = sealed.hasher().hash_one((salt, day, key.as_str(), digest));
-                    sealed.insert(hash)
-                });
-                let Some(first) = new.next() else {
-                    continue;
-                };
-                let op = ops.get(
-                    Letter::Visitors,
-                    scheme.visitors(day, key.as_str()),
-                    &days_kept,
-                );
-                op.args
-                    .extend(std::iter::once(first).chain(new).map(|digest| {
-                        let mut hash = sha1_smol::Sha1::new();
-                        hash.update(salt.as_bytes());
-                        hash.update(digest);
-                        hash.digest().to_string()[..16].to_owned()
-                    }));
-            }
+            self.add_visitors(&mut ops, &key, link.visitors, names, scheme, &days_kept);
         }
         let mut batches: Vec<Batch> = Vec::new();
         let mut args: Vec<String> = Vec::new();
@@ -735,11 +821,53 @@ impl Flusher {
         }
         tally.clicks = 0;
         tally.entries = 0;
+        tally.names.clear();
         // A burst of links is not kept allocated for good.
         if tally.links.capacity() > 4 * links.max(1024) {
             tally.links.shrink_to(links);
         }
         self.sealed.extend(batches);
+    }
+
+    /// Adds the visitors of `key` not sealed yet to `ops`, salted.
+    fn add_visitors(
+        &mut self,
+        ops: &mut Ops,
+        key: &Key,
+        visitors: Vec<(Day, Set<(IpAddr, u32)>)>,
+        names: &Names,
+        scheme: &KeyScheme,
+        days_kept: &str,
+    ) {
+        for (day, people) in visitors {
+            let salt = self.salts.get(&day).map_or("", String::as_str);
+            let sealed = &mut self.sealed_visitors;
+            let mut new = people
+                .iter()
+                .filter_map(|&(client, agent)| {
+                    let user_agent = &*names.agent(agent).header;
+                    let hash =
+                        (sealed.hasher()).hash_one((salt, day, key.as_str(), client, user_agent));
+                    sealed
+                        .insert(hash)
+                        .then(|| visitor_digest(client, user_agent))
+                })
+                .peekable();
+            if new.peek().is_none() {
+                continue;
+            }
+            let op = ops.get(
+                Letter::Visitors,
+                scheme.visitors(day, key.as_str()),
+                days_kept,
+            );
+            op.args.extend(new.map(|digest| {
+                let mut hash = sha1_smol::Sha1::new();
+                hash.update(salt.as_bytes());
+                hash.update(&digest);
+                hash.digest().to_string()[..16].to_owned()
+            }));
+        }
     }
 
     fn batch(&mut self, args: Vec<String>, entries: usize, scheme: &KeyScheme) -> Batch {
@@ -870,8 +998,16 @@ mod tests {
             sealed_flushes.push(sealed_args(&mut flusher));
         }
         let visitor_ops = |args: &[String]| args.iter().filter(|a| *a == "p").count();
-        assert_eq!(visitor_ops(&sealed_flushes[0]), 20, "one visitor on each link");
-        assert_eq!(visitor_ops(&sealed_flushes[1]), 0, "known visitors are not sent");
+        assert_eq!(
+            visitor_ops(&sealed_flushes[0]),
+            20,
+            "one visitor on each link"
+        );
+        assert_eq!(
+            visitor_ops(&sealed_flushes[1]),
+            0,
+            "known visitors are not sent"
+        );
         let fields = &sealed_flushes[1];
         for expected in ["referrer:news.example.com", "browser:Firefox", "os:Linux"] {
             assert!(fields.iter().any(|a| a == expected), "no {expected}");

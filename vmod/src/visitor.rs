@@ -17,6 +17,8 @@ const REMEMBERED: usize = 10_000;
 /// A user agent, classified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Agent {
+    /// The `User-Agent` header as sent (cut to the length a click keeps).
+    pub header: Box<str>,
     pub bot: bool,
     /// `desktop`, `mobile`, `tablet` or `bot`.
     pub device: &'static str,
@@ -86,6 +88,7 @@ impl Agents {
             "desktop"
         };
         Agent {
+            header: user_agent.into(),
             bot,
             device,
             browser,
@@ -156,11 +159,13 @@ mod tests {
     fn agents_are_people_or_bots() {
         let mut agents = Agents::new();
         assert!(agents.extractor.is_some(), "uap-core's rules must load");
-        let firefox = agents
-            .classify("Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0");
+        let firefox_agent =
+            "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
+        let firefox = agents.classify(firefox_agent);
         assert_eq!(
             *firefox,
             Agent {
+                header: firefox_agent.into(),
                 bot: false,
                 device: "desktop",
                 browser: "Firefox".to_owned(),
