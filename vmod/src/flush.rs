@@ -174,6 +174,17 @@ struct Source {
 
 const NO_COUNTRY: u32 = u32::MAX;
 
+impl Source {
+    /// How many detail fields a click from here counts in.
+    fn fields(self) -> usize {
+        if self.country == NO_COUNTRY {
+            4
+        } else {
+            5
+        }
+    }
+}
+
 /// The agents, referrer hosts and countries of a tally's clicks, each
 /// numbered once: a person's click adds to its link's count of a
 /// [`Source`], three numbers, where counting each detail under its field
@@ -189,14 +200,8 @@ struct Names {
 }
 
 impl Names {
-    /// The source of a click by `agent` from `referrer` and `country`,
-    /// and how many detail fields it counts in.
-    fn source(
-        &mut self,
-        agent: &Rc<Agent>,
-        referrer: &str,
-        country: Option<&str>,
-    ) -> (Source, usize) {
+    /// The source of a click by `agent` from `referrer` and `country`.
+    fn source(&mut self, agent: &Rc<Agent>, referrer: &str, country: Option<&str>) -> Source {
         let next = self.agents.len();
         let agent = *self
             .agent_numbers
@@ -207,15 +212,11 @@ impl Names {
             });
         let referrer = self.referrers.number(referrer);
         let country = country.map_or(NO_COUNTRY, |country| self.countries.number(country));
-        let fields = if country == NO_COUNTRY { 4 } else { 5 };
-        (
-            Source {
-                agent,
-                referrer,
-                country,
-            },
-            fields,
-        )
+        Source {
+            agent,
+            referrer,
+            country,
+        }
     }
 
     fn agent(&self, number: u32) -> &Agent {
@@ -321,13 +322,13 @@ impl LinkTally {
         *count += 1;
     }
 
-    /// A person's click at `at` from `source` (counting in `fields` detail
-    /// fields), by `visitor` if the address is known.
+    /// A person's click at `at` from `source`, from `client` if the
+    /// address is known.
     fn add_person(
         &mut self,
         at: ClickTime,
-        (source, fields): (Source, usize),
-        visitor: Option<(IpAddr, u32)>,
+        source: Source,
+        client: Option<IpAddr>,
         entries: &mut usize,
     ) {
         let day = at.day();
@@ -338,10 +339,10 @@ impl LinkTally {
         let count = self.sources.entry(source).or_default();
         if *count == 0 {
             // At most this many new fields: what the backlog bounds.
-            *entries += fields;
+            *entries += source.fields();
         }
         *count += 1;
-        if let Some(visitor) = visitor {
+        if let Some(client) = client {
             let index = self
                 .visitors
                 .iter()
@@ -350,7 +351,7 @@ impl LinkTally {
                     self.visitors.push((day, Set::default()));
                     self.visitors.len() - 1
                 });
-            *entries += usize::from(self.visitors[index].1.insert(visitor));
+            *entries += usize::from(self.visitors[index].1.insert((client, source.agent)));
         }
     }
 }
@@ -606,8 +607,7 @@ impl Flusher {
             let country = countries.and_then(|c| click.client.and_then(|ip| c.country(ip)));
             let referrer = click.referrer().unwrap_or("(none)");
             let source = names.source(&agent, referrer, country.as_deref());
-            let visitor = click.client.map(|client| (client, source.0.agent));
-            link.add_person(click.at, source, visitor, entries);
+            link.add_person(click.at, source, click.client, entries);
         }
         store.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
         store.settle(&never_stored);
