@@ -33,6 +33,9 @@ for profiling one path at length. Varnish reaches Redis over Redis's unix
 socket; BENCH_REDIS=tcp makes it use loopback TCP instead, and
 BENCH_REDIS_EXTRA adds lines to the [redis] section of the writer's
 configuration (and so to the VMOD's settings), e.g. "pool_size = 64".
+For finding what a feature costs: BENCH_SCENARIOS=miss,miss-uncounted and
+storm,storm-uncounted run those scenarios with counting off too, and
+BENCH_WRITER_PURGE=0 runs the writer without purging Varnish.
 """
 
 import base64
@@ -474,13 +477,16 @@ def run(processes):
     redis_url, clicks_url = ((f"redis://127.0.0.1:{port}/0" if tcp else f"unix://{WORK / name / 'redis.sock'}?db=0")
                              for name, port in (("redis", redis_port), ("clicks", clicks_port)))
 
+    # Without purging, for measuring what the purge costs an insert.
+    purge_url = "" if os.environ.get("BENCH_WRITER_PURGE") == "0" else f"http://127.0.0.1:{varnish_port}"
+
     def configuration(counted):
         return (
             f'listen = "127.0.0.1:{writer_port}"\n'
             f'public_base_url = "http://127.0.0.1:{varnish_port}/l/"\n'
             f'[redis]\nurl = "{redis_url}"\n{os.environ.get("BENCH_REDIS_EXTRA", "")}\n'
             f'[clicks]\nenabled = {"true" if counted else "false"}\nredis_url = "{clicks_url}"\n'
-            f'[varnish]\npurge_url = "http://127.0.0.1:{varnish_port}"\n'
+            f'[varnish]\npurge_url = "{purge_url}"\n'
             f'vmod = "{RELEASE / "libvmod_shortlink.so"}"\n'
             # The 16 insert clients share one address: as token holders they are
             # not rate limited, as a real bulk importer would not be. An admin
@@ -673,6 +679,10 @@ def run(processes):
     say(f"storm: {STORM_CONNECTIONS} connections, uniform over {STORM_LINKS} links, from an empty cache")
     scenario("storm", links_wrk("random", storm_keys, STORM_CONNECTIONS, STORM_DURATION, statuses=True),
              prepare=empty_cache)
+    if "storm-uncounted" in ONLY:
+        # For profiling only: what counting costs the storm.
+        scenario("storm-uncounted", links_wrk("random", storm_keys, STORM_CONNECTIONS, STORM_DURATION,
+                                              statuses=True), prepare=empty_cache, vcl_name="uncounted")
 
     # Not a target: how the architecture people build otherwise weathers
     # the same storm, for context on the storm's own p99.
