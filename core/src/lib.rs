@@ -286,6 +286,14 @@ impl KeyScheme {
         Slot { hash, field }
     }
 
+    /// The stream of purges a Varnish node did not confirm, which the
+    /// writers send again until they succeed or the answer they would
+    /// remove has expired: `<prefix>purge:queue` (`:` is no key character).
+    #[must_use]
+    pub fn purge_queue(&self) -> String {
+        format!("{}purge:queue", self.prefix)
+    }
+
     /// The list of the keys created through the writer by `owner`, oldest
     /// first: `<prefix>@<owner>`, or `<prefix>@` for links created without
     /// a token. `@` is no key character, so it never names a link's hash.

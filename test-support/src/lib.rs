@@ -1,14 +1,17 @@
 //! Real servers for the test suites, one launcher each: Redis, Varnish and
 //! the writer. Each starts on a free loopback port, in a directory of its
 //! own under `target/`, and is stopped when dropped. Also the data files
-//! they read, such as a `GeoIP` database.
+//! they read, such as a `GeoIP` database, and a proxy that can cut one
+//! off.
 
 mod geoip;
+mod proxy;
 mod redis;
 mod varnish;
 mod writer;
 
 pub use crate::geoip::write_country_database;
+pub use crate::proxy::Proxy;
 pub use crate::redis::{Persistence, Redis};
 pub use crate::varnish::Varnish;
 pub use crate::writer::{generate_vcl, shortlink_binary, Writer};

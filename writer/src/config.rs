@@ -119,9 +119,11 @@ pub struct RedirectConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct VarnishConfig {
-    /// Where the writer sends `PURGE <path><key>` after an insert; empty to
-    /// never purge.
+    /// Where the writer sends `PURGE <path><key>` after a change; empty to
+    /// never purge. Replaced by `purge_urls` when that is not empty.
     pub purge_url: String,
+    /// Every Varnish node serving the links, each purged after a change.
+    pub purge_urls: Vec<String>,
     /// Addresses (or `address/prefix` networks) allowed to PURGE.
     pub purge_acl: Vec<String>,
     /// The VMOD to import: `shortlink` when installed in Varnish's VMOD
@@ -337,10 +339,41 @@ impl Default for VarnishConfig {
     fn default() -> Self {
         Self {
             purge_url: "http://127.0.0.1:6081".into(),
+            purge_urls: Vec::new(),
             purge_acl: vec!["127.0.0.1".into(), "::1".into()],
             vmod: "shortlink".into(),
             hosts: Vec::new(),
         }
+    }
+}
+
+impl VarnishConfig {
+    /// The Varnish nodes the writer purges: `purge_urls`, or else
+    /// `purge_url` unless it is empty.
+    #[must_use]
+    pub fn purge_nodes(&self) -> Vec<&str> {
+        if self.purge_urls.is_empty() {
+            Some(self.purge_url.as_str())
+                .filter(|url| !url.is_empty())
+                .into_iter()
+                .collect()
+        } else {
+            self.purge_urls.iter().map(String::as_str).collect()
+        }
+    }
+}
+
+impl RedirectConfig {
+    /// The longest a Varnish node may keep an answer for a key (a link, or
+    /// a 404), grace included: past it, a purge that could not be sent is
+    /// moot.
+    #[must_use]
+    pub fn longest_kept(&self) -> Duration {
+        Duration::from_secs(
+            self.ttl_s
+                .max(self.negative_ttl_s)
+                .saturating_add(self.grace_s),
+        )
     }
 }
 
@@ -597,13 +630,23 @@ fn check_redirect(redirect: &RedirectConfig) -> Result<(), ConfigError> {
 }
 
 fn check_varnish(varnish: &VarnishConfig, public_base: &Url) -> Result<(), ConfigError> {
-    if !varnish.purge_url.is_empty() {
-        let url = Url::parse(&varnish.purge_url)
-            .map_err(|e| ConfigError(format!("varnish.purge_url {:?}: {e}", varnish.purge_url)))?;
+    let named = if varnish.purge_urls.is_empty() {
+        "varnish.purge_url"
+    } else {
+        "varnish.purge_urls entry"
+    };
+    let nodes = varnish.purge_nodes();
+    for (index, node) in nodes.iter().enumerate() {
+        let url = Url::parse(node).map_err(|e| ConfigError(format!("{named} {node:?}: {e}")))?;
         if url.scheme() != "http" || url.host().is_none() {
             return Err(ConfigError(format!(
-                "varnish.purge_url {:?} must be a plain http:// URL of Varnish, or empty",
-                varnish.purge_url
+                "{named} {node:?} must be a plain http:// URL of Varnish, such as \
+                 http://127.0.0.1:6081"
+            )));
+        }
+        if nodes[..index].contains(node) {
+            return Err(ConfigError(format!(
+                "{named} {node:?} is listed twice: list each Varnish node once"
             )));
         }
     }
@@ -740,6 +783,46 @@ mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docker/shortlink.toml");
         let settings = Settings::load(Some(Path::new(path))).unwrap();
         assert_eq!(settings.config.redis.url, "redis://redis:6379/0");
+    }
+
+    #[test]
+    fn purge_urls_list_every_node_and_replace_purge_url() {
+        let one = parse("[varnish]\npurge_url = \"http://10.0.0.1:6081\"").unwrap();
+        assert_eq!(one.config.varnish.purge_nodes(), ["http://10.0.0.1:6081"]);
+        let none = parse("[varnish]\npurge_url = \"\"").unwrap();
+        assert!(none.config.varnish.purge_nodes().is_empty());
+        let many = parse("[varnish]\npurge_urls = [\"http://10.0.0.1:6081\", \"http://10.0.0.2\"]")
+            .unwrap();
+        assert_eq!(
+            many.config.varnish.purge_nodes(),
+            ["http://10.0.0.1:6081", "http://10.0.0.2"]
+        );
+        for (text, expected) in [
+            (
+                "[varnish]\npurge_urls = [\"http://a:1\", \"http://a:1\"]",
+                "listed twice",
+            ),
+            (
+                "[varnish]\npurge_urls = [\"http://a:1\", \"https://b\"]",
+                "varnish.purge_urls entry \"https://b\" must be a plain http:// URL",
+            ),
+            (
+                "[varnish]\npurge_url = \"a:1\"",
+                "varnish.purge_url \"a:1\" must be a plain http:// URL",
+            ),
+        ] {
+            let error = parse(text).unwrap_err().0;
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_node_keeps_an_answer_for_the_longest_ttl_plus_grace() {
+        let settings = parse("[redirect]\nttl_s = 60\nnegative_ttl_s = 600\ngrace_s = 30").unwrap();
+        assert_eq!(
+            settings.config.redirect.longest_kept(),
+            Duration::from_secs(630)
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod manage;
 pub mod metrics;
 pub mod page;
 pub mod purge;
+pub mod purge_queue;
 pub mod shortener;
 pub mod stats_page;
 pub mod store;

@@ -104,14 +104,18 @@ enum Command {
         #[arg(long)]
         cursor: Option<String>,
     },
-    /// Load the hottest links into Varnish's cache (through
-    /// `varnish.purge_url`), as after Varnish starts with an empty one:
-    /// those clicked most over the last hour, then the most clicked of all
-    /// time. These requests are not counted as clicks.
+    /// Load the hottest links into Varnish's cache (every node of
+    /// `varnish.purge_urls`, or `purge_url`), as after Varnish starts with
+    /// an empty one: those clicked most over the last hour, then the most
+    /// clicked of all time. These requests are not counted as clicks.
     Warm {
         /// How many links to load.
         #[arg(long, default_value_t = 10_000)]
         links: usize,
+        /// Only this node (one of the configured URLs), as after it alone
+        /// restarted.
+        #[arg(long)]
+        node: Option<String>,
     },
     /// Print the VCL for this configuration: a whole VCL for a Varnish that
     /// serves short links only.
@@ -200,11 +204,18 @@ fn change_of<T>(value: Option<T>, remove: bool) -> Option<Option<T>> {
 /// The commands that read or change links, as an operator.
 async fn manage(shortener: Shortener, command: Command) -> Result<(), String> {
     match command {
-        Command::Warm { links } => {
+        Command::Warm { links, node } => {
             let started = std::time::Instant::now();
-            let warmed = shortener.warm(links).await.map_err(|e| e.to_string())?;
+            let warmed = shortener
+                .warm(links, node.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            let on = match warmed.nodes {
+                1 => String::new(),
+                nodes => format!(" (over {nodes} nodes)"),
+            };
             println!(
-                "warmed {} links in {:.1} s",
+                "warmed {} links{on} in {:.1} s",
                 warmed.cached,
                 started.elapsed().as_secs_f64()
             );
@@ -384,6 +395,10 @@ fn serve(settings: Settings) -> Result<(), String> {
     let metrics = web::Data::new(Metrics::new());
     actix_web::rt::System::new().block_on(async move {
         let checked = web::Data::new(Shortener::new(settings.clone()).map_err(|e| e.to_string())?);
+        // Purges a Varnish node missed are sent again for as long as this
+        // writer runs (and by every other writer of the same Redis).
+        let (purge_queue, nodes) = checked.purge_queue();
+        actix_web::rt::spawn(purge_queue.retry_forever(nodes));
         log::info!("writer listening on http://{listen}/");
         let access_log =
             log::log_enabled!(target: "actix_web::middleware::logger", log::Level::Info);

@@ -20,6 +20,7 @@ pub struct Metrics {
     deleted: IntCounter,
     refused: IntCounterVec,
     purge_failures: IntCounter,
+    purges_queued: Gauge,
     flush_lag: Gauge,
 }
 
@@ -63,6 +64,15 @@ impl Metrics {
         registry
             .register(Box::new(flush_lag.clone()))
             .expect("registered once");
+        let purges_queued = Gauge::new(
+            "shortlink_purges_queued",
+            "Purges a Varnish node did not confirm, queued in Redis and sent again until it \
+             does or they are moot; NaN when Redis did not answer",
+        )
+        .expect("a valid gauge");
+        registry
+            .register(Box::new(purges_queued.clone()))
+            .expect("registered once");
         Self {
             registry,
             created,
@@ -70,6 +80,7 @@ impl Metrics {
             deleted,
             refused,
             purge_failures,
+            purges_queued,
             flush_lag,
         }
     }
@@ -148,6 +159,14 @@ pub async fn serve_metrics(
 ) -> HttpResponse {
     let lag = shortener.click_flush_lag().await.ok().flatten();
     metrics.flush_lag.set(lag.unwrap_or(f64::NAN));
+    let (queue, _) = shortener.purge_queue();
+    // Counts of this size are exact in an f64.
+    #[allow(clippy::cast_precision_loss)]
+    let queued = queue
+        .queued()
+        .await
+        .map_or(f64::NAN, |queued| queued as f64);
+    metrics.purges_queued.set(queued);
     match metrics.render() {
         Ok(text) => HttpResponse::Ok()
             .content_type("text/plain; version=0.0.4; charset=utf-8")

@@ -209,6 +209,71 @@ impl Purger {
     }
 }
 
+/// Every Varnish node serving the links (`varnish.purge_urls`, or
+/// `purge_url`), each reached through a [`Purger`] of its own.
+#[derive(Debug)]
+pub struct Nodes {
+    nodes: Vec<(String, Purger)>,
+}
+
+/// A node that did not confirm a purge, and why.
+#[derive(Debug, Clone)]
+pub struct Unconfirmed {
+    pub node: String,
+    pub error: PurgeError,
+}
+
+impl Nodes {
+    /// `urls` are checked by the configuration (`http://host[:port]`).
+    pub fn new(urls: &[&str], public_base: &Url, link_path: &str, timeout: Duration) -> Self {
+        Self {
+            nodes: urls
+                .iter()
+                .map(|&url| {
+                    let purger = Purger::new(url, public_base, link_path, timeout);
+                    (url.to_owned(), purger)
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether there is no node to purge.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The nodes' URLs, as configured.
+    pub fn urls(&self) -> impl Iterator<Item = &str> {
+        self.nodes.iter().map(|(url, _)| url.as_str())
+    }
+
+    /// The purger of the node configured as `url`.
+    pub fn node(&self, url: &str) -> Option<&Purger> {
+        self.nodes
+            .iter()
+            .find(|(node, _)| node == url)
+            .map(|(_, purger)| purger)
+    }
+
+    /// Purges `key` on every node at once, and returns the nodes that did
+    /// not confirm it: a change waits for the slowest node, not their sum.
+    pub async fn purge(&self, key: &str) -> Vec<Unconfirmed> {
+        let answers =
+            futures_util::future::join_all(self.nodes.iter().map(|(_, purger)| purger.purge(key)))
+                .await;
+        self.nodes
+            .iter()
+            .zip(answers)
+            .filter_map(|((node, _), answer)| {
+                answer.err().map(|error| Unconfirmed {
+                    node: node.clone(),
+                    error,
+                })
+            })
+            .collect()
+    }
+}
+
 /// `host:port` of `purge_url`, as connected to and sent as `Host`.
 fn authority(purge_url: &str) -> Option<String> {
     let url = Url::parse(purge_url).ok()?;

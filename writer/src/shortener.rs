@@ -13,7 +13,8 @@ use shortlink_core::clicks::MINUTES_KEPT;
 use crate::access::Identity;
 use crate::clicks::{LinkStats, Trending};
 use crate::config::Settings;
-use crate::purge::Purger;
+use crate::purge::{Nodes, Purger};
+use crate::purge_queue::{PurgeQueue, RETRY_INTERVAL};
 use crate::store::{Current, Inserted, Link, LinkStore, StoreError};
 use crate::validate::{
     check_click_limit, check_custom_key, normalize_expired_url, normalize_url, parse_expiry, Field,
@@ -102,9 +103,11 @@ impl ShortenError {
 /// What warming a cache did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Warmed {
-    /// Links Varnish fetched (or already held).
+    /// The nodes warmed.
+    pub nodes: usize,
+    /// Links a node fetched (or already held), over every node warmed.
     pub cached: usize,
-    /// Links Varnish could not fetch.
+    /// Links a node could not fetch.
     pub failed: usize,
     /// Why the first of those failed.
     pub problem: Option<String>,
@@ -112,8 +115,10 @@ pub struct Warmed {
 
 #[derive(Debug, thiserror::Error)]
 pub enum WarmError {
-    #[error("varnish.purge_url is empty: set it to the Varnish to warm")]
+    #[error("varnish.purge_url and purge_urls are empty: set them to the Varnish nodes to warm")]
     NoVarnish,
+    #[error("{0} is not one of the Varnish nodes in varnish.purge_urls (or purge_url)")]
+    UnknownNode(String),
     #[error("cannot read the click counts: {0}")]
     Store(#[from] StoreError),
 }
@@ -169,14 +174,14 @@ pub struct Written<T> {
 pub struct Shortener {
     pub settings: Arc<Settings>,
     store: LinkStore,
-    purger: Arc<Purger>,
+    nodes: Arc<Nodes>,
 }
 
 impl Shortener {
     pub fn new(settings: Settings) -> Result<Self, StoreError> {
         let store = LinkStore::new(&settings)?;
-        let purger = Arc::new(Purger::new(
-            &settings.config.varnish.purge_url,
+        let nodes = Arc::new(Nodes::new(
+            &settings.config.varnish.purge_nodes(),
             &settings.public_base,
             &settings.link_path,
             settings.write_timeout(),
@@ -184,8 +189,14 @@ impl Shortener {
         Ok(Self {
             settings: Arc::new(settings),
             store,
-            purger,
+            nodes,
         })
+    }
+
+    /// The purges Varnish nodes did not confirm, and the nodes to send them
+    /// to: `serve` retries them (see [`PurgeQueue::retry_forever`]).
+    pub fn purge_queue(&self) -> (PurgeQueue, Arc<Nodes>) {
+        (self.store.purge_queue(), Arc::clone(&self.nodes))
     }
 
     /// Stores a link to `url` under `key`, or under a generated key when
@@ -504,22 +515,36 @@ impl Shortener {
         self.store.clicks().hottest(limit).await
     }
 
-    /// Loads the `limit` hottest links into Varnish's cache through
-    /// `varnish.purge_url`, as requests that are not counted as clicks.
-    pub async fn warm(&self, limit: usize) -> Result<Warmed, WarmError> {
-        if !self.purger.enabled() {
+    /// Loads the `limit` hottest links into the cache of `node` (a URL of
+    /// `varnish.purge_urls`), or of every node, as requests that are not
+    /// counted as clicks.
+    pub async fn warm(&self, limit: usize, node: Option<&str>) -> Result<Warmed, WarmError> {
+        if self.nodes.is_empty() {
             return Err(WarmError::NoVarnish);
         }
-        let keys = self.hottest(limit).await?;
-        let connections: Vec<Arc<Purger>> = (0..WARM_CONNECTIONS)
-            .map(|_| Arc::new(self.purger.sibling()))
-            .collect();
-        let mut fetches = tokio::task::JoinSet::new();
-        for (key, purger) in keys.into_iter().zip(connections.iter().cycle()) {
-            let purger = Arc::clone(purger);
-            fetches.spawn(async move { purger.warm(&key).await });
+        if let Some(node) = node.filter(|node| self.nodes.node(node).is_none()) {
+            return Err(WarmError::UnknownNode(node.to_owned()));
         }
+        let keys = self.hottest(limit).await?;
         let mut warmed = Warmed::default();
+        let mut fetches = tokio::task::JoinSet::new();
+        for url in self
+            .nodes
+            .urls()
+            .filter(|url| node.is_none_or(|node| node == *url))
+        {
+            let Some(purger) = self.nodes.node(url) else {
+                continue;
+            };
+            warmed.nodes += 1;
+            let connections: Vec<Arc<Purger>> = (0..WARM_CONNECTIONS)
+                .map(|_| Arc::new(purger.sibling()))
+                .collect();
+            for (key, purger) in keys.iter().cloned().zip(connections.iter().cycle()) {
+                let purger = Arc::clone(purger);
+                fetches.spawn(async move { purger.warm(&key).await });
+            }
+        }
         while let Some(answer) = fetches.join_next().await {
             let problem = match answer {
                 // Redirects, and 410s of expired links: both are cached.
@@ -601,14 +626,38 @@ impl Shortener {
             .transpose()
     }
 
-    /// Purges `key` from Varnish; says so when it could not.
+    /// Purges `key` on every Varnish node; queues the purge for the nodes
+    /// that did not confirm it, and says so.
     async fn purge(&self, key: &str) -> Option<String> {
-        let problem = self.purger.purge(key).await.err()?;
-        let warning = format!(
-            "stored, but Varnish was not told ({problem}); it may answer with the old \
-             link for up to {} s",
-            self.settings.config.redirect.ttl_s
-        );
+        let missed = self.nodes.purge(key).await;
+        if missed.is_empty() {
+            return None;
+        }
+        let kept = self.settings.config.redirect.longest_kept();
+        let queued = self
+            .store
+            .purge_queue()
+            .add(&missed, key, SystemTime::now() + kept)
+            .await;
+        let nodes = missed
+            .iter()
+            .map(|miss| format!("{} ({})", miss.node, miss.error))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let warning = match queued {
+            Ok(()) => format!(
+                "stored, but Varnish was not told at {nodes}: the purge is queued and sent \
+                 again every {} s until that node confirms it, for up to {} s (after which \
+                 the node holds no old answer anyway)",
+                RETRY_INTERVAL.as_secs(),
+                kept.as_secs()
+            ),
+            Err(error) => format!(
+                "stored, but Varnish was not told at {nodes}, and the purge could not be \
+                 queued ({error}); that node may answer with the old link for up to {} s",
+                kept.as_secs()
+            ),
+        };
         log::warn!("{key}: {warning}");
         Some(warning)
     }

@@ -289,6 +289,8 @@ pub fn metrics_count_writes_by_outcome(suite: &Suite) -> Result<(), String> {
             "shortlink_links_edited_total 1",
             "shortlink_links_deleted_total 1",
             "shortlink_purge_failures_total 0",
+            // Read from the queue in Redis: empty, not unknown (NaN).
+            "shortlink_purges_queued 0",
             "shortlink_writes_refused_total{reason=\"invalid\"} 1",
             "shortlink_writes_refused_total{reason=\"stale\"} 1",
             "shortlink_writes_refused_total{reason=\"unauthorized\"} 1",

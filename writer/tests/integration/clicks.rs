@@ -27,7 +27,17 @@ pub fn click(
     user_agent: &str,
     referer: Option<&str>,
 ) -> Result<(), String> {
-    let url = format!("{}/l/{key}", suite.varnish.base_url());
+    click_on(&suite.varnish.base_url(), key, user_agent, referer)
+}
+
+/// [`click`] through the Varnish at `varnish` (`http://host:port`).
+pub fn click_on(
+    varnish: &str,
+    key: &str,
+    user_agent: &str,
+    referer: Option<&str>,
+) -> Result<(), String> {
+    let url = format!("{varnish}/l/{key}");
     let mut request = Suite::agent().get(&url).header("user-agent", user_agent);
     if let Some(referer) = referer {
         request = request.header("referer", referer);

@@ -364,8 +364,20 @@ pub fn api(
     if_match: Option<&str>,
     body: Option<&Value>,
 ) -> Result<Answer, String> {
+    api_at(&suite.writer_url, method, path, token, if_match, body)
+}
+
+/// [`api`] to the writer at `writer_url`.
+pub fn api_at(
+    writer_url: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    if_match: Option<&str>,
+    body: Option<&Value>,
+) -> Result<Answer, String> {
     let agent = Suite::agent();
-    let url = format!("{}{path}", suite.writer_url);
+    let url = format!("{writer_url}{path}");
     let mut request = ureq::http::Request::builder().method(method).uri(&url);
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));

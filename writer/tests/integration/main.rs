@@ -13,6 +13,7 @@ mod clicks;
 mod e2e;
 mod form;
 mod lifecycle;
+mod nodes;
 mod security;
 mod store;
 
@@ -160,6 +161,14 @@ const TESTS: &[(&str, common::Test)] = &[
     (
         "lifecycle::command_line_shows_edits_deletes_and_lists",
         lifecycle::command_line_shows_edits_deletes_and_lists,
+    ),
+    (
+        "nodes::a_node_out_of_reach_is_purged_when_it_returns",
+        nodes::a_node_out_of_reach_is_purged_when_it_returns,
+    ),
+    (
+        "nodes::clicks_from_every_node_add_up",
+        nodes::clicks_from_every_node_add_up,
     ),
     (
         "e2e::api_link_served_after_cached_404",

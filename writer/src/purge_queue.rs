@@ -1,0 +1,256 @@
+//! Purges a Varnish node did not confirm, kept in a Redis stream
+//! (`<prefix>purge:queue`) until a writer sends them or they are moot.
+//!
+//! A change is purged on every node before the writer answers; a node that
+//! cannot be reached (down, partitioned, too slow) may still hold the old
+//! answer and serve it to the clients that reach it. The purge is then
+//! queued in the links' Redis, which keeps it through a writer's restart,
+//! and every running writer sends the queue again each
+//! [`RETRY_INTERVAL`] until the node confirms, or until the time by which
+//! the node must have dropped the answer by itself (the longest TTL plus
+//! grace): past that the purge is moot and leaves the queue.
+//!
+//! Several writers retry the same queue without taking turns: a purge
+//! repeated changes nothing, so a purge sent twice costs one request. A
+//! writer leaves alone the purges of nodes it is not configured with
+//! (another writer's, during a change of configuration): they leave the
+//! queue when sent by a writer that knows the node, or when moot.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::aio::ConnectionManager;
+use redis::RedisError;
+
+use crate::purge::{Nodes, Unconfirmed};
+
+/// How often a writer sends the queued purges again.
+pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Entries read from the stream per call.
+const PAGE: usize = 1000;
+
+/// Most entries one round looks at: a long outage of a busy site queues
+/// more, which later rounds take up as earlier ones leave.
+const MOST_PER_ROUND: usize = 20_000;
+
+/// The queue of purges still to send.
+#[derive(Clone)]
+pub struct PurgeQueue {
+    connection: ConnectionManager,
+    stream: String,
+}
+
+/// One queued purge: `key` on `node`, worth sending until `until`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub id: String,
+    pub node: String,
+    pub key: String,
+    /// Unix seconds after which the node cannot hold the old answer.
+    pub until: u64,
+}
+
+/// What one round of retries did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Round {
+    /// Purges a node confirmed this time.
+    pub sent: usize,
+    /// Purges dropped: the answer they would remove has expired.
+    pub moot: usize,
+    /// Purges left for the next round: their node did not confirm, or is
+    /// not one of this writer's.
+    pub left: usize,
+}
+
+impl PurgeQueue {
+    pub fn new(connection: ConnectionManager, stream: String) -> Self {
+        Self { connection, stream }
+    }
+
+    /// Queues `key` for each node in `missed`, to be sent until `until`.
+    pub async fn add(
+        &self,
+        missed: &[Unconfirmed],
+        key: &str,
+        until: SystemTime,
+    ) -> Result<(), RedisError> {
+        let until = unix_seconds(until).to_string();
+        let mut pipe = redis::pipe();
+        for miss in missed {
+            pipe.cmd("XADD")
+                .arg(&self.stream)
+                .arg("*")
+                .arg("node")
+                .arg(&miss.node)
+                .arg("key")
+                .arg(key)
+                .arg("until")
+                .arg(&until)
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut self.connection.clone()).await
+    }
+
+    /// Up to `count` queued purges, oldest first, after entry `after` (from
+    /// the start without it). Entries that are not queued purges (written by
+    /// hand, say) come back with an empty node, to be dropped.
+    pub async fn read(
+        &self,
+        after: Option<&str>,
+        count: usize,
+    ) -> Result<Vec<Pending>, RedisError> {
+        let start = after.map_or_else(|| "-".to_owned(), |id| format!("({id}"));
+        let entries: Vec<(String, HashMap<String, String>)> = redis::cmd("XRANGE")
+            .arg(&self.stream)
+            .arg(start)
+            .arg("+")
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut self.connection.clone())
+            .await?;
+        Ok(entries
+            .into_iter()
+            .map(|(id, mut fields)| Pending {
+                id,
+                node: fields.remove("node").unwrap_or_default(),
+                key: fields.remove("key").unwrap_or_default(),
+                until: fields
+                    .get("until")
+                    .and_then(|until| until.parse().ok())
+                    .unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Removes the entries `ids`.
+    pub async fn remove(&self, ids: &[&str]) -> Result<(), RedisError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        redis::cmd("XDEL")
+            .arg(&self.stream)
+            .arg(ids)
+            .query_async::<()>(&mut self.connection.clone())
+            .await
+    }
+
+    /// How many purges are queued.
+    pub async fn queued(&self) -> Result<u64, RedisError> {
+        redis::cmd("XLEN")
+            .arg(&self.stream)
+            .query_async(&mut self.connection.clone())
+            .await
+    }
+
+    /// Sends the queued purges once: for each node, the oldest first, and
+    /// the rest only if that one was confirmed, so that a node still away
+    /// costs one timeout a round, not one per purge.
+    pub async fn retry(&self, nodes: &Nodes, now: SystemTime) -> Result<Round, RedisError> {
+        let now = unix_seconds(now);
+        let mut queued = Vec::new();
+        while queued.len() < MOST_PER_ROUND {
+            let page = self
+                .read(queued.last().map(|p: &Pending| p.id.as_str()), PAGE)
+                .await?;
+            let done = page.len() < PAGE;
+            queued.extend(page);
+            if done {
+                break;
+            }
+        }
+        let mut round = Round::default();
+        let mut finished: Vec<&str> = Vec::new();
+        let mut by_node: HashMap<&str, Vec<&Pending>> = HashMap::new();
+        for pending in &queued {
+            if pending.until <= now || pending.key.is_empty() {
+                round.moot += 1;
+                finished.push(&pending.id);
+            } else if nodes.node(&pending.node).is_some() {
+                by_node.entry(&pending.node).or_default().push(pending);
+            } else {
+                round.left += 1;
+            }
+        }
+        let sent = futures_util::future::join_all(
+            by_node
+                .iter()
+                .map(|(node, pending)| send_to_node(nodes, node, pending)),
+        )
+        .await;
+        for (confirmed, left) in sent {
+            round.sent += confirmed.len();
+            round.left += left;
+            finished.extend(confirmed);
+        }
+        for ids in finished.chunks(PAGE) {
+            self.remove(ids).await?;
+        }
+        Ok(round)
+    }
+
+    /// Retries the queue every [`RETRY_INTERVAL`], for as long as the
+    /// writer runs, logging what it sends and what it cannot.
+    pub async fn retry_forever(self, nodes: Arc<Nodes>) {
+        let mut interval = tokio::time::interval(RETRY_INTERVAL);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
+        loop {
+            interval.tick().await;
+            match self.retry(&nodes, SystemTime::now()).await {
+                Ok(round) => {
+                    failing = false;
+                    if round.sent > 0 || round.moot > 0 {
+                        log::info!(
+                            "queued purges: {} sent, {} moot, {} still waiting for their node",
+                            round.sent,
+                            round.moot,
+                            round.left
+                        );
+                    }
+                }
+                // Said once per outage, not once a second.
+                Err(error) if !failing => {
+                    failing = true;
+                    log::warn!("cannot read the queued purges from Redis: {error}");
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// Sends `pending` (all for `node`), the oldest alone first; returns the
+/// confirmed entries' ids and how many are left.
+async fn send_to_node<'p>(
+    nodes: &Nodes,
+    node: &str,
+    pending: &[&'p Pending],
+) -> (Vec<&'p str>, usize) {
+    let Some(purger) = nodes.node(node) else {
+        return (Vec::new(), pending.len());
+    };
+    let Some((first, rest)) = pending.split_first() else {
+        return (Vec::new(), 0);
+    };
+    if purger.purge(&first.key).await.is_err() {
+        return (Vec::new(), pending.len());
+    }
+    let answers =
+        futures_util::future::join_all(rest.iter().map(|pending| purger.purge(&pending.key))).await;
+    let mut confirmed = vec![first.id.as_str()];
+    confirmed.extend(
+        rest.iter()
+            .zip(&answers)
+            .filter(|(_, answer)| answer.is_ok())
+            .map(|(pending, _)| pending.id.as_str()),
+    );
+    let left = pending.len() - confirmed.len();
+    (confirmed, left)
+}
+
+fn unix_seconds(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
