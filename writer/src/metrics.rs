@@ -159,11 +159,10 @@ pub async fn serve_metrics(
 ) -> HttpResponse {
     let lag = shortener.click_flush_lag().await.ok().flatten();
     metrics.flush_lag.set(lag.unwrap_or(f64::NAN));
-    let (queue, _) = shortener.purge_queue();
     // Counts of this size are exact in an f64.
     #[allow(clippy::cast_precision_loss)]
-    let queued = queue
-        .queued()
+    let queued = shortener
+        .queued_purges()
         .await
         .map_or(f64::NAN, |queued| queued as f64);
     metrics.purges_queued.set(queued);

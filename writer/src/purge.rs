@@ -56,8 +56,8 @@ pub enum PurgeError {
 /// the same thread as its callers is woken without a thread switch.
 #[derive(Debug)]
 pub struct Purger {
-    /// `host:port` to connect to; `None` when purging is off.
-    address: Option<String>,
+    /// `host:port` to connect to.
+    address: String,
     /// The `Host` the links are served under (`public_base_url`'s), so the
     /// requests reach the links' VCL even when it answers only some hosts.
     host: String,
@@ -111,10 +111,11 @@ struct Job {
 }
 
 impl Purger {
-    /// `purge_url` is checked by the configuration: empty or
-    /// `http://host[:port]`; `public_base` is `public_base_url`. `timeout`
-    /// bounds each batch, from its send to its last answer.
-    pub fn new(purge_url: &str, public_base: &Url, link_path: &str, timeout: Duration) -> Self {
+    /// A purger of the Varnish at `url` (`http://host[:port]`, as the
+    /// configuration checks it; `None` for a URL without a host);
+    /// `public_base` is `public_base_url`. `timeout` bounds each batch, from
+    /// its send to its last answer.
+    pub fn new(url: &str, public_base: &Url, link_path: &str, timeout: Duration) -> Option<Self> {
         let host =
             public_base
                 .host_str()
@@ -122,13 +123,13 @@ impl Purger {
                     Some(port) => format!("{host}:{port}"),
                     None => host.to_owned(),
                 });
-        Self {
-            address: authority(purge_url),
+        Some(Self {
+            address: authority(url)?,
             host,
             link_path: link_path.to_owned(),
             timeout,
             lanes: Mutex::new(HashMap::new()),
-        }
+        })
     }
 
     /// A purger to the same Varnish with lanes (and so connections) of its
@@ -145,18 +146,13 @@ impl Purger {
         }
     }
 
-    /// Whether there is a Varnish to send to (`purge_url` is set).
-    pub fn enabled(&self) -> bool {
-        self.address.is_some()
-    }
-
     /// Purges `key`, in the next batch this thread's lane sends. Must be
     /// called within a Tokio runtime, which the lane runs on.
     pub async fn purge(&self, key: &str) -> Result<(), PurgeError> {
         match self.send(Request::Purge, key).await? {
             200 => Ok(()),
             status => Err(PurgeError::Refused {
-                address: self.address.clone().unwrap_or_default(),
+                address: self.address.clone(),
                 status,
             }),
         }
@@ -168,24 +164,20 @@ impl Purger {
         self.send(Request::Warm, key).await
     }
 
-    /// Sends `request` for `key` and waits for its answer; a disabled
-    /// purger answers 200 at once.
+    /// Sends `request` for `key` and waits for its answer.
     async fn send(&self, request: Request, key: &str) -> Result<u16, PurgeError> {
-        let Some(address) = &self.address else {
-            return Ok(200);
-        };
         let (done, answer) = oneshot::channel();
         let job = Job {
             request,
             path: format!("{}{key}", self.link_path),
             done,
         };
-        self.enqueue(address, job);
+        self.enqueue(job);
         answer.await.map_err(|_| PurgeError::LaneStopped)?
     }
 
     /// Hands `job` to this thread's lane, starting one if there is none.
-    fn enqueue(&self, address: &str, job: Job) {
+    fn enqueue(&self, job: Job) {
         let thread = std::thread::current().id();
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
         // A lane whose runtime has ended refuses the job: a new one takes it.
@@ -197,7 +189,7 @@ impl Purger {
             let (lane, queue) = mpsc::unbounded_channel();
             tokio::spawn(run_lane(
                 queue,
-                address.to_owned(),
+                self.address.clone(),
                 self.host.clone(),
                 self.timeout,
             ));
@@ -224,14 +216,15 @@ pub struct Unconfirmed {
 }
 
 impl Nodes {
-    /// `urls` are checked by the configuration (`http://host[:port]`).
+    /// `urls` are checked by the configuration (`http://host[:port]`), so
+    /// each names a node.
     pub fn new(urls: &[&str], public_base: &Url, link_path: &str, timeout: Duration) -> Self {
         Self {
             nodes: urls
                 .iter()
-                .map(|&url| {
-                    let purger = Purger::new(url, public_base, link_path, timeout);
-                    (url.to_owned(), purger)
+                .filter_map(|&url| {
+                    let purger = Purger::new(url, public_base, link_path, timeout)?;
+                    Some((url.to_owned(), purger))
                 })
                 .collect(),
         }
@@ -242,9 +235,11 @@ impl Nodes {
         self.nodes.is_empty()
     }
 
-    /// The nodes' URLs, as configured.
-    pub fn urls(&self) -> impl Iterator<Item = &str> {
-        self.nodes.iter().map(|(url, _)| url.as_str())
+    /// Each node's URL, as configured, and its purger.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Purger)> {
+        self.nodes
+            .iter()
+            .map(|(url, purger)| (url.as_str(), purger))
     }
 
     /// The purger of the node configured as `url`.
@@ -274,9 +269,9 @@ impl Nodes {
     }
 }
 
-/// `host:port` of `purge_url`, as connected to and sent as `Host`.
-fn authority(purge_url: &str) -> Option<String> {
-    let url = Url::parse(purge_url).ok()?;
+/// `host:port` of a node's URL, as connected to and sent as `Host`.
+fn authority(url: &str) -> Option<String> {
+    let url = Url::parse(url).ok()?;
     let host = url.host_str()?;
     let port = url.port_or_known_default()?;
     Some(if host.contains(':') {

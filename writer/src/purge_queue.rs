@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::aio::ConnectionManager;
 use redis::RedisError;
 
-use crate::purge::{Nodes, Unconfirmed};
+use crate::purge::{Nodes, Purger, Unconfirmed};
 
 /// How often a writer sends the queued purges again.
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
@@ -162,21 +162,25 @@ impl PurgeQueue {
         }
         let mut round = Round::default();
         let mut finished: Vec<&str> = Vec::new();
-        let mut by_node: HashMap<&str, Vec<&Pending>> = HashMap::new();
+        let mut by_node: HashMap<&str, (&Purger, Vec<&Pending>)> = HashMap::new();
         for pending in &queued {
             if pending.until <= now || pending.key.is_empty() {
                 round.moot += 1;
                 finished.push(&pending.id);
-            } else if nodes.node(&pending.node).is_some() {
-                by_node.entry(&pending.node).or_default().push(pending);
+            } else if let Some(purger) = nodes.node(&pending.node) {
+                by_node
+                    .entry(&pending.node)
+                    .or_insert_with(|| (purger, Vec::new()))
+                    .1
+                    .push(pending);
             } else {
                 round.left += 1;
             }
         }
         let sent = futures_util::future::join_all(
             by_node
-                .iter()
-                .map(|(node, pending)| send_to_node(nodes, node, pending)),
+                .values()
+                .map(|(purger, pending)| send_to_node(purger, pending)),
         )
         .await;
         for (confirmed, left) in sent {
@@ -221,16 +225,9 @@ impl PurgeQueue {
     }
 }
 
-/// Sends `pending` (all for `node`), the oldest alone first; returns the
-/// confirmed entries' ids and how many are left.
-async fn send_to_node<'p>(
-    nodes: &Nodes,
-    node: &str,
-    pending: &[&'p Pending],
-) -> (Vec<&'p str>, usize) {
-    let Some(purger) = nodes.node(node) else {
-        return (Vec::new(), pending.len());
-    };
+/// Sends `pending` (all for the node of `purger`), the oldest alone first;
+/// returns the confirmed entries' ids and how many are left.
+async fn send_to_node<'p>(purger: &Purger, pending: &[&'p Pending]) -> (Vec<&'p str>, usize) {
     let Some((first, rest)) = pending.split_first() else {
         return (Vec::new(), 0);
     };

@@ -199,6 +199,11 @@ impl Shortener {
         (self.store.purge_queue(), Arc::clone(&self.nodes))
     }
 
+    /// How many purges wait in the queue for their node.
+    pub async fn queued_purges(&self) -> Result<u64, StoreError> {
+        Ok(self.store.purge_queue().queued().await?)
+    }
+
     /// Stores a link to `url` under `key`, or under a generated key when
     /// `key` is empty or absent, for nobody in particular.
     pub async fn shorten(&self, url: &str, key: Option<&str>) -> Result<Inserted, ShortenError> {
@@ -528,14 +533,11 @@ impl Shortener {
         let keys = self.hottest(limit).await?;
         let mut warmed = Warmed::default();
         let mut fetches = tokio::task::JoinSet::new();
-        for url in self
+        for (_, purger) in self
             .nodes
-            .urls()
-            .filter(|url| node.is_none_or(|node| node == *url))
+            .iter()
+            .filter(|(url, _)| node.is_none_or(|node| node == *url))
         {
-            let Some(purger) = self.nodes.node(url) else {
-                continue;
-            };
             warmed.nodes += 1;
             let connections: Vec<Arc<Purger>> = (0..WARM_CONNECTIONS)
                 .map(|_| Arc::new(purger.sibling()))

@@ -30,12 +30,16 @@ fn queued_for(suite: &Suite, node: &str) -> Result<Vec<String>, String> {
             .query(&["XRANGE", "short:purge:queue", "-", "+"])?;
     Ok(entries
         .into_iter()
-        .filter(|(_, fields)| fields.windows(2).any(|w| w[0] == "node" && w[1] == node))
+        .filter(|(_, fields)| {
+            fields
+                .chunks_exact(2)
+                .any(|pair| pair[0] == "node" && pair[1] == node)
+        })
         .filter_map(|(_, fields)| {
             fields
-                .windows(2)
-                .find(|w| w[0] == "key")
-                .map(|w| w[1].clone())
+                .chunks_exact(2)
+                .find(|pair| pair[0] == "key")
+                .map(|pair| pair[1].clone())
         })
         .collect())
 }
