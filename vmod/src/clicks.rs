@@ -155,6 +155,8 @@ pub struct Counters {
 /// The clicks of one Redis and key scheme, for the life of the process.
 pub struct ClickStore {
     pub redis_url: String,
+    /// Finds the master the flusher writes to.
+    pub locator: redis_target::Locator,
     pub scheme: KeyScheme,
     queues: Vec<Mutex<Vec<Click>>>,
     queued: AtomicUsize,
@@ -220,9 +222,15 @@ impl ClickStore {
     }
 
     /// A store with empty queues; [`store_for`] starts its flusher.
-    fn new(redis_url: &str, scheme: &KeyScheme, settings: CountSettings) -> Self {
+    fn new(
+        redis_url: &str,
+        locator: redis_target::Locator,
+        scheme: &KeyScheme,
+        settings: CountSettings,
+    ) -> Self {
         Self {
             redis_url: redis_url.to_owned(),
+            locator,
             scheme: scheme.clone(),
             queues: (0..QUEUES).map(|_| Mutex::new(Vec::new())).collect(),
             queued: AtomicUsize::new(0),
@@ -244,7 +252,15 @@ impl ClickStore {
             connect_timeout: Duration::from_secs(1),
             command_timeout: Duration::from_secs(1),
         };
-        Self::new("", &KeyScheme::default(), settings)
+        let nowhere = redis_target::Locator::start(
+            redis_target::Target::Server("redis://127.0.0.1:1/0".into()),
+            redis_target::Timeouts {
+                connect: settings.connect_timeout,
+                command: settings.command_timeout,
+            },
+        )
+        .expect("a server locator starts no thread");
+        Self::new("", nowhere, &KeyScheme::default(), settings)
     }
 
     pub fn settings(&self) -> CountSettings {
@@ -286,7 +302,14 @@ pub fn store_for(
             .unwrap_or_else(PoisonError::into_inner) = settings;
         return Ok(Arc::clone(store));
     }
-    let store = Arc::new(ClickStore::new(redis_url, scheme, settings));
+    let target = redis_url.parse().map_err(|e| format!("{e}"))?;
+    let timeouts = redis_target::Timeouts {
+        connect: settings.connect_timeout,
+        command: settings.command_timeout,
+    };
+    let locator = redis_target::Locator::start(target, timeouts)
+        .map_err(|e| format!("cannot follow Redis at {redis_url:?}: {e}"))?;
+    let store = Arc::new(ClickStore::new(redis_url, locator, scheme, settings));
     let flusher_store = Arc::clone(&store);
     std::thread::Builder::new()
         .name("shortlink-clicks".to_owned())

@@ -463,6 +463,8 @@ struct Flusher {
     agents: Option<Agents>,
     countries: Option<(String, Result<Countries, String>)>,
     connection: Option<redis::Connection>,
+    /// The locator's generation the connection was opened in.
+    generation: u64,
     script: String,
     script_sha: String,
     open: Tally,
@@ -487,6 +489,7 @@ impl Flusher {
             agents: None,
             countries: None,
             connection: None,
+            generation: 0,
             script_sha: sha1_smol::Sha1::from(&script).digest().to_string(),
             script,
             open: Tally::default(),
@@ -614,12 +617,14 @@ impl Flusher {
     }
 
     fn connect(&mut self, store: &ClickStore, settings: &CountSettings) -> Result<(), String> {
-        if self.connection.is_some() {
+        // After a failover, the old connection leads to a demoted master.
+        if self.connection.is_some() && self.generation == store.locator.generation() {
             return Ok(());
         }
-        let client = redis::Client::open(store.redis_url.as_str()).map_err(|e| e.to_string())?;
-        let mut connection = client
-            .get_connection_with_timeout(settings.connect_timeout)
+        self.connection = None;
+        let (mut connection, generation) = store
+            .locator
+            .connect()
             .map_err(|e| format!("connecting to Redis: {e}"))?;
         set_timeouts(&connection, settings.flush_timeout(1))?;
         let sha: String = redis::cmd("SCRIPT")
@@ -634,6 +639,7 @@ impl Flusher {
             ));
         }
         self.connection = Some(connection);
+        self.generation = generation;
         self.sealed_visitors.clear();
         Ok(())
     }

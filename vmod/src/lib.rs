@@ -81,8 +81,15 @@ mod shortlink {
             ctx: &mut Ctx,
             #[vcl_name] name: &str,
             /// Where Redis is, as a URL: `redis://[:password@]host[:port][/db]`,
-            /// `redis://user:password@host:port/db`, or
-            /// `unix:///path/to/redis.sock?db=N&pass=secret`.
+            /// `redis://user:password@host:port/db`,
+            /// `unix:///path/to/redis.sock?db=N&pass=secret`, or a master
+            /// that Sentinels watch:
+            /// `redis+sentinel://[:password@]host[:port][,host[:port]...]/master-name[/db]`
+            /// (the Sentinels' addresses; port 26379 unless given). A
+            /// Sentinel-named master is followed through failovers: a
+            /// thread of this object listens for `+switch-master` and asks
+            /// every second, and connections to a demoted master are
+            /// dropped.
             redis: &str,
             /// Start of every hash name: key `Lm25` lives in hash
             /// `<prefix>Lm`. Letters, digits and `: . _ - / { }` only.

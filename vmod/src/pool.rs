@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::ConnectionLike;
+use redis_target::{Locator, Target, Timeouts};
 use shortlink_core::Slot;
 
 /// One Redis connection and whether it may be reused.
@@ -22,14 +23,16 @@ pub struct PooledConnection {
     /// Set after a failed or timed-out command: the stream may still carry a
     /// late reply, so the connection must never serve another lookup.
     broken: bool,
+    /// The locator's generation when it was opened: one from before a
+    /// failover leads to a demoted master.
+    generation: u64,
 }
 
-/// Opens connections with the connect timeout and arms read and write
-/// timeouts on each, so no socket call can block longer than allowed.
+/// Opens connections to the master the locator names, with the connect
+/// timeout, and arms read and write timeouts on each, so no socket call can
+/// block longer than allowed.
 struct ConnectionManager {
-    client: redis::Client,
-    connect_timeout: Duration,
-    command_timeout: Duration,
+    locator: Arc<Locator>,
     health: Arc<Health>,
 }
 
@@ -38,18 +41,11 @@ impl r2d2::ManageConnection for ConnectionManager {
     type Error = redis::RedisError;
 
     fn connect(&self) -> Result<PooledConnection, redis::RedisError> {
-        let result = self
-            .client
-            .get_connection_with_timeout(self.connect_timeout)
-            .and_then(|connection| {
-                connection.set_read_timeout(Some(self.command_timeout))?;
-                connection.set_write_timeout(Some(self.command_timeout))?;
-                Ok(connection)
-            });
-        match result {
-            Ok(connection) => Ok(PooledConnection {
+        match self.locator.connect() {
+            Ok((connection, generation)) => Ok(PooledConnection {
                 connection,
                 broken: false,
+                generation,
             }),
             Err(error) => {
                 self.health.set(false);
@@ -66,7 +62,14 @@ impl r2d2::ManageConnection for ConnectionManager {
     }
 
     fn has_broken(&self, conn: &mut PooledConnection) -> bool {
-        conn.broken || !conn.connection.is_open()
+        conn.broken || !conn.connection.is_open() || self.stale(conn)
+    }
+}
+
+impl ConnectionManager {
+    /// Whether the master has changed since `conn` was opened.
+    fn stale(&self, conn: &PooledConnection) -> bool {
+        conn.generation != self.locator.generation()
     }
 }
 
@@ -163,6 +166,7 @@ struct Queue {
 /// What the workers and the I/O thread share.
 struct Shared {
     pool: r2d2::Pool<ConnectionManager>,
+    locator: Arc<Locator>,
     health: Arc<Health>,
     command_timeout: Duration,
     queue: Mutex<Queue>,
@@ -198,15 +202,21 @@ impl RedisPool {
     /// Builds the pool without waiting for Redis: connections are opened in
     /// the background, so a VCL loads even while Redis is down.
     pub fn new(settings: &PoolSettings<'_>) -> Result<Self, String> {
-        let client = redis::Client::open(settings.url)
-            .map_err(|e| format!("invalid Redis URL {:?}: {e}", settings.url))?;
+        let target: Target = settings.url.parse().map_err(|e| format!("{e}"))?;
+        let locator = Locator::start(
+            target,
+            Timeouts {
+                connect: settings.connect_timeout,
+                command: settings.command_timeout,
+            },
+        )
+        .map_err(|e| format!("cannot follow Redis at {:?}: {e}", settings.url))?;
         let health = Arc::new(Health::new());
         let manager = ConnectionManager {
-            client,
-            connect_timeout: settings.connect_timeout,
-            command_timeout: settings.command_timeout,
+            locator: Arc::new(locator),
             health: Arc::clone(&health),
         };
+        let manager_locator = Arc::clone(&manager.locator);
         let pool = r2d2::Pool::builder()
             .max_size(settings.size)
             .min_idle(Some(1))
@@ -215,6 +225,7 @@ impl RedisPool {
             .error_handler(Box::new(r2d2::NopErrorHandler))
             .build_unchecked(manager);
         let shared = Arc::new(Shared {
+            locator: Arc::clone(&manager_locator),
             pool,
             health,
             command_timeout: settings.command_timeout,
@@ -377,11 +388,18 @@ fn serve(
     }
     let packed = pipeline.get_packed_pipeline();
     loop {
-        let mut conn = if let Some(conn) = connection.take() {
+        let mut conn = if let Some(conn) = connection.take().filter(|conn| !is_stale(shared, conn))
+        {
             conn
         } else {
             let wait = retry_until.saturating_duration_since(Instant::now());
             match shared.pool.get_timeout(wait) {
+                // An idle connection from before a failover: the pool
+                // drops it, and the next try opens one to the new master.
+                Ok(mut conn) if is_stale(shared, &conn) => {
+                    conn.broken = true;
+                    continue;
+                }
                 Ok(conn) => conn,
                 Err(e) => {
                     return Some(LookupError::Timeout(format!(
@@ -416,6 +434,10 @@ fn serve(
             }
         }
     }
+}
+
+fn is_stale(shared: &Shared, conn: &PooledConnection) -> bool {
+    conn.generation != shared.locator.generation()
 }
 
 /// Writes a packed pipeline and reads its `count` replies, each read bounded

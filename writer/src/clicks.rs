@@ -6,6 +6,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use redis::aio::ConnectionManager;
+
+use crate::master::MasterConnection;
 use serde::Serialize;
 use shortlink_core::clicks::{ClickTime, Detail, Total, MINUTES_KEPT};
 use shortlink_core::{Key, KeyScheme};
@@ -88,12 +90,12 @@ pub struct Trending {
 /// Reads counts through the writer's Redis connection.
 #[derive(Clone)]
 pub struct ClickReader {
-    connection: ConnectionManager,
+    connection: MasterConnection,
     scheme: KeyScheme,
 }
 
 impl ClickReader {
-    pub fn new(connection: ConnectionManager, scheme: KeyScheme) -> Self {
+    pub fn new(connection: MasterConnection, scheme: KeyScheme) -> Self {
         Self { connection, scheme }
     }
 
@@ -130,7 +132,7 @@ impl ClickReader {
         }
         pipe.cmd("PFCOUNT").arg(&visitor_keys);
         pipe.hgetall(scheme.details(key.as_str()));
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get()?;
         let answers: Vec<redis::Value> = pipe.query_async(&mut connection).await?;
         let mut answers = answers.into_iter();
         let mut next = || -> u64 {
@@ -222,6 +224,7 @@ impl ClickReader {
             .map(|n| self.scheme.minute_set(now.before(n * 60).minute()))
             .collect();
         let (pieces, mut arrived) = tokio::sync::mpsc::channel(READERS);
+        let connection = self.connection.get()?;
         for reader in 0..READERS {
             let mine: Vec<(usize, String)> = sets
                 .iter()
@@ -230,11 +233,7 @@ impl ClickReader {
                 .skip(reader)
                 .step_by(READERS)
                 .collect();
-            tokio::spawn(read_minute_sets(
-                self.connection.clone(),
-                mine,
-                pieces.clone(),
-            ));
+            tokio::spawn(read_minute_sets(connection.clone(), mine, pieces.clone()));
         }
         drop(pieces);
         // Each link's clicks, and which sets counted them (one bit per set:
@@ -277,7 +276,7 @@ impl ClickReader {
         // least of them, so each newcomer is compared with that alone.
         let mut best: BinaryHeap<Reverse<(u64, String)>> = BinaryHeap::with_capacity(wanted + 1);
         let totals_prefix = self.scheme.total_hash(Total::People, "");
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get()?;
         let names = scan(&mut connection, &format!("{totals_prefix}*"), "hash").await?;
         for names in names.chunks(HASHES_PER_TRIP) {
             let mut pipe = redis::pipe();
@@ -309,7 +308,7 @@ impl ClickReader {
     /// it has none); `None` when none ever did. Each Varnish's own backlog
     /// is its varnishstat `clicks_pending`.
     pub async fn flush_lag(&self) -> Result<Option<f64>, StoreError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get()?;
         let beats: HashMap<String, u64> = redis::cmd("HGETALL")
             .arg(self.scheme.flushers())
             .query_async(&mut connection)

@@ -84,7 +84,8 @@ impl ClicksConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedisConfig {
-    /// `redis://[user:password@]host[:port][/db]` or `unix:///path?db=N`.
+    /// `redis://[user:password@]host[:port][/db]`, `unix:///path?db=N`, or
+    /// `redis+sentinel://host:port[,host:port...]/master-name[/db]`.
     pub url: String,
     /// Start of every hash name: key `Lm25` lives in hash `<prefix>Lm`.
     pub hash_prefix: String,
@@ -99,6 +100,8 @@ pub struct RedisConfig {
     pub write_timeout_ms: u64,
     /// Most Redis connections the VMOD keeps open.
     pub pool_size: PoolSize,
+    /// Replicas that must hold a change before the writer acknowledges it.
+    pub replicas_to_ack: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -319,6 +322,7 @@ impl Default for RedisConfig {
             command_timeout_ms: Timeout::COMMAND.as_millis(),
             write_timeout_ms: Timeout::WRITE.as_millis(),
             pool_size: PoolSize::default(),
+            replicas_to_ack: 0,
         }
     }
 }
@@ -567,7 +571,8 @@ fn vcl_safe(value: &str) -> bool {
 
 /// A Redis URL both the writer and the VMOD can open, named `name` in errors.
 fn check_redis_url(name: &str, url: &str) -> Result<(), ConfigError> {
-    redis::Client::open(url).map_err(|e| ConfigError(format!("{name} {url:?}: {e}")))?;
+    url.parse::<redis_target::Target>()
+        .map_err(|e| ConfigError(format!("{name}: {e}")))?;
     if !vcl_safe(url) {
         return Err(ConfigError(format!(
             "{name} must be printable ASCII without '\"'; percent-encode the password"
@@ -575,6 +580,9 @@ fn check_redis_url(name: &str, url: &str) -> Result<(), ConfigError> {
     }
     Ok(())
 }
+
+/// More replicas than any Redis deployment waits for: a typo, not a plan.
+const MAX_REPLICAS_TO_ACK: u32 = 16;
 
 fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
     check_redis_url("redis.url", &redis.url)?;
@@ -585,6 +593,12 @@ fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
     ] {
         Timeout::try_from(Duration::from_millis(value))
             .map_err(|e| ConfigError(format!("redis.{name} {e}")))?;
+    }
+    if redis.replicas_to_ack > MAX_REPLICAS_TO_ACK {
+        return Err(ConfigError(format!(
+            "redis.replicas_to_ack must be 0 to {MAX_REPLICAS_TO_ACK}, not {}",
+            redis.replicas_to_ack
+        )));
     }
     Ok(())
 }
@@ -840,6 +854,11 @@ mod tests {
             ("[redis]\nhash_prefix = \"a b\"", "hash prefix"),
             ("[redis]\nurl = \"http://x\"", "redis.url"),
             ("[clicks]\nredis_url = \"http://x\"", "clicks.redis_url"),
+            ("[redis]\nurl = \"redis+sentinel://h:26379\"", "no master"),
+            (
+                "[redis]\nreplicas_to_ack = 17",
+                "replicas_to_ack must be 0 to 16",
+            ),
             ("[redis]\npool_size = 0", "pool_size"),
             ("[redirect]\nstatus = 200", "not a redirect"),
             (

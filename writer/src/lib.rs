@@ -5,6 +5,7 @@ pub mod access;
 pub mod clicks;
 pub mod config;
 pub mod manage;
+pub mod master;
 pub mod metrics;
 pub mod page;
 pub mod purge;

@@ -370,13 +370,26 @@ fn warn_purge(warning: Option<String>) {
 /// Warns when the split would push hashes out of Redis's compact encoding,
 /// with the limit Redis itself reports, or the shipped one if it is away.
 fn check_split(settings: &Settings) {
-    let limit = redis::Client::open(settings.config.redis.url.as_str())
-        .and_then(|client| client.get_connection_with_timeout(settings.connect_timeout()))
-        .and_then(|mut connection| {
+    let timeouts = redis_target::Timeouts {
+        connect: settings.connect_timeout(),
+        command: settings.write_timeout(),
+    };
+    let limit = settings
+        .config
+        .redis
+        .url
+        .parse()
+        .map_err(|e: redis_target::TargetError| e.to_string())
+        .and_then(|target| {
+            redis_target::Locator::start(target, timeouts).map_err(|e| e.to_string())
+        })
+        .and_then(|locator| locator.connect().map_err(|e| e.to_string()))
+        .and_then(|(mut connection, _)| {
             redis::cmd("CONFIG")
                 .arg("GET")
                 .arg("hash-max-listpack-entries")
                 .query::<(String, u64)>(&mut connection)
+                .map_err(|e| e.to_string())
         })
         .map_or(512, |(_, limit)| limit);
     if let Some(warning) = settings.listpack_warning(limit) {

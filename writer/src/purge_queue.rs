@@ -20,8 +20,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::aio::ConnectionManager;
 use redis::RedisError;
+
+use crate::master::MasterConnection;
 
 use crate::purge::{Nodes, Purger, Unconfirmed};
 
@@ -38,7 +39,7 @@ const MOST_PER_ROUND: usize = 20_000;
 /// The queue of purges still to send.
 #[derive(Clone)]
 pub struct PurgeQueue {
-    connection: ConnectionManager,
+    connection: MasterConnection,
     stream: String,
 }
 
@@ -65,7 +66,7 @@ pub struct Round {
 }
 
 impl PurgeQueue {
-    pub fn new(connection: ConnectionManager, stream: String) -> Self {
+    pub fn new(connection: MasterConnection, stream: String) -> Self {
         Self { connection, stream }
     }
 
@@ -90,7 +91,7 @@ impl PurgeQueue {
                 .arg(&until)
                 .ignore();
         }
-        pipe.query_async::<()>(&mut self.connection.clone()).await
+        pipe.query_async::<()>(&mut self.connection.get()?).await
     }
 
     /// Up to `count` queued purges, oldest first, after entry `after` (from
@@ -108,7 +109,7 @@ impl PurgeQueue {
             .arg("+")
             .arg("COUNT")
             .arg(count)
-            .query_async(&mut self.connection.clone())
+            .query_async(&mut self.connection.get()?)
             .await?;
         Ok(entries
             .into_iter()
@@ -132,7 +133,7 @@ impl PurgeQueue {
         redis::cmd("XDEL")
             .arg(&self.stream)
             .arg(ids)
-            .query_async::<()>(&mut self.connection.clone())
+            .query_async::<()>(&mut self.connection.get()?)
             .await
     }
 
@@ -140,7 +141,7 @@ impl PurgeQueue {
     pub async fn queued(&self) -> Result<u64, RedisError> {
         redis::cmd("XLEN")
             .arg(&self.stream)
-            .query_async(&mut self.connection.clone())
+            .query_async(&mut self.connection.get()?)
             .await
     }
 

@@ -3,6 +3,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_target::Timeouts;
+
+use crate::master::MasterConnection;
 use redis::Script;
 use shortlink_core::{digest_key, Key, KeyScheme, Owner, Record, Stored};
 
@@ -127,6 +130,14 @@ pub enum Unreachable {
     /// The claim script answered something it never answers.
     #[error("the claim script answered {0}")]
     UnexpectedReply(i64),
+    /// The master has the change, but too few replicas confirmed it to
+    /// promise it survives a failover.
+    #[error(
+        "the Redis master stored the change but only {confirmed} of {wanted} replicas \
+         confirmed it in time, so it is not acknowledged; try again (a retry finds it), \
+         and check the replicas' link to the master"
+    )]
+    NotReplicated { wanted: u32, confirmed: u32 },
 }
 
 impl From<redis::RedisError> for StoreError {
@@ -139,9 +150,11 @@ impl From<redis::RedisError> for StoreError {
 /// itself: concurrent requests share it, pipelined.
 #[derive(Clone)]
 pub struct LinkStore {
-    connection: ConnectionManager,
+    connection: MasterConnection,
     /// The clicks' Redis: the links' own connection unless they have one.
-    click_connection: ConnectionManager,
+    click_connection: MasterConnection,
+    /// Replicas that must hold a change before it is acknowledged.
+    replicas_to_ack: u32,
     scheme: KeyScheme,
     min_generated_len: usize,
     claim: Script,
@@ -159,21 +172,21 @@ impl LinkStore {
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(500));
+        let timeouts = Timeouts {
+            connect: settings.connect_timeout(),
+            command: settings.write_timeout(),
+        };
         let links_url = settings.config.redis.url.as_str();
-        let connection = ConnectionManager::new_lazy_with_config(
-            redis::Client::open(links_url)?,
-            config.clone(),
-        )?;
+        let connection = MasterConnection::new(links_url, timeouts, config.clone())?;
         let click_connection =
             match shortlink_core::clicks::own_redis(&settings.config.clicks.redis_url, links_url) {
-                Some(url) => {
-                    ConnectionManager::new_lazy_with_config(redis::Client::open(url)?, config)?
-                }
+                Some(url) => MasterConnection::new(url, timeouts, config)?,
                 None => connection.clone(),
             };
         Ok(Self {
             connection,
             click_connection,
+            replicas_to_ack: settings.config.redis.replicas_to_ack,
             scheme: settings.scheme.clone(),
             min_generated_len: settings.config.min_generated_key_length,
             claim: Script::new(CLAIM_SCRIPT),
@@ -232,7 +245,7 @@ impl LinkStore {
             let slot = self.scheme.slot(key);
             lookups.cmd("HGET").arg(&slot.hash).arg(slot.field);
         }
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get()?;
         let values: Vec<Option<String>> = lookups.query_async(&mut connection).await?;
         Ok(values
             .into_iter()
@@ -246,7 +259,7 @@ impl LinkStore {
     /// What `key` holds, if anything.
     pub async fn read(&self, key: &Key) -> Result<Option<Current>, StoreError> {
         let slot = self.scheme.slot(key);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get()?;
         let raw: Option<String> = redis::cmd("HGET")
             .arg(&slot.hash)
             .arg(slot.field)
@@ -264,7 +277,7 @@ impl LinkStore {
         new: &Stored,
     ) -> Result<bool, StoreError> {
         let slot = self.scheme.slot(key);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get()?;
         let mut invocation = self.replace.key(&slot.hash);
         invocation
             .arg(new.to_string())
@@ -275,7 +288,7 @@ impl LinkStore {
         match outcome {
             -1 => Err(StoreError::Unavailable(Unreachable::PastDeadline)),
             0 => Ok(false),
-            1 => Ok(true),
+            1 => self.replicated(&mut connection).await.map(|()| true),
             n => Err(StoreError::Unavailable(Unreachable::UnexpectedReply(n))),
         }
     }
@@ -283,7 +296,7 @@ impl LinkStore {
     /// The owners with an index, in name order; `None` stands for links
     /// created without a token.
     pub async fn owners(&self) -> Result<Vec<Option<Owner>>, StoreError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get()?;
         let pattern = format!("{}*", self.scheme.index(None));
         let names = scan(&mut connection, &pattern, "list").await?;
         let mut owners: Vec<Option<Owner>> = names
@@ -307,7 +320,7 @@ impl LinkStore {
         keep: impl Fn(&Link) -> bool,
     ) -> Result<Page, StoreError> {
         let index = self.scheme.index(owner);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get()?;
         let mut end = match before {
             Some(before) => before,
             None => {
@@ -371,7 +384,7 @@ impl LinkStore {
         fields: &[&str],
     ) -> Result<Option<(usize, bool)>, StoreError> {
         let slot = self.scheme.slot(first);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get()?;
         let mut invocation = self.claim.key(&slot.hash);
         invocation
             .key(self.scheme.index(record.owner.as_ref()))
@@ -385,15 +398,39 @@ impl LinkStore {
             })
             .arg(fields);
         let (position, created): (i64, u8) = invocation.invoke_async(&mut connection).await?;
-        match position {
-            -1 => Err(StoreError::Unavailable(Unreachable::PastDeadline)),
-            0 => Ok(None),
+        let claimed = match position {
+            -1 => return Err(StoreError::Unavailable(Unreachable::PastDeadline)),
+            0 => return Ok(None),
             n => usize::try_from(n - 1)
                 .ok()
                 .filter(|&index| index < fields.len())
-                .map(|index| Some((index, created == 1)))
-                .ok_or(StoreError::Unavailable(Unreachable::UnexpectedReply(n))),
+                .ok_or(StoreError::Unavailable(Unreachable::UnexpectedReply(n)))?,
+        };
+        // Also when the link was there already: the insert that stored it
+        // may have been refused for want of replicas.
+        self.replicated(&mut connection).await?;
+        Ok(Some((claimed, created == 1)))
+    }
+
+    /// Returns once `replicas_to_ack` replicas hold every write sent on
+    /// `connection` so far (`WAIT`), within half the write timeout.
+    async fn replicated(&self, connection: &mut ConnectionManager) -> Result<(), StoreError> {
+        if self.replicas_to_ack == 0 {
+            return Ok(());
         }
+        let within_ms = (self.write_timeout / 2).as_millis().max(1);
+        let confirmed: u32 = redis::cmd("WAIT")
+            .arg(self.replicas_to_ack)
+            .arg(u64::try_from(within_ms).unwrap_or(u64::MAX))
+            .query_async(connection)
+            .await?;
+        if confirmed < self.replicas_to_ack {
+            return Err(StoreError::Unavailable(Unreachable::NotReplicated {
+                wanted: self.replicas_to_ack,
+                confirmed,
+            }));
+        }
+        Ok(())
     }
 
     /// When a claim sent now must no longer store anything: before the write

@@ -1,0 +1,9 @@
+//! Where Redis is, in one URL form for the VMOD and the writer alike, and
+//! connections that follow it: `redis://` names one server,
+//! `redis+sentinel://` a master that Sentinels watch and replace.
+
+mod locator;
+mod target;
+
+pub use crate::locator::{Locator, Timeouts, POLL_INTERVAL};
+pub use crate::target::{Address, SentinelTarget, Target, TargetError, SENTINEL_PORT};

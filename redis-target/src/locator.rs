@@ -1,0 +1,334 @@
+//! Connections to the Redis that takes writes now.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use redis::{ErrorKind, RedisError, RedisResult};
+
+use crate::target::{Address, SentinelTarget, Target};
+
+/// How often the Sentinel watcher asks for the master, as a backstop to the
+/// `+switch-master` events (a lost event, a Sentinel restarted).
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long the watcher waits before trying the next Sentinel.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// The bounds on every exchange with Redis or a Sentinel.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub command: Duration,
+}
+
+/// Finds the Redis that takes writes, and follows it.
+///
+/// For one server that is the server. For a Sentinel group a thread owned
+/// by the locator subscribes to a Sentinel's `+switch-master` events and
+/// asks it for the master every [`POLL_INTERVAL`], moving on to the next
+/// Sentinel whenever one fails. Each change of master raises the
+/// [`generation`](Locator::generation): a connection made in an older one
+/// must be dropped, so nothing is written to a demoted master.
+pub struct Locator {
+    shared: Arc<Shared>,
+    watcher: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    target: Target,
+    timeouts: Timeouts,
+    master: Mutex<Option<Master>>,
+    generation: AtomicU64,
+    stopping: Mutex<bool>,
+    wake: Condvar,
+}
+
+#[derive(Clone)]
+struct Master {
+    /// Where Sentinels said it is; `None` for one server.
+    address: Option<Address>,
+    client: redis::Client,
+}
+
+impl Locator {
+    /// Starts following `target`, without waiting for it: a Sentinel
+    /// group's master is found in the background.
+    pub fn start(target: Target, timeouts: Timeouts) -> Result<Self, RedisError> {
+        let fixed = match &target {
+            Target::Server(url) => Some(redis::Client::open(url.as_str())?),
+            Target::Sentinel(_) => None,
+        };
+        let shared = Arc::new(Shared {
+            master: Mutex::new(fixed.map(|client| Master {
+                address: None,
+                client,
+            })),
+            target,
+            timeouts,
+            generation: AtomicU64::new(0),
+            stopping: Mutex::new(false),
+            wake: Condvar::new(),
+        });
+        let watcher = match &shared.target {
+            Target::Server(_) => None,
+            Target::Sentinel(_) => {
+                let watched = Arc::clone(&shared);
+                Some(
+                    std::thread::Builder::new()
+                        .name("shortlink-sentinel".into())
+                        .spawn(move || watch(&watched))
+                        .map_err(|e| {
+                            RedisError::from((
+                                ErrorKind::Client,
+                                "cannot start the Sentinel watcher thread",
+                                e.to_string(),
+                            ))
+                        })?,
+                )
+            }
+        };
+        Ok(Self { shared, watcher })
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.shared.target
+    }
+
+    /// Raised at each change of master; always 0 for one server.
+    pub fn generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
+    }
+
+    /// A client for the master as last known, and the generation it
+    /// belongs to. Does no I/O: fails while no Sentinel has named one.
+    pub fn master(&self) -> RedisResult<(redis::Client, u64)> {
+        let held = self.shared.lock_master();
+        let generation = self.generation();
+        match &*held {
+            Some(master) => Ok((master.client.clone(), generation)),
+            None => Err(self.shared.no_master_yet()),
+        }
+    }
+
+    /// Where the master is, as last known (`None` for one server, or while
+    /// no Sentinel has named one).
+    pub fn master_address(&self) -> Option<Address> {
+        self.shared
+            .lock_master()
+            .as_ref()
+            .and_then(|master| master.address.clone())
+    }
+
+    /// A new connection to the master with read and write timeouts armed,
+    /// and its generation. Asks the Sentinels first if none named the
+    /// master yet, and checks with `ROLE` that the server still is one.
+    pub fn connect(&self) -> RedisResult<(redis::Connection, u64)> {
+        if let (Err(_), Target::Sentinel(group)) = (self.master(), &self.shared.target) {
+            self.shared.ask_any(group);
+        }
+        let (client, generation) = self.master()?;
+        let timeouts = self.shared.timeouts;
+        let mut connection = client.get_connection_with_timeout(timeouts.connect)?;
+        connection.set_read_timeout(Some(timeouts.command))?;
+        connection.set_write_timeout(Some(timeouts.command))?;
+        if let Target::Sentinel(group) = &self.shared.target {
+            let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut connection)?;
+            if !matches!(role.first(), Some(redis::Value::BulkString(name)) if name == b"master") {
+                return Err(RedisError::from((
+                    ErrorKind::Client,
+                    "not the master",
+                    format!(
+                        "the server Sentinels named as {} is a replica now; \
+                         waiting for them to name the new master",
+                        group.master_name
+                    ),
+                )));
+            }
+        }
+        Ok((connection, generation))
+    }
+}
+
+impl Drop for Locator {
+    fn drop(&mut self) {
+        *self
+            .shared
+            .stopping
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
+        self.shared.wake.notify_all();
+        if let Some(watcher) = self.watcher.take() {
+            // Within one poll interval: the thread runs code of the module
+            // that owns it, so it must end before the module is unloaded.
+            let _ = watcher.join();
+        }
+    }
+}
+
+impl Shared {
+    fn lock_master(&self) -> std::sync::MutexGuard<'_, Option<Master>> {
+        self.master.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn stopping(&self) -> bool {
+        *self.stopping.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sleeps `pause`, or less if the locator is dropped meanwhile.
+    fn pause(&self, pause: Duration) {
+        let stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*stopping {
+            let _ = self.wake.wait_timeout(stopping, pause);
+        }
+    }
+
+    fn no_master_yet(&self) -> RedisError {
+        let detail = match &self.target {
+            Target::Sentinel(group) => format!(
+                "no Sentinel ({}) has named the master {:?} yet; check that they run \
+                 and know it by that name",
+                group
+                    .sentinels
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                group.master_name
+            ),
+            Target::Server(url) => format!("{url} cannot be opened"),
+        };
+        RedisError::from((ErrorKind::Io, "no master", detail))
+    }
+
+    /// Takes `address` as the master, raising the generation if it moved.
+    fn set_master(&self, group: &SentinelTarget, address: Address) -> RedisResult<()> {
+        let mut held = self.lock_master();
+        if held
+            .as_ref()
+            .is_some_and(|master| master.address.as_ref() == Some(&address))
+        {
+            return Ok(());
+        }
+        let client = redis::Client::open(group.server_url(&address))?;
+        *held = Some(Master {
+            address: Some(address),
+            client,
+        });
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Asks each Sentinel in turn until one names the master.
+    fn ask_any(&self, group: &SentinelTarget) {
+        for sentinel in &group.sentinels {
+            let named = sentinel_connection(sentinel, self.timeouts)
+                .and_then(|mut connection| ask_master(&mut connection, group))
+                .and_then(|address| self.set_master(group, address));
+            if named.is_ok() {
+                return;
+            }
+        }
+    }
+}
+
+/// The watcher thread: follows one Sentinel until it fails, then the next.
+fn watch(shared: &Shared) {
+    let Target::Sentinel(group) = &shared.target else {
+        return;
+    };
+    for sentinel in group.sentinels.iter().cycle() {
+        if shared.stopping() {
+            return;
+        }
+        // Its failure is only a reason to ask the next Sentinel; the
+        // connections to Redis report what users see.
+        let _ = follow(shared, group, sentinel);
+        shared.pause(RETRY_PAUSE);
+    }
+}
+
+/// Asks `sentinel` for the master every poll interval and takes every
+/// `+switch-master` it announces for this group, until it fails or the
+/// locator stops.
+fn follow(shared: &Shared, group: &SentinelTarget, sentinel: &Address) -> RedisResult<()> {
+    let mut asking = sentinel_connection(sentinel, shared.timeouts)?;
+    let mut listening = sentinel_connection(sentinel, shared.timeouts)?;
+    let mut events = listening.as_pubsub();
+    events.subscribe("+switch-master")?;
+    events.set_read_timeout(Some(POLL_INTERVAL))?;
+    loop {
+        shared.set_master(group, ask_master(&mut asking, group)?)?;
+        if shared.stopping() {
+            return Ok(());
+        }
+        match events.get_message() {
+            Ok(message) => {
+                let payload: String = message.get_payload()?;
+                if let Some(address) = switched_to(&payload, &group.master_name) {
+                    shared.set_master(group, address)?;
+                }
+            }
+            Err(error) if error.is_timeout() => {}
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+fn sentinel_connection(sentinel: &Address, timeouts: Timeouts) -> RedisResult<redis::Connection> {
+    let client = redis::Client::open(format!("redis://{sentinel}"))?;
+    let connection = client.get_connection_with_timeout(timeouts.connect)?;
+    connection.set_read_timeout(Some(timeouts.command))?;
+    connection.set_write_timeout(Some(timeouts.command))?;
+    Ok(connection)
+}
+
+/// `SENTINEL GET-MASTER-ADDR-BY-NAME`.
+fn ask_master(sentinel: &mut redis::Connection, group: &SentinelTarget) -> RedisResult<Address> {
+    let named: Option<(String, u16)> = redis::cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(&group.master_name)
+        .query(sentinel)?;
+    named
+        .map(|(host, port)| Address { host, port })
+        .ok_or_else(|| {
+            RedisError::from((
+                ErrorKind::MasterNameNotFoundBySentinel,
+                "unknown master",
+                group.master_name.clone(),
+            ))
+        })
+}
+
+/// The new master a `+switch-master` payload (`name old-ip old-port
+/// new-ip new-port`) announces, if it is about `master_name`.
+fn switched_to(payload: &str, master_name: &str) -> Option<Address> {
+    let fields: Vec<&str> = payload.split_whitespace().collect();
+    match fields.as_slice() {
+        [name, _, _, host, port] if *name == master_name => Some(Address {
+            host: (*host).to_owned(),
+            port: port.parse().ok()?,
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::switched_to;
+    use crate::target::Address;
+
+    #[test]
+    fn a_switch_of_this_master_names_the_new_one() {
+        assert_eq!(
+            switched_to("links 127.0.0.1 7001 127.0.0.1 7002", "links"),
+            Some(Address {
+                host: "127.0.0.1".into(),
+                port: 7002
+            })
+        );
+        assert_eq!(switched_to("other 10.0.0.1 1 10.0.0.2 2", "links"), None);
+        assert_eq!(switched_to("links 10.0.0.1 1", "links"), None);
+    }
+}
