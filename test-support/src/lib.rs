@@ -7,12 +7,14 @@
 mod geoip;
 mod proxy;
 mod redis;
+mod sentinel;
 mod varnish;
 mod writer;
 
 pub use crate::geoip::write_country_database;
 pub use crate::proxy::Proxy;
 pub use crate::redis::{Persistence, Redis};
+pub use crate::sentinel::SentinelGroup;
 pub use crate::varnish::Varnish;
 pub use crate::writer::{generate_vcl, shortlink_binary, Writer};
 
@@ -102,7 +104,7 @@ pub fn wait_for_port(port: u16, within: Duration) -> Result<(), String> {
 }
 
 /// Whether `done` became true within `within`, asking every few milliseconds.
-fn poll_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+pub fn poll_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + within;
     loop {
         if done() {

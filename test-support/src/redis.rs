@@ -74,6 +74,12 @@ impl Redis {
         Ok(redis)
     }
 
+    /// A Sentinel with its files in `dir`: `monitor` holds its `sentinel`
+    /// lines. It rewrites its configuration as it learns the group.
+    pub fn start_sentinel(dir: &Path, monitor: &str) -> Result<Self, String> {
+        Self::start(dir, Persistence::Scratch, monitor)
+    }
+
     /// The server `config` (written by [`Redis::start`]) describes, running
     /// or not.
     pub fn attach(config: &Path) -> Result<Self, String> {
@@ -98,6 +104,14 @@ impl Redis {
         })
     }
 
+    /// Whether its configuration makes it a Sentinel.
+    fn is_sentinel(&self) -> bool {
+        fs::read_to_string(&self.config).is_ok_and(|text| {
+            text.lines()
+                .any(|line| line.starts_with("sentinel monitor "))
+        })
+    }
+
     /// The configuration file, for [`Redis::attach`] in another process.
     pub fn config(&self) -> &Path {
         &self.config
@@ -119,6 +133,9 @@ impl Redis {
         let log_path = self.dir.join("redis.log");
         let mut command = Command::new("redis-server");
         command.arg(&self.config);
+        if self.is_sentinel() {
+            command.arg("--sentinel");
+        }
         inherit_only_stdio(&mut command);
         let mut child = spawn_logged(&mut command, &log_path, "redis-server")?;
         let exited = |child: &mut Child| child.try_wait().ok().flatten();

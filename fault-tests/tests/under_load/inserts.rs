@@ -37,7 +37,7 @@ fn target(tag: &str, n: usize) -> String {
 }
 
 /// A worker inserting `target(tag, n)` for n = 0, 1, ... up to `count`.
-fn inserter(tag: &str, count: usize, public_base: String) -> Worker<Insert> {
+pub fn inserter(tag: &str, count: usize, public_base: String) -> Worker<Insert> {
     let tag = tag.to_owned();
     let sequence = Arc::new(Sequence::new(count));
     let headers = insert_headers();
@@ -80,7 +80,7 @@ fn classify(status: u16, body: &[u8], url: &str, public_base: &str) -> Outcome {
 }
 
 /// Acknowledged links as key → URL; fails if one key was given to two URLs.
-fn acknowledged(records: &[Record<Insert>]) -> Result<BTreeMap<String, String>, String> {
+pub fn acknowledged(records: &[Record<Insert>]) -> Result<BTreeMap<String, String>, String> {
     let mut acked = BTreeMap::new();
     for record in records {
         if let Outcome::Acked { key, .. } = &record.what.outcome {
@@ -99,7 +99,7 @@ fn acknowledged(records: &[Record<Insert>]) -> Result<BTreeMap<String, String>, 
 
 /// What the store holds against what was acknowledged: links missing or
 /// wrong (described), and links stored but never acknowledged (key, URL).
-fn compare<'a>(
+pub fn compare<'a>(
     acked: &BTreeMap<String, String>,
     stored: &'a BTreeMap<String, String>,
 ) -> (Vec<String>, Vec<(&'a String, &'a String)>) {
@@ -116,7 +116,7 @@ fn compare<'a>(
 }
 
 /// Outcomes of `records` as `201×n 200×n 503×n other×n`.
-fn count<'a>(records: impl IntoIterator<Item = &'a Record<Insert>>) -> String {
+pub fn count<'a>(records: impl IntoIterator<Item = &'a Record<Insert>>) -> String {
     let (mut created, mut existing, mut unreachable, mut other) = (0, 0, 0, 0);
     for r in records {
         match r.what.outcome {
@@ -221,7 +221,7 @@ pub fn writer_redis_away(name: &str, fault: Fault, down: Duration) -> Result<(),
     let dir = TestDir::new(name)?;
     let redis = start_redis(&dir.join("redis"))?;
     let writer_port = free_port()?;
-    let (config, _) = configure(&dir.path, &writer_config(redis.port, writer_port, None))?;
+    let (config, _) = configure(&dir.path, &writer_config(&redis.url, writer_port, None))?;
     let mut writer = start_writer(&dir.path, &config, writer_port)?;
     let pid = writer.pid()?;
     let public = public_base(None);
@@ -389,7 +389,7 @@ pub fn durability() -> Result<(), String> {
     let (varnish_port, writer_port) = (free_port()?, free_port()?);
     let (config, vcl) = configure(
         &dir.path,
-        &writer_config(redis.port, writer_port, Some(varnish_port)),
+        &writer_config(&redis.url, writer_port, Some(varnish_port)),
     )?;
     let varnish = Varnish::start_on(&dir.join("varnish"), &vcl, varnish_port)?;
     let _writer = start_writer(&dir.path, &config, writer_port)?;

@@ -15,6 +15,10 @@
 //! - `durability_of_acknowledged_links`: no acknowledged link lost to a
 //!   `kill -9` right after the last acknowledgement;
 //! - `varnish_restarted`: a new varnishd serves every link from Redis;
+//! - `sentinel_failover`: the master of a Sentinel group killed under
+//!   load: cached links always 301, uncached keys and inserts back within
+//!   down-after + 3 s, no acknowledged link lost, nothing written to the
+//!   old master once it returns as a replica;
 //! - `busy_machine_healthy_redis`, `busy_machine_hung_redis`: hundreds of
 //!   concurrent cold requests, busy loops and a starved Redis I/O thread:
 //!   every stored link still redirects, and a hung Redis still gives 503
@@ -26,6 +30,7 @@
 //! `target/test-work/` keeps the servers' logs.
 
 mod busy_machine;
+mod failover;
 mod http;
 mod inserts;
 mod links;
@@ -75,7 +80,7 @@ fn writer_redis_hung() -> Result<(), String> {
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     // (name, its directory under target/test-work, test)
-    let tests: [(&str, &str, Test); 9] = [
+    let tests: [(&str, &str, Test); 10] = [
         ("redis_hangs", "redis-hangs", redis_hangs),
         ("redis_killed_and_restarted", "redis-killed", redis_killed),
         (
@@ -102,6 +107,11 @@ fn main() -> ExitCode {
             "varnish_restarted",
             "varnish-restart",
             redirects::varnish_restart,
+        ),
+        (
+            "sentinel_failover",
+            "sentinel-failover",
+            failover::sentinel_failover,
         ),
         (
             "busy_machine_healthy_redis",

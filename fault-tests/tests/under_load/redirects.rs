@@ -51,7 +51,7 @@ impl Serving {
             redis.kill()?;
         }
         let varnish_port = free_port()?;
-        let config = writer_config(redis.port, free_port()?, Some(varnish_port));
+        let config = writer_config(&redis.url, free_port()?, Some(varnish_port));
         let (_, vcl) = configure(&dir.path, &config)?;
         let varnish = Varnish::start_on(&dir.join("varnish"), &vcl, varnish_port)?;
         if !redis_down {

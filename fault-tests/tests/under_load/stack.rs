@@ -45,11 +45,19 @@ pub fn start_redis(dir: &Path) -> Result<Redis, String> {
     Redis::start(dir, Persistence::Shipped, "")
 }
 
-/// Every link under `prefix`, read back whole: key to URL. The owners'
-/// lists of keys (`<prefix>@...`) are not links.
+/// Every link under `prefix`, read back whole: key to URL. Links live in
+/// the hashes named by the prefix and two key characters (split 2, as the
+/// tests configure it); the owners' lists, click counts and the purge queue
+/// under the same prefix are not links.
 pub fn dump_links(redis: &Redis, prefix: &str) -> Result<BTreeMap<String, String>, String> {
     let mut hashes: Vec<String> = redis.query(&["KEYS", &format!("{prefix}*")])?;
-    hashes.retain(|name| !name[prefix.len()..].starts_with('@'));
+    hashes.retain(|name| {
+        let head = &name[prefix.len()..];
+        head.len() == 2
+            && head
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    });
     let mut conn = redis.connection()?;
     let mut pipe = redis::pipe();
     for hash in &hashes {
@@ -119,13 +127,13 @@ pub const ACCESS_TOKEN: &str = "fault-tests-token-9f1c2e7a5b3d4c6e8a0b";
 /// The writer's configuration for a test: the one place to change when the
 /// writer gains settings (see [`ACCESS_TOKEN`]). `varnish_port` is where
 /// links are served and purged; `None` turns purging off.
-pub fn writer_config(redis_port: u16, writer_port: u16, varnish_port: Option<u16>) -> String {
+pub fn writer_config(redis_url: &str, writer_port: u16, varnish_port: Option<u16>) -> String {
     let public = public_base(varnish_port);
     let purge = varnish_port.map_or_else(String::new, |p| format!("http://127.0.0.1:{p}"));
     format!(
         "listen = \"127.0.0.1:{writer_port}\"\n\
          public_base_url = \"{public}\"\n\
-         [redis]\nurl = \"redis://127.0.0.1:{redis_port}/0\"\n\
+         [redis]\nurl = \"{redis_url}\"\n\
          hash_prefix = \"{PREFIX}\"\nsplit = 2\n\
          connect_timeout_ms = 200\ncommand_timeout_ms = {}\nwrite_timeout_ms = {}\n\
          [varnish]\npurge_url = \"{purge}\"\n\
