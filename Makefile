@@ -36,6 +36,7 @@ test: deps-test
 	@$(CARGO) build --release --workspace
 	$(CARGO) test --release --workspace --exclude fault-tests --no-fail-fast
 	scripts/smoke-run.sh
+	scripts/smoke-run-sentinel.sh
 	@$(MAKE) --no-print-directory faults
 	BENCH_QUICK=1 python3 bench/bench.py
 	target/tools/venv/bin/hadolint --config docker/.hadolint.yaml docker/*.Dockerfile

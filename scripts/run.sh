@@ -8,10 +8,13 @@
 #
 # Environment (defaults in brackets):
 #   REDIS_PORT     [6380]   port of the Redis this starts
-#   REDIS_URL      [redis://127.0.0.1:$REDIS_PORT/0]  where links are stored
+#   REDIS_URL      [redis://127.0.0.1:$REDIS_PORT/0]  where links are stored;
+#                           when set, this starts no Redis for them: e.g. a
+#                           redis+sentinel://host:port,.../master-name
 #   CLICKS_REDIS_PORT [6381] port of the Redis for clicks this starts
-#   CLICKS_REDIS_URL  [redis://127.0.0.1:$CLICKS_REDIS_PORT/0]  where clicks
-#                           are stored
+#   CLICKS_REDIS_URL  [redis://127.0.0.1:$CLICKS_REDIS_PORT/0, or REDIS_URL
+#                           when that is set]  where clicks are stored; when
+#                           set, this starts no Redis for them
 #   VARNISH_PORT   [6081]   port Varnish answers on
 #   VARNISH_LISTEN [127.0.0.1:$VARNISH_PORT]
 #   WRITER_PORT    [8080]   port of the writer's web form and API
@@ -24,7 +27,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 redis_port=${REDIS_PORT:-6380}
 redis_url=${REDIS_URL:-redis://127.0.0.1:$redis_port/0}
 clicks_redis_port=${CLICKS_REDIS_PORT:-6381}
-clicks_redis_url=${CLICKS_REDIS_URL:-redis://127.0.0.1:$clicks_redis_port/0}
+if [ -n "${REDIS_URL:-}" ]; then
+    clicks_redis_url=${CLICKS_REDIS_URL:-$REDIS_URL}
+else
+    clicks_redis_url=${CLICKS_REDIS_URL:-redis://127.0.0.1:$clicks_redis_port/0}
+fi
 varnish_port=${VARNISH_PORT:-6081}
 varnish_listen=${VARNISH_LISTEN:-127.0.0.1:$varnish_port}
 writer_port=${WRITER_PORT:-8080}
@@ -121,8 +128,17 @@ start_redis() { # what, port, configuration, data directory, variable naming the
     wait_until "$1 (port $2 free? set $5)" "${pids[-1]}" \
         sh -c "[ \"\$(redis-cli -p $2 ping)\" = PONG ]"
 }
-start_redis "Redis for links" "$redis_port" redis.conf "$var_dir/redis" REDIS_PORT
-start_redis "Redis for clicks" "$clicks_redis_port" clicks.conf "$var_dir/clicks" CLICKS_REDIS_PORT
+# A Redis named by URL is someone else's to run (a Sentinel group, say).
+if [ -n "${REDIS_URL:-}" ]; then
+    say "links in $redis_url (REDIS_URL): starting no Redis for them"
+else
+    start_redis "Redis for links" "$redis_port" redis.conf "$var_dir/redis" REDIS_PORT
+fi
+if [ -n "${CLICKS_REDIS_URL:-}" ] || [ -n "${REDIS_URL:-}" ]; then
+    say "clicks in $clicks_redis_url: starting no Redis for them"
+else
+    start_redis "Redis for clicks" "$clicks_redis_port" clicks.conf "$var_dir/clicks" CLICKS_REDIS_PORT
+fi
 
 # As root, varnishd compiles and runs the VCL as its own unprivileged users,
 # which cannot read a checkout under a private home directory: run unjailed
