@@ -36,6 +36,9 @@ configuration (and so to the VMOD's settings), e.g. "pool_size = 64".
 For finding what a feature costs: BENCH_SCENARIOS=miss,miss-uncounted and
 storm,storm-uncounted run those scenarios with counting off too, and
 BENCH_WRITER_PURGE=0 runs the writer without purging Varnish.
+BENCH_REPLICA=1 gives the links' Redis a replica (on the shipped
+configuration), so that BENCH_REDIS_EXTRA="replicas_to_ack = 1" measures what
+waiting for it (WAIT) costs an insert.
 """
 
 import base64
@@ -209,7 +212,7 @@ def redis_stalls(port):
     return {"worst_ms": events, "aof_rewrites_so_far": rewrites}
 
 
-def start_redis(processes, name, port, persistent=True, conf="redis.conf"):
+def start_redis(processes, name, port, persistent=True, conf="redis.conf", extra=()):
     """The shipped configuration (`conf`: the links' or the clicks');
     `persistent=False` for a server that only measures memory: its loads
     would otherwise fill the disk's queue with synced writes that the
@@ -219,7 +222,7 @@ def start_redis(processes, name, port, persistent=True, conf="redis.conf"):
     processes.start(["redis-server", str(ROOT / "redis" / conf), "--port", str(port),
                      "--dir", str(data), "--daemonize", "no",
                      "--unixsocket", str(data / "redis.sock"), "--unixsocketperm", "700",
-                     *([] if persistent else ["--appendonly", "no"])], f"{name}.log")
+                     *([] if persistent else ["--appendonly", "no"]), *extra], f"{name}.log")
     wait_for_port(port, name)
     # Redis notes every event (fsync, fork, slow command) longer than this.
     redis_cli(port, "CONFIG", "SET", "latency-monitor-threshold", "50")
@@ -433,6 +436,9 @@ def run(processes):
     # As `make run`: clicks in a Redis of their own, synced once a second.
     start_redis(processes, "clicks", clicks_port, conf="clicks.conf")
     start_redis(processes, "redis-plain", plain_port, persistent=False)
+    if os.environ.get("BENCH_REPLICA") == "1":
+        start_redis(processes, "redis-replica", free_port(),
+                    extra=("--replicaof", "127.0.0.1", str(redis_port), "--repl-diskless-sync-delay", "0"))
 
     say(f"generating {LINKS} links")
     links = make_links(LINKS, "p")
