@@ -2,8 +2,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis_target::Timeouts;
+use redis::aio::ConnectionManager;
 
 use crate::master::MasterConnection;
 use redis::Script;
@@ -166,21 +165,11 @@ impl LinkStore {
     /// Prepares the store without connecting: the writer starts even while
     /// Redis is away, and answers 503 until it is back.
     pub fn new(settings: &Settings) -> Result<Self, StoreError> {
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(settings.connect_timeout()))
-            .set_response_timeout(Some(settings.write_timeout()))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        let timeouts = Timeouts {
-            connect: settings.connect_timeout(),
-            command: settings.write_timeout(),
-        };
         let links_url = settings.config.redis.url.as_str();
-        let connection = MasterConnection::new(links_url, timeouts, config.clone())?;
+        let connection = MasterConnection::open(links_url, settings)?;
         let click_connection =
             match shortlink_core::clicks::own_redis(&settings.config.clicks.redis_url, links_url) {
-                Some(url) => MasterConnection::new(url, timeouts, config)?,
+                Some(url) => MasterConnection::open(url, settings)?,
                 None => connection.clone(),
             };
         Ok(Self {
@@ -277,7 +266,7 @@ impl LinkStore {
         new: &Stored,
     ) -> Result<bool, StoreError> {
         let slot = self.scheme.slot(key);
-        let mut connection = self.connection.get()?;
+        let mut connection = self.write_connection()?;
         let mut invocation = self.replace.key(&slot.hash);
         invocation
             .arg(new.to_string())
@@ -384,7 +373,7 @@ impl LinkStore {
         fields: &[&str],
     ) -> Result<Option<(usize, bool)>, StoreError> {
         let slot = self.scheme.slot(first);
-        let mut connection = self.connection.get()?;
+        let mut connection = self.write_connection()?;
         let mut invocation = self.claim.key(&slot.hash);
         invocation
             .key(self.scheme.index(record.owner.as_ref()))
@@ -410,6 +399,16 @@ impl LinkStore {
         // may have been refused for want of replicas.
         self.replicated(&mut connection).await?;
         Ok(Some((claimed, created == 1)))
+    }
+
+    /// The connection a link's change goes on: one of the wait lanes when
+    /// it must wait for replicas, so that one wait holds up no other.
+    fn write_connection(&self) -> redis::RedisResult<ConnectionManager> {
+        if self.replicas_to_ack == 0 {
+            self.connection.get()
+        } else {
+            self.connection.wait_lane()
+        }
     }
 
     /// Returns once `replicas_to_ack` replicas hold every write sent on
