@@ -31,7 +31,7 @@ vcl: build
 vcl/shortlink.vcl: build
 	target/release/shortlink vcl > $@
 
-## test: every test: unit and integration tests, VTC suites, `make run` smoke test, `make faults`, hadolint, rustfmt, clippy
+## test: every test: unit and integration tests, VTC suites, `make run` smoke tests, `make faults`, hadolint, compose schema, rustfmt, clippy
 test: deps-test
 	@$(CARGO) build --release --workspace
 	$(CARGO) test --release --workspace --exclude fault-tests --no-fail-fast
@@ -40,6 +40,7 @@ test: deps-test
 	@$(MAKE) --no-print-directory faults
 	BENCH_QUICK=1 python3 bench/bench.py
 	target/tools/venv/bin/hadolint --config docker/.hadolint.yaml docker/*.Dockerfile
+	target/tools/venv/bin/check-jsonschema --builtin-schema vendor.compose-spec docker/compose*.yaml
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 

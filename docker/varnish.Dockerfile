@@ -1,10 +1,12 @@
 # Varnish 7.7 with vmod_shortlink installed, running the VCL that the writer
-# generates from docker/shortlink.toml. Build from the repository root:
+# generates from docker/shortlink.toml (or the configuration CONFIG names).
+# Build from the repository root:
 #   docker build -f docker/varnish.Dockerfile -t shortlink-varnish .
 
 # Debian 13 ships Varnish 7.7: the VMOD is built against the same headers
 # and C library it runs with.
 FROM rust:1-slim-trixie AS build
+ARG CONFIG=docker/shortlink.toml
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         clang libclang-dev libvarnishapi-dev pkg-config \
@@ -12,7 +14,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p vmod_shortlink -p shortlink-writer \
-    && target/release/shortlink vcl --config docker/shortlink.toml > /shortlink.vcl
+    && target/release/shortlink vcl --config "$CONFIG" > /shortlink.vcl
 
 FROM debian:trixie-slim
 RUN apt-get update \

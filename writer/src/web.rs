@@ -304,7 +304,7 @@ async fn create_link(
     guard: web::Data<Gatekeeper>,
     body: web::Json<Map<String, Value>>,
 ) -> Result<HttpResponse, ApiError> {
-    let caller = guard.admit(&request, None)?;
+    let caller = guard.admit(&request, None).await?;
     let mut fields = Fields(body.into_inner());
     let url = fields
         .text(Field::Url, false)?
@@ -626,9 +626,10 @@ async fn form_submit(
         key: form.key.clone(),
         ..FormView::default()
     };
-    let admitted = guard
-        .check_form_post(&request, &form.csrf)
-        .and_then(|()| guard.admit(&request, Some(&form.token)));
+    let admitted = match guard.check_form_post(&request, &form.csrf) {
+        Ok(()) => guard.admit(&request, Some(&form.token)).await,
+        Err(refusal) => Err(refusal),
+    };
     let caller = match admitted {
         Ok(caller) => caller,
         Err(refusal) => {

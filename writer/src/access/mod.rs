@@ -82,7 +82,7 @@ impl Gatekeeper {
     pub fn new(settings: &Settings) -> Result<Self, String> {
         Ok(Self {
             tokens: AccessTokens::new(settings)?,
-            rate_limit: RateLimit::new(&settings.config.rate_limit),
+            rate_limit: RateLimit::new(settings)?,
             form: FormProtection::new()?,
         })
     }
@@ -94,7 +94,7 @@ impl Gatekeeper {
 
     /// Admits a request that creates a link, or says why not. `form_token`
     /// is the token typed into the web form, if any.
-    pub fn admit(
+    pub async fn admit(
         &self,
         request: &HttpRequest,
         form_token: Option<&str>,
@@ -114,7 +114,7 @@ impl Gatekeeper {
             return Err(Refusal::TokenMissing);
         }
         match &self.rate_limit {
-            Some(limit) => limit.check(request).map(|()| Caller::Anonymous),
+            Some(limit) => limit.check(request).await.map(|()| Caller::Anonymous),
             None => Ok(Caller::Anonymous),
         }
     }
@@ -176,8 +176,8 @@ mod tests {
         TestRequest::default().peer_addr(format!("{ip}:40000").parse().unwrap())
     }
 
-    #[test]
-    fn tokens_admit_and_bypass_the_limit() {
+    #[actix_web::test]
+    async fn tokens_admit_and_bypass_the_limit() {
         let guard = guard(|c| {
             c.access.tokens = vec![AccessToken::new(TOKEN)];
             c.rate_limit.burst = 1;
@@ -189,12 +189,12 @@ mod tests {
         };
         for _ in 0..5 {
             assert_eq!(
-                guard.admit(&with(&format!("Bearer {TOKEN}")), None),
+                guard.admit(&with(&format!("Bearer {TOKEN}")), None).await,
                 Ok(holder())
             );
         }
         assert_eq!(
-            guard.admit(&with(&format!("bearer {TOKEN}")), None),
+            guard.admit(&with(&format!("bearer {TOKEN}")), None).await,
             Ok(holder())
         );
         for bad in [
@@ -204,29 +204,35 @@ mod tests {
             TOKEN,
         ] {
             assert_eq!(
-                guard.admit(&with(bad), None),
+                guard.admit(&with(bad), None).await,
                 Err(Refusal::TokenInvalid),
                 "{bad}"
             );
         }
         let request = from("192.0.2.1").to_http_request();
-        assert_eq!(guard.admit(&request, Some(TOKEN)), Ok(holder()));
+        assert_eq!(guard.admit(&request, Some(TOKEN)).await, Ok(holder()));
         assert_eq!(
-            guard.admit(&request, Some("nope")),
+            guard.admit(&request, Some("nope")).await,
             Err(Refusal::TokenInvalid)
         );
     }
 
-    #[test]
-    fn a_required_token_must_be_sent() {
+    #[actix_web::test]
+    async fn a_required_token_must_be_sent() {
         let guard = guard(|c| {
             c.access.tokens = vec![AccessToken::new(TOKEN)];
             c.access.require_token = true;
         });
         let request = from("127.0.0.1").to_http_request();
-        assert_eq!(guard.admit(&request, None), Err(Refusal::TokenMissing));
-        assert_eq!(guard.admit(&request, Some("")), Err(Refusal::TokenMissing));
-        assert_eq!(guard.admit(&request, Some(TOKEN)), Ok(holder()));
+        assert_eq!(
+            guard.admit(&request, None).await,
+            Err(Refusal::TokenMissing)
+        );
+        assert_eq!(
+            guard.admit(&request, Some("")).await,
+            Err(Refusal::TokenMissing)
+        );
+        assert_eq!(guard.admit(&request, Some(TOKEN)).await, Ok(holder()));
     }
 
     #[test]
@@ -263,18 +269,18 @@ mod tests {
         assert!(plain.may_change(Some(&plain.owner)));
     }
 
-    #[test]
-    fn each_client_gets_its_own_bucket() {
+    #[actix_web::test]
+    async fn each_client_gets_its_own_bucket() {
         let guard = guard(|c| {
             c.rate_limit.links_per_minute = 6;
             c.rate_limit.burst = 3;
         });
         let first = from("192.0.2.1").to_http_request();
         for _ in 0..3 {
-            assert_eq!(guard.admit(&first, None), Ok(Caller::Anonymous));
+            assert_eq!(guard.admit(&first, None).await, Ok(Caller::Anonymous));
         }
         // 6 a minute: the next one in 10 s.
-        let refusal = guard.admit(&first, None);
+        let refusal = guard.admit(&first, None).await;
         assert!(
             matches!(
                 refusal,
@@ -285,25 +291,30 @@ mod tests {
             "{refusal:?}"
         );
         assert_eq!(
-            guard.admit(&from("192.0.2.2").to_http_request(), None),
+            guard
+                .admit(&from("192.0.2.2").to_http_request(), None)
+                .await,
             Ok(Caller::Anonymous)
         );
         // One IPv6 /64 is one client.
         for _ in 0..3 {
             assert!(guard
                 .admit(&from("[2001:db8::1]").to_http_request(), None)
+                .await
                 .is_ok());
         }
         assert!(guard
             .admit(&from("[2001:db8::2]").to_http_request(), None)
+            .await
             .is_err());
         assert!(guard
             .admit(&from("[2001:db8:0:1::1]").to_http_request(), None)
+            .await
             .is_ok());
     }
 
-    #[test]
-    fn a_trusted_local_proxy_names_the_client() {
+    #[actix_web::test]
+    async fn a_trusted_local_proxy_names_the_client() {
         let guard = guard(|c| {
             c.rate_limit.burst = 1;
             c.rate_limit.trust_forwarded_for = true;
@@ -313,25 +324,25 @@ mod tests {
                 .insert_header(("x-forwarded-for", format!("203.0.113.9, {client}")))
                 .to_http_request()
         };
-        assert!(guard.admit(&via_proxy("198.51.100.1"), None).is_ok());
-        assert!(guard.admit(&via_proxy("198.51.100.1"), None).is_err());
-        assert!(guard.admit(&via_proxy("198.51.100.2"), None).is_ok());
+        assert!(guard.admit(&via_proxy("198.51.100.1"), None).await.is_ok());
+        assert!(guard.admit(&via_proxy("198.51.100.1"), None).await.is_err());
+        assert!(guard.admit(&via_proxy("198.51.100.2"), None).await.is_ok());
         // Only a loopback peer is trusted to say who the client is.
         let direct = |claimed: &str| {
             from("192.0.2.1")
                 .insert_header(("x-forwarded-for", claimed.to_owned()))
                 .to_http_request()
         };
-        assert!(guard.admit(&direct("198.51.100.3"), None).is_ok());
-        assert!(guard.admit(&direct("198.51.100.4"), None).is_err());
+        assert!(guard.admit(&direct("198.51.100.3"), None).await.is_ok());
+        assert!(guard.admit(&direct("198.51.100.4"), None).await.is_err());
     }
 
-    #[test]
-    fn no_limit_when_turned_off() {
+    #[actix_web::test]
+    async fn no_limit_when_turned_off() {
         let guard = guard(|c| c.rate_limit.links_per_minute = 0);
         let request = from("192.0.2.1").to_http_request();
         for _ in 0..1000 {
-            assert_eq!(guard.admit(&request, None), Ok(Caller::Anonymous));
+            assert_eq!(guard.admit(&request, None).await, Ok(Caller::Anonymous));
         }
     }
 

@@ -1,52 +1,126 @@
-//! The per-client rate limit for anonymous link creation.
+//! The per-client rate limit for anonymous link creation: in the writer's
+//! memory, or in Redis, shared by every writer of the same links.
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use actix_web::HttpRequest;
 use governor::clock::{Clock as _, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use redis::Script;
+use shortlink_core::KeyScheme;
 
 use super::Refusal;
-use crate::config::RateLimitConfig;
+use crate::config::Settings;
+use crate::master::MasterConnection;
 
-/// A token bucket per client address (per /64 for IPv6).
+const GCRA_SCRIPT: &str = include_str!("gcra.lua");
+
+/// A bucket per client address (per /64 for IPv6).
 pub struct RateLimit {
-    limiter: DefaultKeyedRateLimiter<IpAddr>,
+    buckets: Buckets,
     trust_forwarded_for: bool,
-    checks: AtomicU32,
+}
+
+enum Buckets {
+    /// This writer's own: N writers would give a client N times the limit.
+    InProcess {
+        limiter: DefaultKeyedRateLimiter<IpAddr>,
+        checks: AtomicU32,
+    },
+    /// In the links' Redis, one key per client, taken by an atomic script.
+    Shared {
+        connection: MasterConnection,
+        script: Script,
+        scheme: KeyScheme,
+        interval_ms: u64,
+        burst: u32,
+    },
 }
 
 impl RateLimit {
     /// The configured limit, or `None` when it is turned off.
-    pub fn new(config: &RateLimitConfig) -> Option<Self> {
-        let per_minute = NonZeroU32::new(config.links_per_minute)?;
+    pub fn new(settings: &Settings) -> Result<Option<Self>, String> {
+        let config = &settings.config.rate_limit;
+        let Some(per_minute) = NonZeroU32::new(config.links_per_minute) else {
+            return Ok(None);
+        };
         let burst = NonZeroU32::new(config.burst).unwrap_or(NonZeroU32::MIN);
-        Some(Self {
-            limiter: RateLimiter::keyed(Quota::per_minute(per_minute).allow_burst(burst)),
+        let buckets = if config.shared {
+            Buckets::Shared {
+                connection: MasterConnection::open(&settings.config.redis.url, settings)
+                    .map_err(|e| format!("the shared rate limit's Redis: {e}"))?,
+                script: Script::new(GCRA_SCRIPT),
+                scheme: settings.scheme.clone(),
+                interval_ms: 60_000_u64.div_ceil(u64::from(per_minute.get())),
+                burst: burst.get(),
+            }
+        } else {
+            Buckets::InProcess {
+                limiter: RateLimiter::keyed(Quota::per_minute(per_minute).allow_burst(burst)),
+                checks: AtomicU32::new(0),
+            }
+        };
+        Ok(Some(Self {
+            buckets,
             trust_forwarded_for: config.trust_forwarded_for,
-            checks: AtomicU32::new(0),
-        })
+        }))
     }
 
     /// Takes one link from the client's bucket, or says when to come back.
-    pub fn check(&self, request: &HttpRequest) -> Result<(), Refusal> {
+    pub async fn check(&self, request: &HttpRequest) -> Result<(), Refusal> {
         let Some(client) = self.client_address(request).map(client_key) else {
             return Ok(());
         };
-        // Forget clients whose buckets are full again, now and then, so the
-        // table stays as small as the set of recent clients.
-        if self.checks.fetch_add(1, Ordering::Relaxed) % 4096 == 4095 {
-            self.limiter.retain_recent();
-            self.limiter.shrink_to_fit();
-        }
-        self.limiter.check_key(&client).map_err(|not_until| {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
-            Refusal::RateLimited {
-                retry_after_s: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+        let wait = match &self.buckets {
+            Buckets::InProcess { limiter, checks } => {
+                // Forget clients whose buckets are full again, now and then,
+                // so the table stays as small as the set of recent clients.
+                if checks.fetch_add(1, Ordering::Relaxed) % 4096 == 4095 {
+                    limiter.retain_recent();
+                    limiter.shrink_to_fit();
+                }
+                limiter
+                    .check_key(&client)
+                    .err()
+                    .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
             }
-        })
+            Buckets::Shared {
+                connection,
+                script,
+                scheme,
+                interval_ms,
+                burst,
+            } => {
+                let mut invocation = script.key(scheme.rate_limit(&client.to_string()));
+                invocation.arg(*interval_ms).arg(*burst);
+                let answer: Result<u64, redis::RedisError> = match connection.get() {
+                    Ok(mut connection) => invocation.invoke_async(&mut connection).await,
+                    Err(error) => Err(error),
+                };
+                match answer {
+                    Ok(0) => None,
+                    Ok(wait_ms) => Some(Duration::from_millis(wait_ms)),
+                    // A limit against abuse, not a rule of the store: when
+                    // Redis cannot be asked, the insert that follows fails
+                    // with the reason anyway.
+                    Err(error) => {
+                        log::warn!(
+                            "the shared rate limit could not ask Redis, so it admits: {error}"
+                        );
+                        None
+                    }
+                }
+            }
+        };
+        match wait {
+            None => Ok(()),
+            Some(wait) => Err(Refusal::RateLimited {
+                retry_after_s: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+            }),
+        }
     }
 
     /// The connection's address, or behind a trusted local proxy the last

@@ -16,6 +16,7 @@ mod lifecycle;
 mod nodes;
 mod security;
 mod store;
+mod writers;
 
 use std::process::ExitCode;
 
@@ -169,6 +170,10 @@ const TESTS: &[(&str, common::Test)] = &[
     (
         "nodes::clicks_from_every_node_add_up",
         nodes::clicks_from_every_node_add_up,
+    ),
+    (
+        "writers::two_writers_share_one_rate_limit",
+        writers::two_writers_share_one_rate_limit,
     ),
     (
         "e2e::api_link_served_after_cached_404",
