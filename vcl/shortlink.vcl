@@ -45,7 +45,8 @@ sub vcl_init {
         days_kept = 400d,
         hours_kept = 168h,
         geoip = "",
-        clicks_redis = "");
+        clicks_redis = "",
+        replicas_to_ack = 0);
 }
 
 # Every subroutine below first asks whether the request is for a link, and

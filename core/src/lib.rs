@@ -32,7 +32,7 @@ pub use record::{ClickLimit, Expiry, Owner, Record, RecordError, Stored, DELETED
 
 pub use settings::{
     Bounded, ClickBacklog, DurationRule, FlushInterval, HeaderValue, PoolSize, RedirectStatus,
-    Retention, SettingError, Timeout, TimeoutRule, Ttl, TtlRule,
+    ReplicasToAck, Retention, SettingError, Timeout, TimeoutRule, Ttl, TtlRule,
 };
 
 /// Shortest key accepted anywhere. Shorter keys are refused before any

@@ -27,6 +27,58 @@ pub enum SettingError {
     Retention(Duration),
     #[error("{0} must be {min} to {max}", min = ClickBacklog::MIN, max = ClickBacklog::MAX)]
     ClickBacklog(i64),
+    #[error("{0} must be {min} to {max}", min = ReplicasToAck::MIN, max = ReplicasToAck::MAX)]
+    ReplicasToAck(i64),
+}
+
+/// A count setting with its bounds and default: a type that holds only
+/// valid values, read from TOML and VCL integers.
+macro_rules! bounded_count {
+    (
+        $(#[$doc:meta])* $name:ident, $error:path, $min:literal..=$max:literal,
+        $(#[$default_doc:meta])* default $default:literal
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+        #[serde(try_from = "i64")]
+        pub struct $name(u32);
+
+        impl $name {
+            pub const MIN: u32 = $min;
+            pub const MAX: u32 = $max;
+            $(#[$default_doc])*
+            pub const DEFAULT: Self = Self($default);
+
+            #[must_use]
+            pub const fn get(self) -> u32 {
+                self.0
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::DEFAULT
+            }
+        }
+
+        impl TryFrom<i64> for $name {
+            type Error = SettingError;
+
+            fn try_from(value: i64) -> Result<Self, SettingError> {
+                u32::try_from(value)
+                    .ok()
+                    .filter(|value| (Self::MIN..=Self::MAX).contains(value))
+                    .map(Self)
+                    .ok_or($error(value))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}", self.0)
+            }
+        }
+    };
 }
 
 /// Status of a found link's redirect.
@@ -123,46 +175,20 @@ impl TryFrom<&str> for HeaderValue {
     }
 }
 
-/// Most Redis connections the VMOD keeps open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "i64")]
-pub struct PoolSize(u32);
-
-impl PoolSize {
-    pub const MIN: u32 = 1;
-    pub const MAX: u32 = 1024;
+bounded_count! {
+    /// Most Redis connections the VMOD keeps open.
+    PoolSize, SettingError::PoolSize, 1..=1024,
     /// Lookups are pipelined onto one connection at a time, so a few
     /// suffice; the rest are spares while a broken one is replaced.
-    pub const DEFAULT: Self = Self(16);
-
-    #[must_use]
-    pub const fn get(self) -> u32 {
-        self.0
-    }
+    default 16
 }
 
-impl Default for PoolSize {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
-
-impl TryFrom<i64> for PoolSize {
-    type Error = SettingError;
-
-    fn try_from(size: i64) -> Result<Self, SettingError> {
-        u32::try_from(size)
-            .ok()
-            .filter(|size| (Self::MIN..=Self::MAX).contains(size))
-            .map(Self)
-            .ok_or(SettingError::PoolSize(size))
-    }
-}
-
-impl fmt::Display for PoolSize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
+bounded_count! {
+    /// Replicas that must confirm a write before it counts as done: the
+    /// writer's link changes and the VMOD's click flushes (Redis `WAIT`).
+    ReplicasToAck, SettingError::ReplicasToAck, 0..=16,
+    /// Done once the master has it.
+    default 0
 }
 
 /// A duration setting within the bounds of its rule `R`.
@@ -310,47 +336,14 @@ impl Retention {
     pub const HOURS: Self = Self::new(Duration::from_hours(7 * 24));
 }
 
-/// Most counts one Varnish holds while Redis is away (distinct link, bucket
-/// and detail entries, not clicks: more clicks on the same link cost
-/// nothing); past it, further clicks are dropped and counted as dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "i64")]
-pub struct ClickBacklog(u32);
-
-impl ClickBacklog {
-    pub const MIN: u32 = 1000;
-    pub const MAX: u32 = 100_000_000;
+bounded_count! {
+    /// Most counts one Varnish holds while Redis is away (distinct link,
+    /// bucket and detail entries, not clicks: more clicks on the same link
+    /// cost nothing); past it, further clicks are dropped and counted as
+    /// dropped.
+    ClickBacklog, SettingError::ClickBacklog, 1000..=100_000_000,
     /// About 100 MB of memory at most.
-    pub const DEFAULT: Self = Self(1_000_000);
-
-    #[must_use]
-    pub const fn get(self) -> u32 {
-        self.0
-    }
-}
-
-impl Default for ClickBacklog {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
-
-impl TryFrom<i64> for ClickBacklog {
-    type Error = SettingError;
-
-    fn try_from(size: i64) -> Result<Self, SettingError> {
-        u32::try_from(size)
-            .ok()
-            .filter(|size| (Self::MIN..=Self::MAX).contains(size))
-            .map(Self)
-            .ok_or(SettingError::ClickBacklog(size))
-    }
-}
-
-impl fmt::Display for ClickBacklog {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
+    default 1_000_000
 }
 
 #[cfg(test)]
@@ -434,7 +427,7 @@ mod tests {
              status = {}, ttl = {}s, negative_ttl = {}s, grace = {}s,\n    \
              cache_control = \"{}\",\n    \
              flush_interval = {}ms, click_backlog = {}, days_kept = {}d,\n    \
-             hours_kept = {}h, geoip = \"\", clicks_redis = \"\");",
+             hours_kept = {}h, geoip = \"\", clicks_redis = \"\", replicas_to_ack = {});",
             Timeout::CONNECT.as_millis(),
             Timeout::COMMAND.as_millis(),
             PoolSize::DEFAULT,
@@ -447,6 +440,7 @@ mod tests {
             ClickBacklog::DEFAULT,
             Retention::DAYS.as_secs() / 86_400,
             Retention::HOURS.as_secs() / 3600,
+            ReplicasToAck::DEFAULT,
         );
         assert!(
             readme.contains(&constructor),

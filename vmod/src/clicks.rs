@@ -121,6 +121,8 @@ pub struct CountSettings {
     pub geoip: Option<String>,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
+    /// Replicas that must confirm a flush before its clicks count as stored.
+    pub replicas_to_ack: u32,
 }
 
 impl CountSettings {
@@ -251,6 +253,7 @@ impl ClickStore {
             geoip: None,
             connect_timeout: Duration::from_secs(1),
             command_timeout: Duration::from_secs(1),
+            replicas_to_ack: 0,
         };
         let nowhere = redis_target::Locator::start(
             redis_target::Target::Server("redis://127.0.0.1:1/0".into()),

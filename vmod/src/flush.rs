@@ -662,7 +662,13 @@ impl Flusher {
             self.open = tally;
         }
         let connection = self.connection.as_mut().ok_or("no connection")?;
-        set_timeouts(connection, settings.flush_timeout(self.sealed.len()))?;
+        let wait = settings.command_timeout;
+        set_timeouts(
+            connection,
+            settings
+                .flush_timeout(self.sealed.len())
+                .saturating_add(wait),
+        )?;
         let heartbeat = store.scheme.flushers();
         let now_ms = now_ms();
         let flusher = format!("{:016x}", self.id);
@@ -678,9 +684,29 @@ impl Flusher {
                 .arg(now_ms)
                 .arg(&batch.args);
         }
-        let answers: Vec<redis::Value> = pipe
+        // The batches count as stored once replicas hold them too; until
+        // then they are sent again, and Redis applies each batch once.
+        if settings.replicas_to_ack > 0 {
+            pipe.cmd("WAIT")
+                .arg(settings.replicas_to_ack)
+                .arg(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1));
+        }
+        let mut answers: Vec<redis::Value> = pipe
             .query(connection)
             .map_err(|e| format!("sending clicks: {e}"))?;
+        if settings.replicas_to_ack > 0 {
+            let confirmed = match answers.pop() {
+                Some(redis::Value::Int(n)) => n,
+                other => return Err(format!("WAIT answered {other:?}")),
+            };
+            if confirmed < i64::from(settings.replicas_to_ack) {
+                return Err(format!(
+                    "only {confirmed} of {} replicas confirmed the clicks in time; \
+                     they will be sent again",
+                    settings.replicas_to_ack
+                ));
+            }
+        }
         if !connection.is_open() || answers.len() != self.sealed.len() {
             return Err(format!(
                 "Redis answered {} of {} batches",

@@ -57,8 +57,8 @@ mod shortlink {
     use std::sync::atomic::AtomicU64;
 
     use shortlink_core::{
-        ClickBacklog, FlushInterval, HeaderValue, KeyScheme, PoolSize, RedirectStatus, Retention,
-        Timeout, Ttl,
+        ClickBacklog, FlushInterval, HeaderValue, KeyScheme, PoolSize, RedirectStatus,
+        ReplicasToAck, Retention, Timeout, Ttl,
     };
     use varnish::ffi::VCL_BACKEND;
     use varnish::vcl::{Backend, Ctx, LogTag, VclError};
@@ -163,6 +163,13 @@ mod shortlink {
             /// wait behind a flush of clicks or its sync.
             #[default("")]
             clicks_redis: &str,
+            /// Replicas that must confirm a flush of clicks (Redis `WAIT`,
+            /// within `command_timeout`) before it counts as stored; until
+            /// then its clicks stay queued and are sent again, and Redis
+            /// applies a batch once. With Sentinel, 1 keeps every counted
+            /// click through a failover. 0 to 16; default 0.
+            #[default(0)]
+            replicas_to_ack: i64,
         ) -> Result<Self, VclError> {
             without_panic(
                 || {
@@ -201,6 +208,9 @@ mod shortlink {
                         geoip: (!geoip.is_empty()).then(|| geoip.to_owned()),
                         connect_timeout,
                         command_timeout,
+                        replicas_to_ack: ReplicasToAck::try_from(replicas_to_ack)
+                            .map_err(|e| format!("shortlink: {name}: replicas_to_ack {e}"))?
+                            .get(),
                     };
                     let pool_size = PoolSize::try_from(pool_size)
                         .map_err(|e| format!("shortlink: {name}: pool_size {e}"))?
@@ -528,8 +538,8 @@ mod tests {
     use std::time::Duration;
 
     use shortlink_core::{
-        ClickBacklog, FlushInterval, HeaderValue, PoolSize, RedirectStatus, Retention, Timeout,
-        Ttl, DEFAULT_PREFIX, DEFAULT_SPLIT,
+        ClickBacklog, FlushInterval, HeaderValue, PoolSize, RedirectStatus, ReplicasToAck,
+        Retention, Timeout, Ttl, DEFAULT_PREFIX, DEFAULT_SPLIT,
     };
 
     use super::without_panic;
@@ -554,11 +564,12 @@ mod tests {
              INT status = {}, [DURATION ttl], [DURATION negative_ttl], [DURATION grace], \
              STRING cache_control = \"{}\", [DURATION flush_interval], INT click_backlog = {}, \
              [DURATION days_kept], [DURATION hours_kept], STRING geoip = \"\", \
-             STRING clicks_redis = \"\")",
+             STRING clicks_redis = \"\", INT replicas_to_ack = {})",
             PoolSize::DEFAULT,
             RedirectStatus::default(),
             HeaderValue::DEFAULT_CACHE_CONTROL,
             ClickBacklog::DEFAULT,
+            ReplicasToAck::DEFAULT,
         );
         assert!(api.contains(&signature), "API.md should read {signature}");
         for (parameter, default) in [

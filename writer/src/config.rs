@@ -11,7 +11,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use shortlink_core::{
     ClickBacklog, FlushInterval, HeaderValue, KeyScheme, Owner, PoolSize, RecordError,
-    RedirectStatus, Retention, Timeout, Ttl, DIGEST_KEY_LEN,
+    RedirectStatus, ReplicasToAck, Retention, Timeout, Ttl, DIGEST_KEY_LEN,
 };
 use url::Url;
 
@@ -100,8 +100,9 @@ pub struct RedisConfig {
     pub write_timeout_ms: u64,
     /// Most Redis connections the VMOD keeps open.
     pub pool_size: PoolSize,
-    /// Replicas that must hold a change before the writer acknowledges it.
-    pub replicas_to_ack: u32,
+    /// Replicas that must hold a change before the writer acknowledges it,
+    /// and a click flush before Varnish counts it stored.
+    pub replicas_to_ack: ReplicasToAck,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -326,7 +327,7 @@ impl Default for RedisConfig {
             command_timeout_ms: Timeout::COMMAND.as_millis(),
             write_timeout_ms: Timeout::WRITE.as_millis(),
             pool_size: PoolSize::default(),
-            replicas_to_ack: 0,
+            replicas_to_ack: ReplicasToAck::default(),
         }
     }
 }
@@ -585,9 +586,6 @@ fn check_redis_url(name: &str, url: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// More replicas than any Redis deployment waits for: a typo, not a plan.
-const MAX_REPLICAS_TO_ACK: u32 = 16;
-
 fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
     check_redis_url("redis.url", &redis.url)?;
     for (name, value) in [
@@ -597,12 +595,6 @@ fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
     ] {
         Timeout::try_from(Duration::from_millis(value))
             .map_err(|e| ConfigError(format!("redis.{name} {e}")))?;
-    }
-    if redis.replicas_to_ack > MAX_REPLICAS_TO_ACK {
-        return Err(ConfigError(format!(
-            "redis.replicas_to_ack must be 0 to {MAX_REPLICAS_TO_ACK}, not {}",
-            redis.replicas_to_ack
-        )));
     }
     Ok(())
 }
@@ -874,10 +866,7 @@ mod tests {
             ("[redis]\nurl = \"http://x\"", "redis.url"),
             ("[clicks]\nredis_url = \"http://x\"", "clicks.redis_url"),
             ("[redis]\nurl = \"redis+sentinel://h:26379\"", "no master"),
-            (
-                "[redis]\nreplicas_to_ack = 17",
-                "replicas_to_ack must be 0 to 16",
-            ),
+            ("[redis]\nreplicas_to_ack = 17", "17 must be 0 to 16"),
             ("[redis]\npool_size = 0", "pool_size"),
             ("[redirect]\nstatus = 200", "not a redirect"),
             (

@@ -175,7 +175,7 @@ impl LinkStore {
         Ok(Self {
             connection,
             click_connection,
-            replicas_to_ack: settings.config.redis.replicas_to_ack,
+            replicas_to_ack: settings.config.redis.replicas_to_ack.get(),
             scheme: settings.scheme.clone(),
             min_generated_len: settings.config.min_generated_key_length,
             claim: Script::new(CLAIM_SCRIPT),

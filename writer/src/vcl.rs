@@ -107,6 +107,7 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("CONNECT_MS", redis.connect_timeout_ms.to_string()),
         ("COMMAND_MS", redis.command_timeout_ms.to_string()),
         ("POOL_SIZE", redis.pool_size.to_string()),
+        ("REPLICAS_TO_ACK", redis.replicas_to_ack.to_string()),
         ("STATUS", redirect.status.to_string()),
         ("TTL", redirect.ttl_s.to_string()),
         ("NEGATIVE_TTL", redirect.negative_ttl_s.to_string()),
@@ -234,6 +235,7 @@ mod tests {
         config.clicks.days_kept = 30;
         config.clicks.geoip = "/var/lib/geoip/countries.mmdb".into();
         config.clicks.redis_url = "redis://clicks.example:6381/0".into();
+        config.redis.replicas_to_ack = shortlink_core::ReplicasToAck::try_from(1).unwrap();
         config.varnish.purge_acl = vec!["10.0.0.0/8".into()];
         config.varnish.vmod = "/opt/vmods/libvmod_shortlink.so".into();
         config.varnish.hosts = vec!["s.example".into(), "www.s.example".into()];
@@ -255,7 +257,8 @@ mod tests {
                 "days_kept = 30d,",
                 "hours_kept = 168h,",
                 "geoip = \"/var/lib/geoip/countries.mmdb\",",
-                "clicks_redis = \"redis://clicks.example:6381/0\");",
+                "clicks_redis = \"redis://clicks.example:6381/0\",",
+                "replicas_to_ack = 1);",
                 "shortlink_links.count(client.ip);",
             ] {
                 assert!(vcl.contains(expected), "missing {expected:?} in:\n{vcl}");

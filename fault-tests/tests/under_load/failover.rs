@@ -130,6 +130,12 @@ pub fn sentinel_failover() -> Result<(), String> {
     }
 
     let (late, acked) = old_master_returns(&stack, new_master, &writes)?;
+    // Every redirect served is counted once on the new master: the warming
+    // requests (two per cached link) and every 301 of the run, whichever
+    // master was there when Varnish flushed it.
+    let redirected =
+        2 * CACHED_LINKS as u64 + hits.iter().filter(|r| r.what.status == 301).count() as u64;
+    let counted = counted_once(&stack, new_master, redirected)?;
     let cached_hits = hits
         .iter()
         .filter(|r| r.what.class == Class::Cached)
@@ -139,7 +145,8 @@ pub fn sentinel_failover() -> Result<(), String> {
          {new_master}; down-after {} | uncached keys: {} (last failure +{}), {} | cached \
          links: {cached_hits} requests, every one a 301 from cache | inserts (WAIT for 1 \
          replica): {}, acknowledged again at +{} | old master back as a replica, then \
-         {} | {} acknowledged links, 0 lost",
+         {} | {} acknowledged links, 0 lost | {counted} redirects served, {counted} \
+         clicks counted",
         first.port,
         ms(DOWN_AFTER),
         links::tally(hits.iter().filter(|r| r.what.class == Class::Fresh)),
@@ -226,4 +233,35 @@ fn old_master_returns(
         ));
     }
     Ok((late, acked))
+}
+
+/// Waits (a few flush intervals at most) until the clicks stored on the new
+/// master add up to `served`, and answers them; fails if they never do, or
+/// if more were counted.
+fn counted_once(stack: &Stack, new_master: u16, served: u64) -> Result<u64, String> {
+    let master = stack
+        .group
+        .servers
+        .iter()
+        .find(|server| server.port == new_master)
+        .ok_or("the new master is none of the group's servers")?;
+    let counted = || -> Result<u64, String> {
+        let mut names: Vec<String> = master.query(&["KEYS", &format!("{PREFIX}clicks:*")])?;
+        names.extend(master.query::<Vec<String>>(&["KEYS", &format!("{PREFIX}bots:*")])?);
+        names.iter().try_fold(0, |sum, name| {
+            let fields: BTreeMap<String, u64> = master.query(&["HGETALL", name])?;
+            Ok(sum + fields.values().sum::<u64>())
+        })
+    };
+    let mut last = 0;
+    let settled = test_support::poll_until(Duration::from_secs(5), || {
+        last = counted().unwrap_or(last);
+        last >= served
+    });
+    if !settled || last != served {
+        return Err(format!(
+            "{served} redirects served, {last} clicks counted on the new master"
+        ));
+    }
+    Ok(last)
 }
