@@ -71,12 +71,15 @@ insert_and_follow() { # url, port of the master
 insert_and_follow https://example.org/sentinel-before "$master_port" ||
     fail "the writer did not store a link through the Sentinel's master"
 
-# Sentinel switches to the replica; the writer and the VMOD follow.
-for _ in $(seq 50); do
-    redis-cli -p "$sentinel_port" SENTINEL REPLICAS links | grep -q "$replica_port" && break
+# Sentinel switches to the replica; the writer and the VMOD follow. It
+# refuses (NOGOODSLAVE) until it has heard from the replica itself.
+answer=
+for _ in $(seq 100); do
+    answer=$(redis-cli -p "$sentinel_port" SENTINEL FAILOVER links)
+    [ "$answer" = OK ] && break
     sleep 0.2
 done
-redis-cli -p "$sentinel_port" SENTINEL FAILOVER links | grep -q OK || fail "SENTINEL FAILOVER refused"
+[ "$answer" = OK ] || fail "SENTINEL FAILOVER refused for 20 s: $answer"
 followed=
 for _ in $(seq 100); do
     sleep 0.1

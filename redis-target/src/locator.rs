@@ -33,7 +33,7 @@ pub struct Timeouts {
 /// must be dropped, so nothing is written to a demoted master.
 pub struct Locator {
     shared: Arc<Shared>,
-    watcher: Option<JoinHandle<()>>,
+    watcher: Mutex<Option<JoinHandle<()>>>,
 }
 
 struct Shared {
@@ -43,6 +43,9 @@ struct Shared {
     generation: AtomicU64,
     stopping: Mutex<bool>,
     wake: Condvar,
+    /// Why the last Sentinel asked gave no master, for the error that says
+    /// none has named one.
+    last_error: Mutex<Option<String>>,
 }
 
 #[derive(Clone)]
@@ -70,6 +73,7 @@ impl Locator {
             generation: AtomicU64::new(0),
             stopping: Mutex::new(false),
             wake: Condvar::new(),
+            last_error: Mutex::new(None),
         });
         let watcher = match &shared.target {
             Target::Server(_) => None,
@@ -89,7 +93,39 @@ impl Locator {
                 )
             }
         };
-        Ok(Self { shared, watcher })
+        Ok(Self {
+            shared,
+            watcher: Mutex::new(watcher),
+        })
+    }
+
+    /// Reads `url` (any form [`Target`] takes) and starts following it.
+    pub fn open(url: &str, timeouts: Timeouts) -> Result<Self, String> {
+        let target: Target = url.parse().map_err(|e: crate::TargetError| e.to_string())?;
+        Self::start(target, timeouts)
+            .map_err(|e| format!("cannot follow {}: {e}", crate::target::redacted(url)))
+    }
+
+    /// Stops the watcher thread and waits for it: at most a connect or
+    /// command timeout and a poll interval. Its code is the owning
+    /// module's, so it must end before the module is unloaded: the owner
+    /// calls this when it is dropped, whoever holds the last reference.
+    /// Connections keep working with the master last named.
+    pub fn stop(&self) {
+        *self
+            .shared
+            .stopping
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
+        self.shared.wake.notify_all();
+        let watcher = self
+            .watcher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(watcher) = watcher {
+            let _ = watcher.join();
+        }
     }
 
     pub fn target(&self) -> &Target {
@@ -121,13 +157,20 @@ impl Locator {
             .and_then(|master| master.address.clone())
     }
 
+    /// Asks the Sentinels for the master now, unless one is known: for a
+    /// caller about to use it at once (a command-line run), which should
+    /// not find the watcher still starting. Bounded by the timeouts.
+    pub fn find_master(&self) {
+        if let (Err(_), Target::Sentinel(group)) = (self.master(), &self.shared.target) {
+            self.shared.ask_any(group);
+        }
+    }
+
     /// A new connection to the master with read and write timeouts armed,
     /// and its generation. Asks the Sentinels first if none named the
     /// master yet, and checks with `ROLE` that the server still is one.
     pub fn connect(&self) -> RedisResult<(redis::Connection, u64)> {
-        if let (Err(_), Target::Sentinel(group)) = (self.master(), &self.shared.target) {
-            self.shared.ask_any(group);
-        }
+        self.find_master();
         let (client, generation) = self.master()?;
         let timeouts = self.shared.timeouts;
         let mut connection = client.get_connection_with_timeout(timeouts.connect)?;
@@ -153,17 +196,7 @@ impl Locator {
 
 impl Drop for Locator {
     fn drop(&mut self) {
-        *self
-            .shared
-            .stopping
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = true;
-        self.shared.wake.notify_all();
-        if let Some(watcher) = self.watcher.take() {
-            // Within one poll interval: the thread runs code of the module
-            // that owns it, so it must end before the module is unloaded.
-            let _ = watcher.join();
-        }
+        self.stop();
     }
 }
 
@@ -187,7 +220,7 @@ impl Shared {
     fn no_master_yet(&self) -> RedisError {
         let detail = match &self.target {
             Target::Sentinel(group) => format!(
-                "no Sentinel ({}) has named the master {:?} yet; check that they run \
+                "no Sentinel ({}) has named the master {:?} yet ({}); check that they run \
                  and know it by that name",
                 group
                     .sentinels
@@ -195,7 +228,12 @@ impl Shared {
                     .map(ToString::to_string)
                     .collect::<Vec<_>>()
                     .join(", "),
-                group.master_name
+                group.master_name,
+                self.last_error
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_deref()
+                    .unwrap_or("none answered yet")
             ),
             Target::Server(url) => format!("{url} cannot be opened"),
         };
@@ -226,10 +264,19 @@ impl Shared {
             let named = sentinel_connection(sentinel, self.timeouts)
                 .and_then(|mut connection| ask_master(&mut connection, group))
                 .and_then(|address| self.set_master(group, address));
-            if named.is_ok() {
-                return;
+            match named {
+                Ok(()) => return,
+                Err(error) => self.note_error(sentinel, &error),
             }
         }
+    }
+
+    fn note_error(&self, sentinel: &Address, error: &RedisError) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) =
+            Some(format!("Sentinel {sentinel}: {error}"));
     }
 }
 
@@ -242,9 +289,19 @@ fn watch(shared: &Shared) {
         if shared.stopping() {
             return;
         }
-        // Its failure is only a reason to ask the next Sentinel; the
-        // connections to Redis report what users see.
-        let _ = follow(shared, group, sentinel);
+        // A failure is only a reason to ask the next Sentinel (and is kept
+        // for the error that says none named a master). Nor may a panic end
+        // the following: the next Sentinel is asked.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            follow(shared, group, sentinel)
+        })) {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => shared.note_error(sentinel, &error),
+            Err(_) => shared.note_error(
+                sentinel,
+                &RedisError::from((ErrorKind::Client, "the Sentinel watcher panicked")),
+            ),
+        }
         shared.pause(RETRY_PAUSE);
     }
 }
@@ -258,8 +315,11 @@ fn follow(shared: &Shared, group: &SentinelTarget, sentinel: &Address) -> RedisR
     let mut events = listening.as_pubsub();
     events.subscribe("+switch-master")?;
     events.set_read_timeout(Some(POLL_INTERVAL))?;
+    let mut checked: Option<(Address, redis::Connection)> = None;
     loop {
-        shared.set_master(group, ask_master(&mut asking, group)?)?;
+        let named = ask_master(&mut asking, group)?;
+        refuse_a_replica(shared, &named, &mut checked)?;
+        shared.set_master(group, named)?;
         if shared.stopping() {
             return Ok(());
         }
@@ -274,6 +334,54 @@ fn follow(shared: &Shared, group: &SentinelTarget, sentinel: &Address) -> RedisR
             Err(error) => return Err(error),
         }
     }
+}
+
+/// Fails if the server a Sentinel names answers `ROLE` as a replica: that
+/// Sentinel is behind (cut off from the others, say), and the next one is
+/// asked. A server that cannot be reached is no such sign: a master that
+/// died stays named until the failover. `checked` keeps a connection to
+/// the named server between polls.
+fn refuse_a_replica(
+    shared: &Shared,
+    named: &Address,
+    checked: &mut Option<(Address, redis::Connection)>,
+) -> RedisResult<()> {
+    if checked.as_ref().is_none_or(|(address, _)| address != named) {
+        *checked = None;
+        let Target::Sentinel(group) = &shared.target else {
+            return Ok(());
+        };
+        let Ok(connection) = redis::Client::open(group.server_url(named))
+            .and_then(|client| client.get_connection_with_timeout(shared.timeouts.connect))
+        else {
+            return Ok(());
+        };
+        connection.set_read_timeout(Some(shared.timeouts.command))?;
+        connection.set_write_timeout(Some(shared.timeouts.command))?;
+        *checked = Some((named.clone(), connection));
+    }
+    let Some((_, connection)) = checked.as_mut() else {
+        return Ok(());
+    };
+    match redis::cmd("ROLE").query::<Vec<redis::Value>>(connection) {
+        Ok(role) if is_replica(&role) => {
+            *checked = None;
+            Err(RedisError::from((
+                ErrorKind::Client,
+                "stale Sentinel",
+                format!("it names {named}, which is a replica"),
+            )))
+        }
+        Ok(_) => Ok(()),
+        Err(_) => {
+            *checked = None;
+            Ok(())
+        }
+    }
+}
+
+fn is_replica(role: &[redis::Value]) -> bool {
+    matches!(role.first(), Some(redis::Value::BulkString(name)) if name == b"slave")
 }
 
 fn sentinel_connection(sentinel: &Address, timeouts: Timeouts) -> RedisResult<redis::Connection> {

@@ -22,9 +22,24 @@ pub struct TargetError {
 impl TargetError {
     fn new(url: &str, reason: impl Into<String>) -> Self {
         Self {
-            url: url.to_owned(),
+            url: redacted(url),
             reason: reason.into(),
         }
+    }
+}
+
+/// `url` with any password replaced by `***`, for messages and logs.
+pub(crate) fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((credentials, hosts)) => {
+            let user = credentials.split_once(':').map_or("", |(user, _)| user);
+            format!("{scheme}://{user}:***@{hosts}{}", &rest[authority_end..])
+        }
+        None => url.to_owned(),
     }
 }
 
@@ -226,11 +241,26 @@ mod tests {
     }
 
     #[test]
+    fn errors_never_show_a_password() {
+        for url in [
+            "redis+sentinel://:hunter2@h:26379",
+            "redis+sentinel://admin:hunter2@h1,h2",
+            "http://user:hunter2@example.org/x",
+        ] {
+            let error = url.parse::<Target>().unwrap_err().to_string();
+            assert!(
+                !error.contains("hunter2") && error.contains(":***@"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
     fn a_bad_url_says_why_and_which_forms_work() {
         for (url, why) in [
             ("127.0.0.1:6379", "no scheme"),
             ("http://127.0.0.1/", "no Redis scheme"),
-            ("redis://127.0.0.1:notaport", "Redis URL"),
+            ("redis://127.0.0.1:notaport", "did not parse"),
             ("redis+sentinel://127.0.0.1:26379", "no master"),
             ("redis+sentinel://127.0.0.1:26379/", "no master name"),
             ("redis+sentinel://127.0.0.1:26379/m/x", "not a number"),

@@ -305,13 +305,11 @@ pub fn store_for(
             .unwrap_or_else(PoisonError::into_inner) = settings;
         return Ok(Arc::clone(store));
     }
-    let target = redis_url.parse().map_err(|e| format!("{e}"))?;
     let timeouts = redis_target::Timeouts {
         connect: settings.connect_timeout,
         command: settings.command_timeout,
     };
-    let locator = redis_target::Locator::start(target, timeouts)
-        .map_err(|e| format!("cannot follow Redis at {redis_url:?}: {e}"))?;
+    let locator = redis_target::Locator::open(redis_url, timeouts)?;
     let store = Arc::new(ClickStore::new(redis_url, locator, scheme, settings));
     let flusher_store = Arc::clone(&store);
     std::thread::Builder::new()

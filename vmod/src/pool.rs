@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::ConnectionLike;
-use redis_target::{Locator, Target, Timeouts};
+use redis_target::{Locator, Timeouts};
 use shortlink_core::Slot;
 
 /// One Redis connection and whether it may be reused.
@@ -62,14 +62,14 @@ impl r2d2::ManageConnection for ConnectionManager {
     }
 
     fn has_broken(&self, conn: &mut PooledConnection) -> bool {
-        conn.broken || !conn.connection.is_open() || self.stale(conn)
+        conn.broken || !conn.connection.is_open() || conn.is_stale(&self.locator)
     }
 }
 
-impl ConnectionManager {
-    /// Whether the master has changed since `conn` was opened.
-    fn stale(&self, conn: &PooledConnection) -> bool {
-        conn.generation != self.locator.generation()
+impl PooledConnection {
+    /// Whether the master has changed since this connection was opened.
+    fn is_stale(&self, locator: &Locator) -> bool {
+        self.generation != locator.generation()
     }
 }
 
@@ -202,15 +202,13 @@ impl RedisPool {
     /// Builds the pool without waiting for Redis: connections are opened in
     /// the background, so a VCL loads even while Redis is down.
     pub fn new(settings: &PoolSettings<'_>) -> Result<Self, String> {
-        let target: Target = settings.url.parse().map_err(|e| format!("{e}"))?;
-        let locator = Locator::start(
-            target,
+        let locator = Locator::open(
+            settings.url,
             Timeouts {
                 connect: settings.connect_timeout,
                 command: settings.command_timeout,
             },
-        )
-        .map_err(|e| format!("cannot follow Redis at {:?}: {e}", settings.url))?;
+        )?;
         let health = Arc::new(Health::new());
         let manager = ConnectionManager {
             locator: Arc::new(locator),
@@ -316,6 +314,9 @@ impl Drop for RedisPool {
         if let Some(thread) = self.io_thread.take() {
             let _ = thread.join();
         }
+        // Here, not when the last reference goes (an r2d2 thread opening a
+        // connection may hold one): the watcher runs this module's code.
+        self.shared.locator.stop();
     }
 }
 
@@ -388,7 +389,9 @@ fn serve(
     }
     let packed = pipeline.get_packed_pipeline();
     loop {
-        let mut conn = if let Some(conn) = connection.take().filter(|conn| !is_stale(shared, conn))
+        let mut conn = if let Some(conn) = connection
+            .take()
+            .filter(|conn| !conn.is_stale(&shared.locator))
         {
             conn
         } else {
@@ -396,7 +399,7 @@ fn serve(
             match shared.pool.get_timeout(wait) {
                 // An idle connection from before a failover: the pool
                 // drops it, and the next try opens one to the new master.
-                Ok(mut conn) if is_stale(shared, &conn) => {
+                Ok(mut conn) if conn.is_stale(&shared.locator) => {
                     conn.broken = true;
                     continue;
                 }
@@ -434,10 +437,6 @@ fn serve(
             }
         }
     }
-}
-
-fn is_stale(shared: &Shared, conn: &PooledConnection) -> bool {
-    conn.generation != shared.locator.generation()
 }
 
 /// Writes a packed pipeline and reads its `count` replies, each read bounded

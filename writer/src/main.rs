@@ -367,33 +367,47 @@ fn warn_purge(warning: Option<String>) {
     }
 }
 
-/// Warns when the split would push hashes out of Redis's compact encoding,
-/// with the limit Redis itself reports, or the shipped one if it is away.
-fn check_split(settings: &Settings) {
+/// Warns, from what the links' Redis reports at start, when the split
+/// would push hashes out of Redis's compact encoding (with the shipped
+/// limit if Redis is away), and when Redis has fewer replicas than
+/// `replicas_to_ack` waits for: every change would then answer 503.
+fn check_store(settings: &Settings) {
     let timeouts = redis_target::Timeouts {
         connect: settings.connect_timeout(),
         command: settings.write_timeout(),
     };
-    let limit = settings
-        .config
-        .redis
-        .url
-        .parse()
-        .map_err(|e: redis_target::TargetError| e.to_string())
-        .and_then(|target| {
-            redis_target::Locator::start(target, timeouts).map_err(|e| e.to_string())
-        })
-        .and_then(|locator| locator.connect().map_err(|e| e.to_string()))
-        .and_then(|(mut connection, _)| {
+    let connection = redis_target::Locator::open(&settings.config.redis.url, timeouts)
+        .and_then(|locator| locator.connect().map_err(|e| e.to_string()));
+    let mut connection = connection.ok().map(|(connection, _)| connection);
+    let limit = connection
+        .as_mut()
+        .and_then(|connection| {
             redis::cmd("CONFIG")
                 .arg("GET")
                 .arg("hash-max-listpack-entries")
-                .query::<(String, u64)>(&mut connection)
-                .map_err(|e| e.to_string())
+                .query::<(String, u64)>(connection)
+                .ok()
         })
         .map_or(512, |(_, limit)| limit);
     if let Some(warning) = settings.listpack_warning(limit) {
         log::warn!("{warning}");
+    }
+    let wanted = settings.config.redis.replicas_to_ack.get();
+    let replicas = connection.as_mut().and_then(|connection| {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(connection)
+            .ok()?;
+        info.lines()
+            .find_map(|line| line.strip_prefix("connected_slaves:"))
+            .and_then(|n| n.trim().parse::<u32>().ok())
+    });
+    if let Some(replicas) = replicas.filter(|&replicas| replicas < wanted) {
+        log::warn!(
+            "redis.replicas_to_ack is {wanted} but the links' Redis has {replicas} replicas \
+             connected: changes will answer 503 until enough replicas are; start them, or \
+             lower replicas_to_ack"
+        );
     }
 }
 
@@ -401,7 +415,7 @@ fn serve(settings: Settings) -> Result<(), String> {
     if let Some(refusal) = settings.serve_refusal() {
         return Err(refusal);
     }
-    check_split(&settings);
+    check_store(&settings);
     let listen = settings.config.listen;
     let max_body_bytes = settings.config.max_body_bytes;
     let guard = web::Data::new(Gatekeeper::new(&settings)?);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError, RedisResult};
-use redis_target::{Address, Locator, Target, Timeouts};
+use redis_target::{Address, Locator, Timeouts};
 
 use crate::config::Settings;
 
@@ -57,16 +57,13 @@ impl MasterConnection {
         timeouts: Timeouts,
         config: ConnectionManagerConfig,
     ) -> RedisResult<Self> {
-        let target: Target = url.parse().map_err(|e: redis_target::TargetError| {
-            RedisError::from((
-                ErrorKind::InvalidClientConfig,
-                "bad Redis URL",
-                e.to_string(),
-            ))
-        })?;
+        let locator = Locator::open(url, timeouts)
+            .map_err(|e| RedisError::from((ErrorKind::InvalidClientConfig, "bad Redis URL", e)))?;
+        // A command-line run uses it at once: not before the master is known.
+        locator.find_master();
         Ok(Self {
             inner: Arc::new(Inner {
-                locator: Locator::start(target, timeouts)?,
+                locator,
                 config,
                 current: Mutex::new(None),
                 next_lane: AtomicUsize::new(0),

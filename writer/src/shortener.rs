@@ -91,7 +91,9 @@ impl ShortenError {
             Self::Store(StoreError::KeyTaken { .. }) => (StatusCode::CONFLICT, Some(Field::Key)),
             Self::Store(StoreError::DigestExhausted) => (StatusCode::CONFLICT, Some(Field::Url)),
             Self::Store(StoreError::Unreadable { .. }) => (StatusCode::CONFLICT, None),
-            Self::Store(StoreError::Unavailable(_)) => (StatusCode::SERVICE_UNAVAILABLE, None),
+            Self::Store(StoreError::Unavailable(_) | StoreError::NotReplicated { .. }) => {
+                (StatusCode::SERVICE_UNAVAILABLE, None)
+            }
             Self::NotFound(_) => (StatusCode::NOT_FOUND, None),
             Self::Gone(_) => (StatusCode::GONE, None),
             Self::NotYours => (StatusCode::FORBIDDEN, None),
@@ -247,7 +249,8 @@ impl Shortener {
         let inserted = match &key {
             Some(key) => self.store.insert_custom(&record, key).await,
             None => self.store.insert_generated(&record).await,
-        }?;
+        };
+        let inserted = self.purged_if_stored(inserted).await?;
         // Even an existing link may have a 404 cached from before it was
         // stored (by hand, say): purging costs little and settles it.
         let purge_warning = self.purge(&inserted.link().key).await;
@@ -587,7 +590,8 @@ impl Shortener {
                 });
             }
             let new = change(record);
-            if self.store.replace(key, &current.raw, &new).await? {
+            let replaced = self.store.replace(key, &current.raw, &new).await;
+            if self.purged_if_stored(replaced).await? {
                 let purge_warning = self.purge(key.as_str()).await;
                 let raw = new.to_string();
                 return Ok(Written {
@@ -626,6 +630,16 @@ impl Shortener {
     fn expired_url(&self, url: Option<&str>) -> Result<Option<ValidUrl>, Invalid> {
         url.map(|url| normalize_expired_url(url, &self.settings))
             .transpose()
+    }
+
+    /// `written`, after purging the change's key when the master stored it
+    /// but too few replicas confirmed it: Varnish must not keep serving the
+    /// old answer of a change that is in Redis, acknowledged or not.
+    async fn purged_if_stored<T>(&self, written: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(StoreError::NotReplicated { key, .. }) = &written {
+            let _ = self.purge(key).await;
+        }
+        written
     }
 
     /// Purges `key` on every Varnish node; queues the purge for the nodes

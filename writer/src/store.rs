@@ -112,6 +112,18 @@ pub enum StoreError {
     /// Redis could not take the insert: answer 503, the client may retry.
     #[error("the link store (Redis) is unreachable; try again in a moment ({0})")]
     Unavailable(#[source] Unreachable),
+    /// The master has the change to `key`, but too few replicas confirmed
+    /// it to promise that it survives a failover: answer 503.
+    #[error(
+        "the change to {key:?} is stored on the Redis master, but only {confirmed} of \
+         {wanted} replicas confirmed it in time, so it may not survive a failover; check \
+         the replicas' link to the master, then look the link up (GET /api/links/{key})"
+    )]
+    NotReplicated {
+        key: String,
+        wanted: u32,
+        confirmed: u32,
+    },
 }
 
 /// Why the store could not take an insert.
@@ -129,14 +141,6 @@ pub enum Unreachable {
     /// The claim script answered something it never answers.
     #[error("the claim script answered {0}")]
     UnexpectedReply(i64),
-    /// The master has the change, but too few replicas confirmed it to
-    /// promise it survives a failover.
-    #[error(
-        "the Redis master stored the change but only {confirmed} of {wanted} replicas \
-         confirmed it in time, so it is not acknowledged; try again (a retry finds it), \
-         and check the replicas' link to the master"
-    )]
-    NotReplicated { wanted: u32, confirmed: u32 },
 }
 
 impl From<redis::RedisError> for StoreError {
@@ -277,7 +281,10 @@ impl LinkStore {
         match outcome {
             -1 => Err(StoreError::Unavailable(Unreachable::PastDeadline)),
             0 => Ok(false),
-            1 => self.replicated(&mut connection).await.map(|()| true),
+            1 => self
+                .replicated(&mut connection, key.as_str())
+                .await
+                .map(|()| true),
             n => Err(StoreError::Unavailable(Unreachable::UnexpectedReply(n))),
         }
     }
@@ -382,6 +389,8 @@ impl LinkStore {
             .arg(self.scheme.head(first))
             .arg(if record.max_clicks.is_some() {
                 "0"
+            } else if self.replicas_to_ack > 0 {
+                "2"
             } else {
                 "1"
             })
@@ -395,9 +404,15 @@ impl LinkStore {
                 .filter(|&index| index < fields.len())
                 .ok_or(StoreError::Unavailable(Unreachable::UnexpectedReply(n)))?,
         };
-        // Also when the link was there already: the insert that stored it
-        // may have been refused for want of replicas.
-        self.replicated(&mut connection).await?;
+        // Also when the link was there already (the script wrote it again,
+        // for this WAIT to cover): the insert that stored it may have been
+        // refused for want of replicas.
+        let key = self
+            .scheme
+            .key(&format!("{}{}", self.scheme.head(first), fields[claimed]));
+        let key =
+            key.map_err(|_| StoreError::Unavailable(Unreachable::UnexpectedReply(position)))?;
+        self.replicated(&mut connection, key.as_str()).await?;
         Ok(Some((claimed, created == 1)))
     }
 
@@ -413,7 +428,11 @@ impl LinkStore {
 
     /// Returns once `replicas_to_ack` replicas hold every write sent on
     /// `connection` so far (`WAIT`), within half the write timeout.
-    async fn replicated(&self, connection: &mut ConnectionManager) -> Result<(), StoreError> {
+    async fn replicated(
+        &self,
+        connection: &mut ConnectionManager,
+        key: &str,
+    ) -> Result<(), StoreError> {
         if self.replicas_to_ack == 0 {
             return Ok(());
         }
@@ -424,10 +443,11 @@ impl LinkStore {
             .query_async(connection)
             .await?;
         if confirmed < self.replicas_to_ack {
-            return Err(StoreError::Unavailable(Unreachable::NotReplicated {
+            return Err(StoreError::NotReplicated {
+                key: key.to_owned(),
                 wanted: self.replicas_to_ack,
                 confirmed,
-            }));
+            });
         }
         Ok(())
     }

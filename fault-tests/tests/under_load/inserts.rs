@@ -19,7 +19,8 @@ use crate::stack::{
 pub enum Outcome {
     /// 201 (created) or 200 (already there), with the link as sent.
     Acked { key: String, created: bool },
-    /// 503 with a JSON error saying Redis is unreachable.
+    /// 503 with a JSON error saying Redis is unreachable, or that too few
+    /// replicas confirmed the insert.
     Unreachable,
     /// Anything else: never allowed.
     Other(String),
@@ -69,9 +70,10 @@ fn classify(status: u16, body: &[u8], url: &str, public_base: &str) -> Outcome {
                 created: status == 201,
             }
         }
-        503 if json["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("Redis") && e.contains("unreachable")) =>
+        // Redis away, or (with replicas_to_ack) too few replicas confirmed.
+        503 if json["error"].as_str().is_some_and(|e| {
+            e.contains("Redis") && (e.contains("unreachable") || e.contains("replicas confirmed"))
+        }) =>
         {
             Outcome::Unreachable
         }

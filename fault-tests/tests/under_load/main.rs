@@ -17,8 +17,8 @@
 //! - `varnish_restarted`: a new varnishd serves every link from Redis;
 //! - `sentinel_failover`: the master of a Sentinel group killed under
 //!   load: cached links always 301, uncached keys and inserts back within
-//!   down-after + 3 s, no acknowledged link lost, nothing written to the
-//!   old master once it returns as a replica;
+//!   down-after + 3 s, no acknowledged link lost (also of the inserts made
+//!   once the old master is back), every redirect counted once;
 //! - `busy_machine_healthy_redis`, `busy_machine_hung_redis`: hundreds of
 //!   concurrent cold requests, busy loops and a starved Redis I/O thread:
 //!   every stored link still redirects, and a hung Redis still gives 503
