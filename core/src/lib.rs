@@ -294,6 +294,14 @@ impl KeyScheme {
         format!("{}purge:queue", self.prefix)
     }
 
+    /// The key every writer of this store signs its web form's tokens with,
+    /// so that a form one writer served may be posted to another:
+    /// `<prefix>form:key`.
+    #[must_use]
+    pub fn form_key(&self) -> String {
+        format!("{}form:key", self.prefix)
+    }
+
     /// When a client's next link is allowed under the rate limit writers
     /// share (GCRA's theoretical arrival time, in ms): `<prefix>rate:<client>`,
     /// expiring once the client's allowance is whole again.

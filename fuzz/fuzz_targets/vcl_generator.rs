@@ -37,7 +37,8 @@ fuzz_target!(|data: &[u8]| {
         let text = shape.render();
         match toml::from_str::<Config>(&text) {
             Ok(config) => check(config, &text),
-            // The shared setting types (status, pool size, header values)
+            // The shared setting types (status, pool size, replicas to
+            // wait for, header values)
             // refuse a bad value as it is read, saying what to use instead.
             Err(e) if is_setting_refusal(e.message()) => {}
             Err(e) => panic!("the rendered configuration does not load: {e}\n{text}"),
@@ -51,6 +52,7 @@ fn is_setting_refusal(message: &str) -> bool {
     message.contains("is not a redirect: use")
         || message.contains(" must be non-empty printable ASCII")
         || message.contains(" must be 1 to 1024")
+        || message.contains(" must be 0 to 16")
 }
 
 fn check(config: Config, toml: &str) {
@@ -96,6 +98,7 @@ fn check_form(settings: &Settings, form: vcl::Form, vcl: &str, toml: &str) {
         ("@CONNECT_MS@", config.redis.connect_timeout_ms.to_string()),
         ("@COMMAND_MS@", config.redis.command_timeout_ms.to_string()),
         ("@POOL_SIZE@", config.redis.pool_size.to_string()),
+        ("@REPLICAS_TO_ACK@", config.redis.replicas_to_ack.to_string()),
         ("@STATUS@", config.redirect.status.to_string()),
         ("@TTL@", config.redirect.ttl_s.to_string()),
         ("@NEGATIVE_TTL@", config.redirect.negative_ttl_s.to_string()),
@@ -412,6 +415,7 @@ struct Shape {
     connect_timeout_ms: Option<u16>,
     command_timeout_ms: Option<u16>,
     pool_size: Option<u16>,
+    replicas_to_ack: Option<u8>,
     status: Option<Status>,
     ttl_s: Option<u32>,
     negative_ttl_s: Option<u32>,
@@ -499,6 +503,7 @@ impl Shape {
         put(&mut redis, "connect_timeout_ms", self.connect_timeout_ms);
         put(&mut redis, "command_timeout_ms", self.command_timeout_ms);
         put(&mut redis, "pool_size", self.pool_size);
+        put(&mut redis, "replicas_to_ack", self.replicas_to_ack.map(|n| n % 20));
         root.insert("redis".into(), toml::Value::Table(redis));
 
         let mut clicks = toml::Table::new();

@@ -13,6 +13,9 @@ use crate::target::{Address, SentinelTarget, Target};
 /// `+switch-master` events (a lost event, a Sentinel restarted).
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How often the watcher, waiting for events, looks whether it must stop.
+const STOP_CHECK: Duration = Duration::from_millis(100);
+
 /// How long the watcher waits before trying the next Sentinel.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
@@ -107,7 +110,7 @@ impl Locator {
     }
 
     /// Stops the watcher thread and waits for it: at most a connect or
-    /// command timeout and a poll interval. Its code is the owning
+    /// command timeout and a tenth of a second. Its code is the owning
     /// module's, so it must end before the module is unloaded: the owner
     /// calls this when it is dropped, whoever holds the last reference.
     /// Connections keep working with the master last named.
@@ -314,12 +317,17 @@ fn follow(shared: &Shared, group: &SentinelTarget, sentinel: &Address) -> RedisR
     let mut listening = sentinel_connection(sentinel, shared.timeouts)?;
     let mut events = listening.as_pubsub();
     events.subscribe("+switch-master")?;
-    events.set_read_timeout(Some(POLL_INTERVAL))?;
+    // Woken this often to notice a stop, asking each poll interval.
+    events.set_read_timeout(Some(STOP_CHECK))?;
     let mut checked: Option<(Address, redis::Connection)> = None;
+    let mut asked: Option<std::time::Instant> = None;
     loop {
-        let named = ask_master(&mut asking, group)?;
-        refuse_a_replica(shared, &named, &mut checked)?;
-        shared.set_master(group, named)?;
+        if asked.is_none_or(|at| at.elapsed() >= POLL_INTERVAL) {
+            let named = ask_master(&mut asking, group)?;
+            refuse_a_replica(shared, &named, &mut checked)?;
+            shared.set_master(group, named)?;
+            asked = Some(std::time::Instant::now());
+        }
         if shared.stopping() {
             return Ok(());
         }

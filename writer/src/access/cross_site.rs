@@ -9,22 +9,37 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use url::Url;
 
+use redis_target::{Locator, Timeouts};
+
 use super::Refusal;
+use crate::config::Settings;
 
 /// Name of the cookie that pairs a browser with the form tokens it gets.
 pub const CSRF_COOKIE: &str = "shortlink_csrf";
 
 /// Signs and checks form tokens.
 pub struct FormProtection {
-    /// Signs form tokens; new at every start, so a restart expires open forms.
-    form_key: [u8; 32],
+    /// Signs form tokens: the one every writer of the same Redis shares.
+    form_key: [u8; FORM_KEY_BYTES],
 }
 
+const FORM_KEY_BYTES: usize = 32;
+
 impl FormProtection {
-    pub fn new() -> Result<Self, String> {
-        Ok(Self {
-            form_key: random_bytes()?,
-        })
+    /// Takes the form key every writer of the store shares, stored in
+    /// Redis by the first one to start; a key of its own if Redis cannot
+    /// be asked, so that the writer still starts.
+    pub fn new(settings: &Settings) -> Result<Self, String> {
+        let fresh = random_bytes()?;
+        let form_key = shared_form_key(settings, &fresh).unwrap_or_else(|error| {
+            log::warn!(
+                "the web form's key could not be shared through Redis ({error}): this \
+                 writer signs forms with a key of its own, so behind a load balancer a form \
+                 it serves must be posted back to it, until it restarts with Redis reachable"
+            );
+            fresh
+        });
+        Ok(Self { form_key })
     }
 
     /// The form token for the browser holding `cookie`.
@@ -57,6 +72,36 @@ impl FormProtection {
         <Hmac<Sha256> as Mac>::new_from_slice(&self.form_key)
             .expect("HMAC takes keys of any length")
     }
+}
+
+/// The key under [`KeyScheme::form_key`](shortlink_core::KeyScheme::form_key),
+/// set to `fresh` if none is there yet.
+fn shared_form_key(
+    settings: &Settings,
+    fresh: &[u8; FORM_KEY_BYTES],
+) -> Result<[u8; FORM_KEY_BYTES], String> {
+    let timeouts = Timeouts {
+        connect: settings.connect_timeout(),
+        command: settings.write_timeout(),
+    };
+    let locator = Locator::open(&settings.config.redis.url, timeouts)?;
+    let (mut connection, _) = locator.connect().map_err(|e| e.to_string())?;
+    let name = settings.scheme.form_key();
+    let (stored,): (String,) = redis::pipe()
+        .cmd("SET")
+        .arg(&name)
+        .arg(URL_SAFE_NO_PAD.encode(fresh))
+        .arg("NX")
+        .ignore()
+        .cmd("GET")
+        .arg(&name)
+        .query(&mut connection)
+        .map_err(|e| e.to_string())?;
+    URL_SAFE_NO_PAD
+        .decode(&stored)
+        .ok()
+        .and_then(|bytes| bytes.try_into().ok())
+        .ok_or_else(|| format!("{name} holds no form key; delete it with redis-cli DEL {name}"))
 }
 
 /// Random bytes in a form cookie.

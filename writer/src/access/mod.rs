@@ -83,7 +83,7 @@ impl Gatekeeper {
         Ok(Self {
             tokens: AccessTokens::new(settings)?,
             rate_limit: RateLimit::new(settings)?,
-            form: FormProtection::new()?,
+            form: FormProtection::new(settings)?,
         })
     }
 

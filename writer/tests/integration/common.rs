@@ -112,13 +112,14 @@ impl Suite {
         Shortener::new(self.settings(prefix, 2)).expect("shortener")
     }
 
-    /// Every hash name under `prefix` in Redis: the owners' indexes
-    /// (`<prefix>@...`) are not hashes.
+    /// Every links' hash under `prefix` in Redis. The owners' indexes
+    /// (`<prefix>@...`) and the writers' other keys (`<prefix>form:key`,
+    /// counts, the purge queue: `:` is no key character) are not.
     pub fn hashes(&self, prefix: &str) -> Result<Vec<String>, String> {
         let names: Vec<String> = self.redis.query(&["KEYS", &format!("{prefix}*")])?;
         Ok(names
             .into_iter()
-            .filter(|name| !name[prefix.len()..].starts_with('@'))
+            .filter(|name| !name[prefix.len()..].contains(['@', ':']))
             .collect())
     }
 

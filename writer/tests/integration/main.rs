@@ -176,6 +176,10 @@ const TESTS: &[(&str, common::Test)] = &[
         writers::two_writers_share_one_rate_limit,
     ),
     (
+        "writers::a_form_served_by_one_writer_is_taken_by_another",
+        writers::a_form_served_by_one_writer_is_taken_by_another,
+    ),
+    (
         "e2e::api_link_served_after_cached_404",
         e2e::api_link_served_after_cached_404,
     ),

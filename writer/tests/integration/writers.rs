@@ -1,6 +1,7 @@
 //! Several writers behind a load balancer, as stateless as they must be:
-//! with `[rate_limit] shared = true` they share one limit per client
-//! through Redis instead of giving a client one each.
+//! a form one writer served may be posted to another, and with
+//! `[rate_limit] shared = true` they share one limit per client through
+//! Redis instead of giving a client one each.
 
 use std::fs;
 use std::path::Path;
@@ -8,12 +9,17 @@ use std::path::Path;
 use serde_json::json;
 use test_support::{free_port, Writer};
 
-use crate::common::{api_at, ensure, Suite, WRITER};
+use crate::common::{api_at, ensure, form_credentials, send_form, Suite, WRITER};
 
 /// A writer of the suite's Redis on a port of its own, with keys (and
-/// rate-limit buckets) under `writers:`, and `rate_limit` as its
-/// `[rate_limit]` section.
+/// rate-limit buckets, and the form key) under `writers:`, and
+/// `rate_limit` as its `[rate_limit]` section.
 fn writer_with(suite: &Suite, name: &str, rate_limit: &str) -> Result<Writer, String> {
+    writer_of(suite, name, "writers:", rate_limit)
+}
+
+/// [`writer_with`] with keys under `prefix`.
+fn writer_of(suite: &Suite, name: &str, prefix: &str, rate_limit: &str) -> Result<Writer, String> {
     let dir = suite.dir.join(name);
     fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let port = free_port()?;
@@ -24,7 +30,7 @@ fn writer_with(suite: &Suite, name: &str, rate_limit: &str) -> Result<Writer, St
             if line.starts_with("listen = ") {
                 format!("listen = \"127.0.0.1:{port}\"\n")
             } else if line == "[redis]" {
-                "[redis]\nhash_prefix = \"writers:\"\n".to_owned()
+                format!("[redis]\nhash_prefix = \"{prefix}\"\n")
             } else {
                 format!("{line}\n")
             }
@@ -90,5 +96,38 @@ pub fn two_writers_share_one_rate_limit(suite: &Suite) -> Result<(), String> {
     let statuses = insert_in_turn(&alone, 6, "alone")?;
     ensure(statuses.iter().all(|&status| status == 201), || {
         format!("two writers limiting alone (3 each) answered {statuses:?}")
+    })
+}
+
+/// A browser loads the form from one writer and the load balancer sends
+/// its post to another: the second takes it, as both sign forms with the
+/// key the first one to start put in Redis. A writer of another store
+/// (another prefix, so another key) refuses it.
+pub fn a_form_served_by_one_writer_is_taken_by_another(suite: &Suite) -> Result<(), String> {
+    let limit = "links_per_minute = 0\n";
+    let writers = [
+        writer_with(suite, "writers-form-a", limit)?,
+        writer_with(suite, "writers-form-b", limit)?,
+        writer_of(suite, "writers-form-other", "writers-other:", limit)?,
+    ];
+    let agent = Suite::agent();
+    let (cookie, csrf) = form_credentials(&agent, &writers[0].base_url())?;
+    let url = "https://example.org/writers/form-across";
+    let post_to = |writer: &Writer| {
+        send_form(
+            &agent,
+            &format!("{}/", writer.base_url()),
+            Some(&cookie),
+            &[("url", url), ("key", ""), ("csrf", &csrf)],
+            &[],
+        )
+    };
+    let (status, page) = post_to(&writers[1])?;
+    ensure(status == 201 && page.contains(url), || {
+        format!("the form served by one writer, posted to another, answered {status}: {page}")
+    })?;
+    let (status, _) = post_to(&writers[2])?;
+    ensure(status == 403, || {
+        format!("a writer with another form key answered {status}, not 403")
     })
 }
