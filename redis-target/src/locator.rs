@@ -9,9 +9,10 @@ use redis::{ErrorKind, RedisError, RedisResult};
 
 use crate::target::{Address, SentinelTarget, Target};
 
-/// How often the Sentinel watcher asks for the master, as a backstop to the
-/// `+switch-master` events (a lost event, a Sentinel restarted).
-pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the Sentinel watcher asks every Sentinel for the master, as a
+/// backstop to the `+switch-master` events of the one it listens to (a lost
+/// event, a Sentinel restarted, the failover's leader announcing last).
+pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 /// How often the watcher, waiting for events, looks whether it must stop.
 const STOP_CHECK: Duration = Duration::from_millis(100);
@@ -29,9 +30,10 @@ pub struct Timeouts {
 /// Finds the Redis that takes writes, and follows it.
 ///
 /// For one server that is the server. For a Sentinel group a thread owned
-/// by the locator subscribes to a Sentinel's `+switch-master` events and
-/// asks it for the master every [`POLL_INTERVAL`], moving on to the next
-/// Sentinel whenever one fails. Each change of master raises the
+/// by the locator subscribes to a Sentinel's `+switch-master` events
+/// (moving on to the next Sentinel whenever one fails) and asks every
+/// Sentinel every [`POLL_INTERVAL`], taking the master named with the
+/// newest configuration epoch. Each change of master raises the
 /// [`generation`](Locator::generation): a connection made in an older one
 /// must be dropped, so nothing is written to a demoted master.
 pub struct Locator {
@@ -261,16 +263,51 @@ impl Shared {
         Ok(())
     }
 
-    /// Asks each Sentinel in turn until one names the master.
-    fn ask_any(&self, group: &SentinelTarget) {
-        for sentinel in &group.sentinels {
-            let named = sentinel_connection(sentinel, self.timeouts)
-                .and_then(|mut connection| ask_master(&mut connection, group))
-                .and_then(|address| self.set_master(group, address));
-            match named {
-                Ok(()) => return,
-                Err(error) => self.note_error(sentinel, &error),
+    /// The master named by the Sentinels with the newest configuration
+    /// epoch: the leader of a failover announces the new master last (once
+    /// it has reconfigured the replicas), the others as soon as they hear
+    /// of it, and a Sentinel cut off from the others names an old one.
+    /// `asking` holds a connection per Sentinel, opened as needed.
+    fn ask_all(
+        &self,
+        group: &SentinelTarget,
+        asking: &mut [Option<redis::Connection>],
+    ) -> Option<Address> {
+        let mut newest: Option<(u64, Address)> = None;
+        for (sentinel, connection) in group.sentinels.iter().zip(asking.iter_mut()) {
+            if connection.is_none() {
+                match sentinel_connection(sentinel, self.timeouts) {
+                    Ok(opened) => *connection = Some(opened),
+                    Err(error) => {
+                        self.note_error(sentinel, &error);
+                        continue;
+                    }
+                }
             }
+            let Some(open) = connection.as_mut() else {
+                continue;
+            };
+            match master_state(open, group) {
+                Ok((epoch, address)) => {
+                    if newest.as_ref().is_none_or(|(newest, _)| epoch > *newest) {
+                        newest = Some((epoch, address));
+                    }
+                }
+                Err(error) => {
+                    self.note_error(sentinel, &error);
+                    *connection = None;
+                }
+            }
+        }
+        newest.map(|(_, address)| address)
+    }
+
+    /// Asks every Sentinel now, on connections of its own.
+    fn ask_any(&self, group: &SentinelTarget) {
+        let mut asking: Vec<Option<redis::Connection>> =
+            group.sentinels.iter().map(|_| None).collect();
+        if let Some(named) = self.ask_all(group, &mut asking) {
+            let _ = self.set_master(group, named);
         }
     }
 
@@ -283,20 +320,22 @@ impl Shared {
     }
 }
 
-/// The watcher thread: follows one Sentinel until it fails, then the next.
+/// The watcher thread: listens to one Sentinel until it fails, then the
+/// next, and asks them all every poll interval.
 fn watch(shared: &Shared) {
     let Target::Sentinel(group) = &shared.target else {
         return;
     };
+    let mut asking: Vec<Option<redis::Connection>> = group.sentinels.iter().map(|_| None).collect();
     for sentinel in group.sentinels.iter().cycle() {
         if shared.stopping() {
             return;
         }
-        // A failure is only a reason to ask the next Sentinel (and is kept
-        // for the error that says none named a master). Nor may a panic end
-        // the following: the next Sentinel is asked.
+        // A failure is only a reason to listen to the next Sentinel (and is
+        // kept for the error that says none named a master). Nor may a
+        // panic end the following.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            follow(shared, group, sentinel)
+            follow(shared, group, sentinel, &mut asking)
         })) {
             Ok(Ok(())) => {}
             Ok(Err(error)) => shared.note_error(sentinel, &error),
@@ -309,23 +348,26 @@ fn watch(shared: &Shared) {
     }
 }
 
-/// Asks `sentinel` for the master every poll interval and takes every
-/// `+switch-master` it announces for this group, until it fails or the
+/// Takes every `+switch-master` `sentinel` announces for this group, and
+/// asks every Sentinel each poll interval, until `sentinel` fails or the
 /// locator stops.
-fn follow(shared: &Shared, group: &SentinelTarget, sentinel: &Address) -> RedisResult<()> {
-    let mut asking = sentinel_connection(sentinel, shared.timeouts)?;
+fn follow(
+    shared: &Shared,
+    group: &SentinelTarget,
+    sentinel: &Address,
+    asking: &mut [Option<redis::Connection>],
+) -> RedisResult<()> {
     let mut listening = sentinel_connection(sentinel, shared.timeouts)?;
     let mut events = listening.as_pubsub();
     events.subscribe("+switch-master")?;
     // Woken this often to notice a stop, asking each poll interval.
     events.set_read_timeout(Some(STOP_CHECK))?;
-    let mut checked: Option<(Address, redis::Connection)> = None;
     let mut asked: Option<std::time::Instant> = None;
     loop {
         if asked.is_none_or(|at| at.elapsed() >= POLL_INTERVAL) {
-            let named = ask_master(&mut asking, group)?;
-            refuse_a_replica(shared, &named, &mut checked)?;
-            shared.set_master(group, named)?;
+            if let Some(named) = shared.ask_all(group, asking) {
+                shared.set_master(group, named)?;
+            }
             asked = Some(std::time::Instant::now());
         }
         if shared.stopping() {
@@ -344,54 +386,6 @@ fn follow(shared: &Shared, group: &SentinelTarget, sentinel: &Address) -> RedisR
     }
 }
 
-/// Fails if the server a Sentinel names answers `ROLE` as a replica: that
-/// Sentinel is behind (cut off from the others, say), and the next one is
-/// asked. A server that cannot be reached is no such sign: a master that
-/// died stays named until the failover. `checked` keeps a connection to
-/// the named server between polls.
-fn refuse_a_replica(
-    shared: &Shared,
-    named: &Address,
-    checked: &mut Option<(Address, redis::Connection)>,
-) -> RedisResult<()> {
-    if checked.as_ref().is_none_or(|(address, _)| address != named) {
-        *checked = None;
-        let Target::Sentinel(group) = &shared.target else {
-            return Ok(());
-        };
-        let Ok(connection) = redis::Client::open(group.server_url(named))
-            .and_then(|client| client.get_connection_with_timeout(shared.timeouts.connect))
-        else {
-            return Ok(());
-        };
-        connection.set_read_timeout(Some(shared.timeouts.command))?;
-        connection.set_write_timeout(Some(shared.timeouts.command))?;
-        *checked = Some((named.clone(), connection));
-    }
-    let Some((_, connection)) = checked.as_mut() else {
-        return Ok(());
-    };
-    match redis::cmd("ROLE").query::<Vec<redis::Value>>(connection) {
-        Ok(role) if is_replica(&role) => {
-            *checked = None;
-            Err(RedisError::from((
-                ErrorKind::Client,
-                "stale Sentinel",
-                format!("it names {named}, which is a replica"),
-            )))
-        }
-        Ok(_) => Ok(()),
-        Err(_) => {
-            *checked = None;
-            Ok(())
-        }
-    }
-}
-
-fn is_replica(role: &[redis::Value]) -> bool {
-    matches!(role.first(), Some(redis::Value::BulkString(name)) if name == b"slave")
-}
-
 fn sentinel_connection(sentinel: &Address, timeouts: Timeouts) -> RedisResult<redis::Connection> {
     let client = redis::Client::open(format!("redis://{sentinel}"))?;
     let connection = client.get_connection_with_timeout(timeouts.connect)?;
@@ -400,21 +394,39 @@ fn sentinel_connection(sentinel: &Address, timeouts: Timeouts) -> RedisResult<re
     Ok(connection)
 }
 
-/// `SENTINEL GET-MASTER-ADDR-BY-NAME`.
-fn ask_master(sentinel: &mut redis::Connection, group: &SentinelTarget) -> RedisResult<Address> {
-    let named: Option<(String, u16)> = redis::cmd("SENTINEL")
-        .arg("GET-MASTER-ADDR-BY-NAME")
+/// `SENTINEL MASTER`: where this Sentinel says the master is, and the
+/// configuration epoch that says so.
+fn master_state(
+    sentinel: &mut redis::Connection,
+    group: &SentinelTarget,
+) -> RedisResult<(u64, Address)> {
+    let fields: Vec<String> = redis::cmd("SENTINEL")
+        .arg("MASTER")
         .arg(&group.master_name)
         .query(sentinel)?;
-    named
-        .map(|(host, port)| Address { host, port })
+    let field = |name: &str| {
+        fields
+            .chunks_exact(2)
+            .find(|pair| pair[0] == name)
+            .map(|pair| pair[1].as_str())
+    };
+    let address = field("ip")
+        .zip(field("port").and_then(|port| port.parse().ok()))
+        .map(|(host, port)| Address {
+            host: host.to_owned(),
+            port,
+        })
         .ok_or_else(|| {
             RedisError::from((
                 ErrorKind::MasterNameNotFoundBySentinel,
-                "unknown master",
+                "no address for the master",
                 group.master_name.clone(),
             ))
-        })
+        })?;
+    let epoch = field("config-epoch")
+        .and_then(|epoch| epoch.parse().ok())
+        .unwrap_or(0);
+    Ok((epoch, address))
 }
 
 /// The new master a `+switch-master` payload (`name old-ip old-port
