@@ -133,10 +133,6 @@ impl Locator {
         }
     }
 
-    pub fn target(&self) -> &Target {
-        &self.shared.target
-    }
-
     /// Raised at each change of master; always 0 for one server.
     pub fn generation(&self) -> u64 {
         self.shared.generation.load(Ordering::Acquire)
@@ -153,21 +149,12 @@ impl Locator {
         }
     }
 
-    /// Where the master is, as last known (`None` for one server, or while
-    /// no Sentinel has named one).
-    pub fn master_address(&self) -> Option<Address> {
-        self.shared
-            .lock_master()
-            .as_ref()
-            .and_then(|master| master.address.clone())
-    }
-
     /// Asks the Sentinels for the master now, unless one is known: for a
     /// caller about to use it at once (a command-line run), which should
     /// not find the watcher still starting. Bounded by the timeouts.
     pub fn find_master(&self) {
         if let (Err(_), Target::Sentinel(group)) = (self.master(), &self.shared.target) {
-            self.shared.ask_any(group);
+            self.shared.ask_now(group);
         }
     }
 
@@ -303,7 +290,7 @@ impl Shared {
     }
 
     /// Asks every Sentinel now, on connections of its own.
-    fn ask_any(&self, group: &SentinelTarget) {
+    fn ask_now(&self, group: &SentinelTarget) {
         let mut asking: Vec<Option<redis::Connection>> =
             group.sentinels.iter().map(|_| None).collect();
         if let Some(named) = self.ask_all(group, &mut asking) {

@@ -126,6 +126,14 @@ pub struct CountSettings {
 }
 
 impl CountSettings {
+    /// The flusher's bounds on connecting to Redis and on a command.
+    pub fn redis_timeouts(&self) -> redis_target::Timeouts {
+        redis_target::Timeouts {
+            connect: self.connect_timeout,
+            command: self.command_timeout,
+        }
+    }
+
     /// How long a flush of `batches` may wait for Redis's answer: the
     /// lookups' timeout, or the flush interval if longer, and
     /// [`BATCH_WAIT`] per batch. Redis answers a pipeline once it has run
@@ -257,10 +265,7 @@ impl ClickStore {
         };
         let nowhere = redis_target::Locator::start(
             redis_target::Target::Server("redis://127.0.0.1:1/0".into()),
-            redis_target::Timeouts {
-                connect: settings.connect_timeout,
-                command: settings.command_timeout,
-            },
+            settings.redis_timeouts(),
         )
         .expect("a server locator starts no thread");
         Self::new("", nowhere, &KeyScheme::default(), settings)
@@ -305,11 +310,7 @@ pub fn store_for(
             .unwrap_or_else(PoisonError::into_inner) = settings;
         return Ok(Arc::clone(store));
     }
-    let timeouts = redis_target::Timeouts {
-        connect: settings.connect_timeout,
-        command: settings.command_timeout,
-    };
-    let locator = redis_target::Locator::open(redis_url, timeouts)?;
+    let locator = redis_target::Locator::open(redis_url, settings.redis_timeouts())?;
     let store = Arc::new(ClickStore::new(redis_url, locator, scheme, settings));
     let flusher_store = Arc::clone(&store);
     std::thread::Builder::new()

@@ -88,7 +88,8 @@ mod shortlink {
             /// (the Sentinels' addresses; port 26379 unless given). A
             /// Sentinel-named master is followed through failovers: a
             /// thread of this object listens for `+switch-master` and asks
-            /// every second, and connections to a demoted master are
+            /// every Sentinel four times a second (the newest configuration
+            /// epoch wins), and connections to a demoted master are
             /// dropped.
             redis: &str,
             /// Start of every hash name: key `Lm25` lives in hash

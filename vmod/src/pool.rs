@@ -202,19 +202,18 @@ impl RedisPool {
     /// Builds the pool without waiting for Redis: connections are opened in
     /// the background, so a VCL loads even while Redis is down.
     pub fn new(settings: &PoolSettings<'_>) -> Result<Self, String> {
-        let locator = Locator::open(
+        let locator = Arc::new(Locator::open(
             settings.url,
             Timeouts {
                 connect: settings.connect_timeout,
                 command: settings.command_timeout,
             },
-        )?;
+        )?);
         let health = Arc::new(Health::new());
         let manager = ConnectionManager {
-            locator: Arc::new(locator),
+            locator: Arc::clone(&locator),
             health: Arc::clone(&health),
         };
-        let manager_locator = Arc::clone(&manager.locator);
         let pool = r2d2::Pool::builder()
             .max_size(settings.size)
             .min_idle(Some(1))
@@ -223,7 +222,7 @@ impl RedisPool {
             .error_handler(Box::new(r2d2::NopErrorHandler))
             .build_unchecked(manager);
         let shared = Arc::new(Shared {
-            locator: Arc::clone(&manager_locator),
+            locator,
             pool,
             health,
             command_timeout: settings.command_timeout,

@@ -507,6 +507,23 @@ impl Settings {
         Duration::from_millis(self.config.redis.write_timeout_ms)
     }
 
+    /// The writer's bounds on a Redis exchange: a command may take the
+    /// write timeout, as Redis syncs each write to disk first.
+    pub fn redis_timeouts(&self) -> redis_target::Timeouts {
+        redis_target::Timeouts {
+            connect: self.connect_timeout(),
+            command: self.write_timeout(),
+        }
+    }
+
+    /// One blocking connection to the links' master, for a question asked
+    /// once at start.
+    pub fn connect_to_links_redis(&self) -> Result<redis::Connection, String> {
+        let locator = redis_target::Locator::open(&self.config.redis.url, self.redis_timeouts())?;
+        let (connection, _) = locator.connect().map_err(|e| e.to_string())?;
+        Ok(connection)
+    }
+
     /// A warning when `expected_links` spread over the split's hashes would
     /// put more fields in a hash than Redis keeps compact
     /// (`hash-max-listpack-entries`, 512 in the shipped `redis/redis.conf`).

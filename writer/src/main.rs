@@ -372,13 +372,7 @@ fn warn_purge(warning: Option<String>) {
 /// limit if Redis is away), and when Redis has fewer replicas than
 /// `replicas_to_ack` waits for: every change would then answer 503.
 fn check_store(settings: &Settings) {
-    let timeouts = redis_target::Timeouts {
-        connect: settings.connect_timeout(),
-        command: settings.write_timeout(),
-    };
-    let connection = redis_target::Locator::open(&settings.config.redis.url, timeouts)
-        .and_then(|locator| locator.connect().map_err(|e| e.to_string()));
-    let mut connection = connection.ok().map(|(connection, _)| connection);
+    let mut connection = settings.connect_to_links_redis().ok();
     let limit = connection
         .as_mut()
         .and_then(|connection| {

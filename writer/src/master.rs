@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError, RedisResult};
-use redis_target::{Address, Locator, Timeouts};
+use redis_target::{Locator, Timeouts};
 
 use crate::config::Settings;
 
@@ -35,8 +35,7 @@ struct Inner {
 }
 
 impl MasterConnection {
-    /// Follows the Redis `url` names with the writer's timeouts: a command
-    /// may take the write timeout, as Redis syncs each write to disk first.
+    /// Follows the Redis `url` names with the writer's timeouts.
     pub fn open(url: &str, settings: &Settings) -> RedisResult<Self> {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(settings.connect_timeout()))
@@ -44,11 +43,7 @@ impl MasterConnection {
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(500));
-        let timeouts = Timeouts {
-            connect: settings.connect_timeout(),
-            command: settings.write_timeout(),
-        };
-        Self::new(url, timeouts, config)
+        Self::new(url, settings.redis_timeouts(), config)
     }
 
     /// Follows the Redis `url` names, without connecting yet.
@@ -90,24 +85,17 @@ impl MasterConnection {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let generation = self.inner.locator.generation();
-        match &mut *current {
-            Some((made_in, connections)) if *made_in == generation => {
-                while connections.len() <= index {
-                    connections.push(self.new_connection()?.0);
-                }
-                Ok(connections[index].clone())
-            }
-            _ => {
+        let connections = match &mut *current {
+            Some((made_in, connections)) if *made_in == generation => connections,
+            stale_or_none => {
                 let (first, made_in) = self.new_connection()?;
-                let mut connections = vec![first];
-                while connections.len() <= index {
-                    connections.push(self.new_connection()?.0);
-                }
-                let connection = connections[index].clone();
-                *current = Some((made_in, connections));
-                Ok(connection)
+                &mut stale_or_none.insert((made_in, vec![first])).1
             }
+        };
+        while connections.len() <= index {
+            connections.push(self.new_connection()?.0);
         }
+        Ok(connections[index].clone())
     }
 
     /// A lazy connection to the master as now known, and its generation.
@@ -117,10 +105,5 @@ impl MasterConnection {
         let connection =
             ConnectionManager::new_lazy_with_config(client, self.inner.config.clone())?;
         Ok((connection, generation))
-    }
-
-    /// Where Sentinels say the master is (`None` for one server).
-    pub fn master_address(&self) -> Option<Address> {
-        self.inner.locator.master_address()
     }
 }

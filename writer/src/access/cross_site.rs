@@ -9,8 +9,6 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use url::Url;
 
-use redis_target::{Locator, Timeouts};
-
 use super::Refusal;
 use crate::config::Settings;
 
@@ -80,12 +78,7 @@ fn shared_form_key(
     settings: &Settings,
     fresh: &[u8; FORM_KEY_BYTES],
 ) -> Result<[u8; FORM_KEY_BYTES], String> {
-    let timeouts = Timeouts {
-        connect: settings.connect_timeout(),
-        command: settings.write_timeout(),
-    };
-    let locator = Locator::open(&settings.config.redis.url, timeouts)?;
-    let (mut connection, _) = locator.connect().map_err(|e| e.to_string())?;
+    let mut connection = settings.connect_to_links_redis()?;
     let name = settings.scheme.form_key();
     let (stored,): (String,) = redis::pipe()
         .cmd("SET")
