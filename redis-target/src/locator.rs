@@ -62,11 +62,21 @@ struct Master {
 
 impl Locator {
     /// Starts following `target`, without waiting for it: a Sentinel
-    /// group's master is found in the background.
+    /// group's master is found in the background. A Redis Cluster has no one
+    /// master to follow: its keys are routed node by node, so it is refused.
     pub fn start(target: Target, timeouts: Timeouts) -> Result<Self, RedisError> {
         let fixed = match &target {
             Target::Server(url) => Some(redis::Client::open(url.as_str())?),
             Target::Sentinel(_) => None,
+            Target::Cluster(_) => {
+                return Err(RedisError::from((
+                    ErrorKind::InvalidClientConfig,
+                    "a Redis Cluster cannot serve here",
+                    "this needs a single Redis (redis://) or a Sentinel group \
+                     (redis+sentinel://)"
+                        .to_owned(),
+                )))
+            }
         };
         let shared = Arc::new(Shared {
             master: Mutex::new(fixed.map(|client| Master {
@@ -81,7 +91,7 @@ impl Locator {
             last_error: Mutex::new(None),
         });
         let watcher = match &shared.target {
-            Target::Server(_) => None,
+            Target::Server(_) | Target::Cluster(_) => None,
             Target::Sentinel(_) => {
                 let watched = Arc::clone(&shared);
                 Some(
@@ -228,6 +238,7 @@ impl Shared {
                     .unwrap_or("none answered yet")
             ),
             Target::Server(url) => format!("{url} cannot be opened"),
+            Target::Cluster(_) => "a Redis Cluster has no one master".to_owned(),
         };
         RedisError::from((ErrorKind::Io, "no master", detail))
     }

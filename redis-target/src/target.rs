@@ -6,10 +6,14 @@ use std::str::FromStr;
 /// Sentinel's own port, when a `redis+sentinel://` URL names none.
 pub const SENTINEL_PORT: u16 = 26379;
 
+/// Redis's own port, when a `redis+cluster://` URL names none.
+pub const REDIS_PORT: u16 = 6379;
+
 /// What every error about a Redis URL ends with: the forms it may take.
-const FORMS: &str = "write redis://host:port/db for one server, or \
+const FORMS: &str = "write redis://host:port/db for one server, \
     redis+sentinel://host:port[,host:port...]/master-name[/db] for a master \
-    that Sentinels watch";
+    that Sentinels watch, or redis+cluster://host:port[,host:port...] for a \
+    Redis Cluster";
 
 /// A Redis URL that cannot be used, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +55,8 @@ pub enum Target {
     Server(String),
     /// A master that Sentinels watch and replace when it fails.
     Sentinel(SentinelTarget),
+    /// A Redis Cluster, found from any of its nodes.
+    Cluster(ClusterTarget),
 }
 
 /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master-name[/db]`
@@ -74,7 +80,31 @@ impl SentinelTarget {
     }
 }
 
-/// A host and port, as Sentinel names them.
+/// `redis+cluster://[[user]:password@]host:port[,host:port...]`: some nodes
+/// of a Redis Cluster (any of them; the rest are learnt from them).
+///
+/// The credentials are every node's. A cluster has one database, so the URL
+/// names none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterTarget {
+    pub seeds: Vec<Address>,
+    /// `user:password@` as written, or empty.
+    credentials: String,
+}
+
+impl ClusterTarget {
+    /// The URL of the node at `address`, with the cluster's credentials.
+    pub fn node_url(&self, address: &Address) -> String {
+        format!("redis://{}{address}", self.credentials)
+    }
+
+    /// The URLs of the seed nodes.
+    pub fn seed_urls(&self) -> Vec<String> {
+        self.seeds.iter().map(|seed| self.node_url(seed)).collect()
+    }
+}
+
+/// A host and port, as Sentinel and Redis Cluster name them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Address {
     pub host: String,
@@ -93,7 +123,7 @@ impl fmt::Display for Address {
 
 impl Address {
     /// `host`, `host:port`, `[v6]` or `[v6]:port`.
-    fn parse(text: &str, default_port: u16) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str, default_port: u16) -> Result<Self, String> {
         let (host, port) = if let Some(rest) = text.strip_prefix('[') {
             let (host, after) = rest
                 .split_once(']')
@@ -138,7 +168,9 @@ impl FromStr for Target {
             "redis+sentinel" => parse_sentinel(rest)
                 .map(Self::Sentinel)
                 .map_err(|reason| TargetError::new(url, reason)),
-            "redis+cluster" => Err(TargetError::new(url, "Redis Cluster is not supported yet")),
+            "redis+cluster" => parse_cluster(rest)
+                .map(Self::Cluster)
+                .map_err(|reason| TargetError::new(url, reason)),
             other => Err(TargetError::new(
                 url,
                 format!("{other}:// is no Redis scheme"),
@@ -147,14 +179,34 @@ impl FromStr for Target {
     }
 }
 
+/// `user:password@` (kept with its `@`, or empty) and the hosts after it.
+fn split_credentials(authority: &str) -> (String, &str) {
+    match authority.rsplit_once('@') {
+        Some((credentials, hosts)) => (format!("{credentials}@"), hosts),
+        None => (String::new(), authority),
+    }
+}
+
+fn parse_cluster(rest: &str) -> Result<ClusterTarget, String> {
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !matches!(path, "" | "0") {
+        return Err(format!(
+            "a Redis Cluster has only database 0, not {path:?}: name none"
+        ));
+    }
+    let (credentials, hosts) = split_credentials(authority);
+    let seeds = hosts
+        .split(',')
+        .map(|host| Address::parse(host, REDIS_PORT))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ClusterTarget { seeds, credentials })
+}
+
 fn parse_sentinel(rest: &str) -> Result<SentinelTarget, String> {
     let (authority, path) = rest
         .split_once('/')
         .ok_or("it names no master after the Sentinels")?;
-    let (credentials, hosts) = match authority.rsplit_once('@') {
-        Some((credentials, hosts)) => (format!("{credentials}@"), hosts),
-        None => (String::new(), authority),
-    };
+    let (credentials, hosts) = split_credentials(authority);
     let sentinels = hosts
         .split(',')
         .map(|host| Address::parse(host, SENTINEL_PORT))
@@ -241,10 +293,37 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_url_names_its_seed_nodes() {
+        let target: Target = "redis+cluster://:secret@10.0.0.1:7000,node.b,[::1]:7002/"
+            .parse()
+            .unwrap();
+        let Target::Cluster(cluster) = target else {
+            panic!("{target:?}")
+        };
+        assert_eq!(
+            cluster.seeds,
+            [
+                address("10.0.0.1", 7000),
+                address("node.b", 6379),
+                address("::1", 7002)
+            ]
+        );
+        assert_eq!(
+            cluster.seed_urls(),
+            [
+                "redis://:secret@10.0.0.1:7000",
+                "redis://:secret@node.b:6379",
+                "redis://:secret@[::1]:7002"
+            ]
+        );
+    }
+
+    #[test]
     fn errors_never_show_a_password() {
         for url in [
             "redis+sentinel://:hunter2@h:26379",
             "redis+sentinel://admin:hunter2@h1,h2",
+            "redis+cluster://:hunter2@h1:7000/5",
             "http://user:hunter2@example.org/x",
         ] {
             let error = url.parse::<Target>().unwrap_err().to_string();
@@ -267,11 +346,13 @@ mod tests {
             ("redis+sentinel://127.0.0.1:0/m", "no valid port"),
             ("redis+sentinel://a,,b/m", "no host"),
             ("redis+sentinel://[::1/m", "does not close"),
-            ("redis+cluster://127.0.0.1:7000", "not supported yet"),
+            ("redis+cluster://127.0.0.1:7000/2", "only database 0"),
+            ("redis+cluster://127.0.0.1:7000,:7001", "no host"),
         ] {
             let error = url.parse::<Target>().unwrap_err().to_string();
             assert!(error.contains(why), "{url}: {error}");
             assert!(error.contains("redis+sentinel://host:port"), "{error}");
+            assert!(error.contains("redis+cluster://host:port"), "{error}");
         }
     }
 }

@@ -4,6 +4,7 @@
 //! they read, such as a `GeoIP` database, and a proxy that can cut one
 //! off.
 
+mod cluster;
 mod geoip;
 mod proxy;
 mod redis;
@@ -11,6 +12,7 @@ mod sentinel;
 mod varnish;
 mod writer;
 
+pub use crate::cluster::{RedisCluster, NODE_TIMEOUT};
 pub use crate::geoip::write_country_database;
 pub use crate::proxy::Proxy;
 pub use crate::redis::{Persistence, Redis};
@@ -101,6 +103,20 @@ pub fn wait_for_port(port: u16, within: Duration) -> Result<(), String> {
             "nothing listens on 127.0.0.1:{port} after {within:?}"
         ))
     }
+}
+
+/// The servers `starting` threads started, or the first error.
+fn started(
+    starting: Vec<std::thread::ScopedJoinHandle<'_, Result<Redis, String>>>,
+) -> Result<Vec<Redis>, String> {
+    starting
+        .into_iter()
+        .map(|thread| {
+            thread
+                .join()
+                .map_err(|_| "a launcher panicked".to_owned())?
+        })
+        .collect()
 }
 
 /// Whether `done` became true within `within`, asking every few milliseconds.

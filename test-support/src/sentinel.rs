@@ -9,8 +9,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::poll_until;
 use crate::redis::{Persistence, Redis};
+use crate::{poll_until, started};
 
 /// How long the group may take to be ready: the Sentinels find the
 /// replica at once and each other within two hello periods (2 s each).
@@ -53,7 +53,7 @@ impl SentinelGroup {
                 })
                 .into_iter()
                 .collect();
-            joined(starting)
+            started(starting)
         })?;
         servers.insert(0, master);
         if !poll_until(READY_WITHIN, || {
@@ -83,7 +83,7 @@ impl SentinelGroup {
                 })
                 .into_iter()
                 .collect();
-            joined(starting)
+            started(starting)
         })?;
         let url = format!(
             "redis+sentinel://{}/{}",
@@ -153,18 +153,4 @@ impl SentinelGroup {
             .copied()
             .find(|port| ports.iter().filter(|p| *p == port).count() >= 2)
     }
-}
-
-/// The servers `starting` threads started, or the first error.
-fn joined(
-    starting: Vec<std::thread::ScopedJoinHandle<'_, Result<Redis, String>>>,
-) -> Result<Vec<Redis>, String> {
-    starting
-        .into_iter()
-        .map(|thread| {
-            thread
-                .join()
-                .map_err(|_| "a launcher panicked".to_owned())?
-        })
-        .collect()
 }
