@@ -30,6 +30,13 @@ pub const MINUTES_KEPT: u64 = 60;
 /// referrers cannot grow a link's hash without end.
 pub const MAX_DETAIL_FIELDS: u64 = 1000;
 
+/// Why clicks cannot be counted where their Redis URL says: a flush of
+/// clicks writes keys of many slots in one script, which a Redis Cluster
+/// refuses.
+pub const NOT_IN_A_CLUSTER: &str = "click counts cannot be kept in a Redis Cluster yet: \
+    give them a single Redis (redis://) or a Sentinel group (redis+sentinel://) of their own \
+    (clicks_redis in the VCL, [clicks] redis_url in the writer's configuration)";
+
 /// The Redis clicks are stored in apart from the links, if they have one:
 /// `clicks_url` when it names a Redis other than `links_url`. Empty (the
 /// default) keeps them with the links. The VMOD and the writer both decide

@@ -310,6 +310,9 @@ pub fn store_for(
             .unwrap_or_else(PoisonError::into_inner) = settings;
         return Ok(Arc::clone(store));
     }
+    if matches!(redis_url.parse(), Ok(redis_target::Target::Cluster(_))) {
+        return Err(shortlink_core::clicks::NOT_IN_A_CLUSTER.to_owned());
+    }
     let locator = redis_target::Locator::open(redis_url, settings.redis_timeouts())?;
     let store = Arc::new(ClickStore::new(redis_url, locator, scheme, settings));
     let flusher_store = Arc::clone(&store);

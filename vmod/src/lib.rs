@@ -6,6 +6,7 @@
 mod backend;
 mod changes;
 mod clicks;
+mod cluster;
 mod flush;
 mod pool;
 mod stats;
@@ -90,7 +91,14 @@ mod shortlink {
             /// thread of this object listens for `+switch-master` and asks
             /// every Sentinel four times a second (the newest configuration
             /// epoch wins), and connections to a demoted master are
-            /// dropped.
+            /// dropped. Or a Redis Cluster:
+            /// `redis+cluster://[:password@]host:port[,host:port...]` (any
+            /// of its nodes; the rest are learnt from `CLUSTER SLOTS`).
+            /// Each batch of lookups is then split by node and sent to all
+            /// of them at once, one connection per node; `MOVED` and `ASK`
+            /// are followed, and a node that is down fails only the keys of
+            /// its own slots. Clicks cannot be kept in a cluster yet: give
+            /// them their own Redis with `clicks_redis`.
             redis: &str,
             /// Start of every hash name: key `Lm25` lives in hash
             /// `<prefix>Lm`. Letters, digits and `: . _ - / { }` only.
@@ -112,7 +120,8 @@ mod shortlink {
             /// Most Redis connections kept open. Concurrent lookups are
             /// pipelined by one I/O thread onto one connection at a time, so
             /// a few suffice; the rest are spares while a broken one is
-            /// replaced.
+            /// replaced. A Redis Cluster gets one connection per node
+            /// instead.
             #[default(16)]
             pool_size: i64,
             /// Status of a found link's redirect: 301 (the default), 302, 307
@@ -161,7 +170,8 @@ mod shortlink {
             /// a rare one that must survive a crash: a Redis of their own
             /// may sync its file once a second (`appendfsync everysec`)
             /// while the links' Redis syncs every write, and lookups never
-            /// wait behind a flush of clicks or its sync.
+            /// wait behind a flush of clicks or its sync. It must be a single
+            /// Redis or a Sentinel group, not a cluster.
             #[default("")]
             clicks_redis: &str,
             /// Replicas that must confirm a flush of clicks (Redis `WAIT`,

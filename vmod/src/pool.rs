@@ -1,5 +1,6 @@
 //! Redis lookups for Varnish workers: pipelined by one I/O thread onto
-//! connections from an r2d2 pool.
+//! connections from an r2d2 pool, or, for a Redis Cluster, onto one
+//! connection per node (see `cluster`).
 //!
 //! A lookup fails only when Redis fails it: no reply within the command
 //! timeout of the round trip carrying it being sent, no connection within
@@ -14,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::ConnectionLike;
-use redis_target::{Locator, Timeouts};
+use redis_target::{Locator, Target, Timeouts};
 use shortlink_core::Slot;
 
 /// One Redis connection and whether it may be reused.
@@ -140,18 +141,18 @@ pub struct PoolSettings<'a> {
     pub size: u32,
 }
 
-type Outcome = Result<Option<Vec<u8>>, LookupError>;
+pub(crate) type Outcome = Result<Option<Vec<u8>>, LookupError>;
 
 /// One lookup on its way: filled in by the I/O thread, awaited by a worker.
-struct Lookup {
-    hash: String,
-    field: String,
+pub(crate) struct Lookup {
+    pub(crate) hash: String,
+    pub(crate) field: String,
     outcome: Mutex<Option<Outcome>>,
     ready: Condvar,
 }
 
 impl Lookup {
-    fn fulfil(&self, outcome: Outcome) {
+    pub(crate) fn fulfil(&self, outcome: Outcome) {
         *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
         self.ready.notify_one();
     }
@@ -164,14 +165,38 @@ struct Queue {
 }
 
 /// What the workers and the I/O thread share.
-struct Shared {
-    pool: r2d2::Pool<ConnectionManager>,
-    locator: Arc<Locator>,
-    health: Arc<Health>,
+pub(crate) struct Shared {
+    pub(crate) health: Arc<Health>,
     command_timeout: Duration,
     queue: Mutex<Queue>,
     wake: Condvar,
     round_trips: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn count_round_trips(&self, count: usize) {
+        self.round_trips
+            .fetch_add(u64::try_from(count).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+}
+
+/// How the I/O thread gets a batch of lookups answered.
+pub(crate) trait Exchange: Send {
+    /// Sends `batch` and hands each lookup its reply; on a failure that
+    /// answers none of them, says why instead (and hands out nothing).
+    fn serve(&mut self, shared: &Shared, batch: &[Arc<Lookup>]) -> Option<LookupError>;
+
+    /// Drops every connection in use: after a panic, its stream may have
+    /// stopped halfway through an exchange.
+    fn forget_connections(&mut self);
+}
+
+/// One server, or the master Sentinels name: connections from an r2d2
+/// pool, one in use at a time.
+struct MasterRoute {
+    pool: r2d2::Pool<ConnectionManager>,
+    locator: Arc<Locator>,
+    connection: Option<r2d2::PooledConnection<ConnectionManager>>,
 }
 
 /// Lookups for Varnish workers, pipelined onto pooled connections.
@@ -192,6 +217,8 @@ struct Shared {
 /// still releases each worker within the command timeout of its lookup.
 pub struct RedisPool {
     shared: Arc<Shared>,
+    /// The Sentinel watcher to stop, for a master Sentinels name.
+    locator: Option<Arc<Locator>>,
     io_thread: Option<JoinHandle<()>>,
 }
 
@@ -200,30 +227,49 @@ const MAX_BATCH: usize = 256;
 
 impl RedisPool {
     /// Builds the pool without waiting for Redis: connections are opened in
-    /// the background, so a VCL loads even while Redis is down.
+    /// the background, so a VCL loads even while Redis is down. For a Redis
+    /// Cluster the I/O thread keeps one connection per node instead, and
+    /// `size` does not apply.
     pub fn new(settings: &PoolSettings<'_>) -> Result<Self, String> {
-        let locator = Arc::new(Locator::open(
-            settings.url,
-            Timeouts {
-                connect: settings.connect_timeout,
-                command: settings.command_timeout,
-            },
-        )?);
-        let health = Arc::new(Health::new());
-        let manager = ConnectionManager {
-            locator: Arc::clone(&locator),
-            health: Arc::clone(&health),
+        let timeouts = Timeouts {
+            connect: settings.connect_timeout,
+            command: settings.command_timeout,
         };
-        let pool = r2d2::Pool::builder()
-            .max_size(settings.size)
-            .min_idle(Some(1))
-            .test_on_check_out(false)
-            .connection_timeout(settings.command_timeout)
-            .error_handler(Box::new(r2d2::NopErrorHandler))
-            .build_unchecked(manager);
+        let target: Target = settings
+            .url
+            .parse()
+            .map_err(|e: redis_target::TargetError| e.to_string())?;
+        let health = Arc::new(Health::new());
+        let (exchange, locator): (Box<dyn Exchange>, _) = match target {
+            Target::Cluster(cluster) => (
+                Box::new(crate::cluster::ClusterRoute::new(cluster, timeouts)),
+                None,
+            ),
+            target => {
+                let locator = Arc::new(
+                    Locator::start(target, timeouts)
+                        .map_err(|e| format!("cannot follow {}: {e}", settings.url))?,
+                );
+                let manager = ConnectionManager {
+                    locator: Arc::clone(&locator),
+                    health: Arc::clone(&health),
+                };
+                let pool = r2d2::Pool::builder()
+                    .max_size(settings.size)
+                    .min_idle(Some(1))
+                    .test_on_check_out(false)
+                    .connection_timeout(settings.command_timeout)
+                    .error_handler(Box::new(r2d2::NopErrorHandler))
+                    .build_unchecked(manager);
+                let route = MasterRoute {
+                    pool,
+                    locator: Arc::clone(&locator),
+                    connection: None,
+                };
+                (Box::new(route), Some(locator))
+            }
+        };
         let shared = Arc::new(Shared {
-            locator,
-            pool,
             health,
             command_timeout: settings.command_timeout,
             queue: Mutex::new(Queue::default()),
@@ -233,10 +279,11 @@ impl RedisPool {
         let io_shared = Arc::clone(&shared);
         let io_thread = std::thread::Builder::new()
             .name("shortlink-redis".into())
-            .spawn(move || io_loop(&io_shared))
+            .spawn(move || io_loop(&io_shared, exchange))
             .map_err(|e| format!("cannot start the Redis I/O thread: {e}"))?;
         Ok(Self {
             shared,
+            locator,
             io_thread: Some(io_thread),
         })
     }
@@ -315,12 +362,13 @@ impl Drop for RedisPool {
         }
         // Here, not when the last reference goes (an r2d2 thread opening a
         // connection may hold one): the watcher runs this module's code.
-        self.shared.locator.stop();
+        if let Some(locator) = &self.locator {
+            locator.stop();
+        }
     }
 }
 
-fn io_loop(shared: &Shared) {
-    let mut connection = None;
+fn io_loop(shared: &Shared, mut exchange: Box<dyn Exchange>) {
     loop {
         let mut batch = {
             let mut queue = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
@@ -347,13 +395,13 @@ fn io_loop(shared: &Shared) {
         }
         // A panic here must not end the thread every lookup depends on.
         let failure = crate::without_panic(
-            || serve(shared, &mut connection, &batch),
+            || exchange.serve(shared, &batch),
             || Some(LookupError::Unreachable("internal error".into())),
         );
         if let Some(error) = failure {
             // Never reuse the stream of a failed exchange: it may have
             // stopped halfway (serve drops it itself, but a panic does not).
-            connection = None;
+            exchange.forget_connections();
             shared.health.set(false);
             // Redis failed while these waited behind the batch: each has
             // waited less than the command timeout, and sending them now
@@ -376,65 +424,68 @@ fn io_loop(shared: &Shared) {
 /// hands out nothing and says why. A connection that Redis dropped (it
 /// restarted, say) is only noticed when used, so such a failure is retried
 /// on a fresh connection while the command timeout lasts.
-fn serve(
-    shared: &Shared,
-    connection: &mut Option<r2d2::PooledConnection<ConnectionManager>>,
-    batch: &[Arc<Lookup>],
-) -> Option<LookupError> {
-    let retry_until = Instant::now() + shared.command_timeout;
-    let mut pipeline = redis::pipe();
-    for lookup in batch {
-        pipeline.cmd("HGET").arg(&lookup.hash).arg(&lookup.field);
-    }
-    let packed = pipeline.get_packed_pipeline();
-    loop {
-        let mut conn = if let Some(conn) = connection
-            .take()
-            .filter(|conn| !conn.is_stale(&shared.locator))
-        {
-            conn
-        } else {
-            let wait = retry_until.saturating_duration_since(Instant::now());
-            match shared.pool.get_timeout(wait) {
-                // An idle connection from before a failover: the pool
-                // drops it, and the next try opens one to the new master.
-                Ok(mut conn) if conn.is_stale(&shared.locator) => {
+impl Exchange for MasterRoute {
+    fn serve(&mut self, shared: &Shared, batch: &[Arc<Lookup>]) -> Option<LookupError> {
+        let retry_until = Instant::now() + shared.command_timeout;
+        let mut pipeline = redis::pipe();
+        for lookup in batch {
+            pipeline.cmd("HGET").arg(&lookup.hash).arg(&lookup.field);
+        }
+        let packed = pipeline.get_packed_pipeline();
+        loop {
+            let mut conn = if let Some(conn) = self
+                .connection
+                .take()
+                .filter(|conn| !conn.is_stale(&self.locator))
+            {
+                conn
+            } else {
+                let wait = retry_until.saturating_duration_since(Instant::now());
+                match self.pool.get_timeout(wait) {
+                    // An idle connection from before a failover: the pool
+                    // drops it, and the next try opens one to the new master.
+                    Ok(mut conn) if conn.is_stale(&self.locator) => {
+                        conn.broken = true;
+                        continue;
+                    }
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        return Some(LookupError::Timeout(format!(
+                            "no connection within the command timeout of {:?}: {e}",
+                            shared.command_timeout
+                        )))
+                    }
+                }
+            };
+            shared.count_round_trips(1);
+            match exchange(&mut conn.connection, &packed, batch.len()) {
+                Ok(replies) => {
+                    shared.health.set(true);
+                    self.connection = Some(conn);
+                    for (lookup, reply) in batch.iter().zip(replies) {
+                        lookup.fulfil(hget_reply(reply));
+                    }
+                    return None;
+                }
+                Err(error) => {
+                    // A failed exchange may leave a late reply in the stream.
                     conn.broken = true;
-                    continue;
-                }
-                Ok(conn) => conn,
-                Err(e) => {
-                    return Some(LookupError::Timeout(format!(
-                        "no connection within the command timeout of {:?}: {e}",
-                        shared.command_timeout
-                    )))
-                }
-            }
-        };
-        shared.round_trips.fetch_add(1, Ordering::Relaxed);
-        match exchange(&mut conn.connection, &packed, batch.len()) {
-            Ok(replies) => {
-                shared.health.set(true);
-                *connection = Some(conn);
-                for (lookup, reply) in batch.iter().zip(replies) {
-                    lookup.fulfil(hget_reply(reply));
-                }
-                return None;
-            }
-            Err(error) => {
-                // A failed exchange may leave a late reply in the stream.
-                conn.broken = true;
-                if error.is_timeout() {
-                    return Some(LookupError::Timeout(format!(
-                        "no reply within the command timeout of {:?}: {error}",
-                        shared.command_timeout
-                    )));
-                }
-                if Instant::now() >= retry_until {
-                    return Some(LookupError::Unreachable(error.to_string()));
+                    if error.is_timeout() {
+                        return Some(LookupError::Timeout(format!(
+                            "no reply within the command timeout of {:?}: {error}",
+                            shared.command_timeout
+                        )));
+                    }
+                    if Instant::now() >= retry_until {
+                        return Some(LookupError::Unreachable(error.to_string()));
+                    }
                 }
             }
         }
+    }
+
+    fn forget_connections(&mut self) {
+        self.connection = None;
     }
 }
 
@@ -454,7 +505,7 @@ fn exchange(
 }
 
 /// What one `HGET` reply means for its lookup.
-fn hget_reply(reply: redis::Value) -> Outcome {
+pub(crate) fn hget_reply(reply: redis::Value) -> Outcome {
     match reply {
         redis::Value::Nil => Ok(None),
         redis::Value::BulkString(bytes) => Ok(Some(bytes)),

@@ -1,0 +1,311 @@
+//! Lookups in a Redis Cluster: the I/O thread splits each batch by the node
+//! serving each key's slot, writes every node's pipeline, then reads the
+//! replies, so a batch costs one round trip per node, all of them at once.
+//!
+//! The slot map comes from `CLUSTER SLOTS`. A `MOVED` reply corrects it
+//! and sends the lookup to the named node; an `ASK` reply (the key is on
+//! its way to another node during a migration) sends it there once, after
+//! `ASKING`; a `TRYAGAIN` sends it again. So a slot migrated under load
+//! gives no wrong answer, only a lookup that takes a hop or two more. A
+//! node that is down or hung fails the lookups of its own slots and no
+//! others, and is not tried again for a moment, so its keys fail at once
+//! instead of each waiting for the connect timeout.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis_target::cluster::{key_slot, Redirect, SlotMap};
+use redis_target::{Address, ClusterTarget, Timeouts};
+
+use crate::pool::{hget_reply, Exchange, Lookup, LookupError, Shared};
+
+/// Most hops a lookup takes (redirects, and one retry on a fresh
+/// connection): a slot moves once at a time, so more means a cluster
+/// whose nodes disagree.
+const MAX_HOPS: u8 = 5;
+
+/// How long a node that failed is skipped, its lookups failing at once.
+const NODE_PAUSE: Duration = Duration::from_millis(100);
+
+/// How often the slot map is asked for again at most: after a redirect, a
+/// node failing, or a slot with no node.
+const MAP_REFRESH_MIN: Duration = Duration::from_millis(100);
+
+/// The I/O thread's view of a cluster and its connections to its nodes.
+pub struct ClusterRoute {
+    target: ClusterTarget,
+    timeouts: Timeouts,
+    map: Option<SlotMap>,
+    /// Set when the map is known to be wrong somewhere.
+    map_stale: bool,
+    map_asked: Option<Instant>,
+    nodes: HashMap<Address, Node>,
+}
+
+#[derive(Default)]
+struct Node {
+    connection: Option<redis::Connection>,
+    /// While set and ahead, the node failed a moment ago: not tried again.
+    paused_until: Option<Instant>,
+}
+
+/// Where one lookup of the batch goes next.
+struct Hop {
+    lookup: usize,
+    /// The node a redirect named; `None`: the one serving its slot.
+    node: Option<Address>,
+    asking: bool,
+    hops: u8,
+}
+
+impl ClusterRoute {
+    pub fn new(target: ClusterTarget, timeouts: Timeouts) -> Self {
+        Self {
+            target,
+            timeouts,
+            map: None,
+            map_stale: true,
+            map_asked: None,
+            nodes: HashMap::new(),
+        }
+    }
+
+    /// Asks for the slot map again if it is stale, at most every
+    /// [`MAP_REFRESH_MIN`]: nodes that answer first.
+    fn refresh_map(&mut self) {
+        if !self.map_stale
+            || self
+                .map_asked
+                .is_some_and(|asked| asked.elapsed() < MAP_REFRESH_MIN)
+        {
+            return;
+        }
+        self.map_asked = Some(Instant::now());
+        let now = Instant::now();
+        let mut known: Vec<Address> = self
+            .map
+            .as_ref()
+            .map(|map| map.nodes().to_vec())
+            .unwrap_or_default();
+        known.retain(|node| {
+            self.nodes
+                .get(node)
+                .is_none_or(|state| state.paused_until.is_none_or(|until| until <= now))
+        });
+        if let Ok(map) = SlotMap::fetch(&self.target, &known, self.timeouts) {
+            self.map = Some(map);
+            self.map_stale = false;
+        }
+    }
+
+    /// Writes the lookups `hops` to `node` as one pipeline, each `HGET`
+    /// after an `ASKING` if a redirect asked for one.
+    fn send(
+        &mut self,
+        address: &Address,
+        hops: &[Hop],
+        batch: &[Arc<Lookup>],
+    ) -> Result<(), LookupError> {
+        let node = self.nodes.entry(address.clone()).or_default();
+        if node
+            .paused_until
+            .is_some_and(|until| until > Instant::now())
+        {
+            return Err(LookupError::Unreachable(format!(
+                "the Redis Cluster node {address} failed a moment ago"
+            )));
+        }
+        let mut pipeline = redis::pipe();
+        for hop in hops {
+            if hop.asking {
+                pipeline.cmd("ASKING");
+            }
+            let lookup = &batch[hop.lookup];
+            pipeline.cmd("HGET").arg(&lookup.hash).arg(&lookup.field);
+        }
+        let packed = pipeline.get_packed_pipeline();
+        let sent = match &mut node.connection {
+            Some(connection) => connection.send_packed_command(&packed),
+            None => Err(redis::RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::NotConnected,
+            ))),
+        };
+        if sent.is_ok() {
+            return Ok(());
+        }
+        // A connection that went stale since its last use (the node
+        // restarted, say): once more on a fresh one.
+        node.connection = None;
+        let fresh = redis_target::cluster::connect(&self.target.node_url(address), self.timeouts)
+            .and_then(|mut connection| {
+                connection.send_packed_command(&packed)?;
+                Ok(connection)
+            });
+        match fresh {
+            Ok(connection) => {
+                node.connection = Some(connection);
+                Ok(())
+            }
+            Err(error) => {
+                node.paused_until = Some(Instant::now() + NODE_PAUSE);
+                self.map_stale = true;
+                Err(failure(address, &error))
+            }
+        }
+    }
+
+    /// Reads the replies to what [`ClusterRoute::send`] wrote, dropping
+    /// those to `ASKING`.
+    fn receive(
+        &mut self,
+        address: &Address,
+        hops: &[Hop],
+    ) -> Result<Vec<redis::Value>, LookupError> {
+        let node = self.nodes.entry(address.clone()).or_default();
+        let Some(connection) = &mut node.connection else {
+            return Err(LookupError::Unreachable(format!(
+                "no connection to {address}"
+            )));
+        };
+        let mut replies = Vec::with_capacity(hops.len());
+        let read = hops.iter().try_for_each(|hop| {
+            if hop.asking {
+                connection.recv_response()?;
+            }
+            replies.push(connection.recv_response()?);
+            Ok(())
+        });
+        match read {
+            Ok(()) => Ok(replies),
+            Err(error) => {
+                // The stream may still carry late replies: never reuse it.
+                node.connection = None;
+                node.paused_until = Some(Instant::now() + NODE_PAUSE);
+                self.map_stale = true;
+                Err(failure(address, &error))
+            }
+        }
+    }
+}
+
+fn failure(address: &Address, error: &redis::RedisError) -> LookupError {
+    let detail = format!("Redis Cluster node {address}: {error}");
+    if error.is_timeout() {
+        LookupError::Timeout(detail)
+    } else {
+        LookupError::Unreachable(detail)
+    }
+}
+
+impl Exchange for ClusterRoute {
+    /// Answers every lookup of `batch` itself, each by the fate of its own
+    /// node, so it never fails the batch as a whole.
+    fn serve(&mut self, shared: &Shared, batch: &[Arc<Lookup>]) -> Option<LookupError> {
+        let mut todo: Vec<Hop> = (0..batch.len())
+            .map(|lookup| Hop {
+                lookup,
+                node: None,
+                asking: false,
+                hops: 0,
+            })
+            .collect();
+        let mut all_answered = true;
+        while !todo.is_empty() {
+            self.refresh_map();
+            let mut by_node: Vec<(Address, Vec<Hop>)> = Vec::new();
+            for hop in todo.drain(..) {
+                let lookup = &batch[hop.lookup];
+                if hop.hops >= MAX_HOPS {
+                    all_answered = false;
+                    lookup.fulfil(Err(LookupError::Unreachable(format!(
+                        "redirected {MAX_HOPS} times: the Redis Cluster nodes disagree on \
+                         where {} is",
+                        lookup.hash
+                    ))));
+                    continue;
+                }
+                let slot = key_slot(lookup.hash.as_bytes());
+                let node = hop
+                    .node
+                    .clone()
+                    .or_else(|| self.map.as_ref()?.node(slot).cloned());
+                let Some(node) = node else {
+                    all_answered = false;
+                    self.map_stale = true;
+                    lookup.fulfil(Err(LookupError::Unreachable(format!(
+                        "no node of the Redis Cluster serves slot {slot} (of {}): check that \
+                         the cluster is up and covers every slot",
+                        lookup.hash
+                    ))));
+                    continue;
+                };
+                match by_node.iter_mut().find(|(address, _)| *address == node) {
+                    Some((_, hops)) => hops.push(hop),
+                    None => by_node.push((node, vec![hop])),
+                }
+            }
+            let mut sent = Vec::with_capacity(by_node.len());
+            for (node, hops) in by_node {
+                match self.send(&node, &hops, batch) {
+                    Ok(()) => sent.push((node, hops)),
+                    Err(error) => {
+                        all_answered = false;
+                        for hop in hops {
+                            batch[hop.lookup].fulfil(Err(error.clone()));
+                        }
+                    }
+                }
+            }
+            shared.count_round_trips(sent.len());
+            for (node, hops) in sent {
+                let replies = match self.receive(&node, &hops) {
+                    Ok(replies) => replies,
+                    Err(error) => {
+                        all_answered = false;
+                        for hop in hops {
+                            batch[hop.lookup].fulfil(Err(error.clone()));
+                        }
+                        continue;
+                    }
+                };
+                for (hop, reply) in hops.into_iter().zip(replies) {
+                    let redirect = match &reply {
+                        redis::Value::ServerError(error) => Redirect::of(error),
+                        _ => None,
+                    };
+                    let next = |node, asking| Hop {
+                        lookup: hop.lookup,
+                        node,
+                        asking,
+                        hops: hop.hops + 1,
+                    };
+                    match redirect {
+                        None => batch[hop.lookup].fulfil(hget_reply(reply)),
+                        Some(Redirect::Moved { slot, node }) => {
+                            if let Some(map) = &mut self.map {
+                                map.moved(slot, &node);
+                            }
+                            self.map_stale = true;
+                            todo.push(next(Some(node), false));
+                        }
+                        Some(Redirect::Ask { node, .. }) => todo.push(next(Some(node), true)),
+                        Some(Redirect::TryAgain) => todo.push(next(None, false)),
+                    }
+                }
+            }
+            if todo.iter().any(|hop| hop.node.is_none()) {
+                // TRYAGAIN: the migration of a few keys takes a moment.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        shared.health.set(all_answered);
+        None
+    }
+
+    fn forget_connections(&mut self) {
+        for node in self.nodes.values_mut() {
+            node.connection = None;
+        }
+    }
+}
