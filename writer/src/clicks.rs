@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
-use redis::aio::ConnectionManager;
+use crate::master::Connection;
 
 use crate::master::MasterConnection;
 use serde::Serialize;
@@ -334,7 +334,7 @@ type Piece = Result<(usize, Vec<(String, f64)>), StoreError>;
 /// but never skips one that is there throughout, even in this minute's set,
 /// which Varnish is still writing.
 async fn read_minute_sets(
-    mut connection: ConnectionManager,
+    mut connection: Connection,
     sets: Vec<(usize, String)>,
     pieces: tokio::sync::mpsc::Sender<Piece>,
 ) {

@@ -484,7 +484,7 @@ impl Settings {
         check_redis(&config.redis)?;
         check_redirect(&config.redirect)?;
         check_varnish(&config.varnish, &public_base)?;
-        check_clicks(&config.clicks)?;
+        check_clicks(&config.clicks, &config.redis.url)?;
         check_access(&config.access)?;
         if config.rate_limit.links_per_minute > 0 && config.rate_limit.burst == 0 {
             return Err(ConfigError(
@@ -516,12 +516,23 @@ impl Settings {
         }
     }
 
-    /// One blocking connection to the links' master, for a question asked
-    /// once at start.
-    pub fn connect_to_links_redis(&self) -> Result<redis::Connection, String> {
-        let locator = redis_target::Locator::open(&self.config.redis.url, self.redis_timeouts())?;
+    /// One blocking connection to the links' master (or cluster), for a
+    /// question asked once at start.
+    pub fn connect_to_links_redis(&self) -> Result<Box<dyn redis::ConnectionLike>, String> {
+        let url = &self.config.redis.url;
+        let timeouts = self.redis_timeouts();
+        if let Ok(redis_target::Target::Cluster(cluster)) = url.parse() {
+            let connection = redis::cluster::ClusterClient::builder(cluster.seed_urls())
+                .connection_timeout(timeouts.connect)
+                .response_timeout(timeouts.command)
+                .build()
+                .and_then(|client| client.get_connection())
+                .map_err(|e| e.to_string())?;
+            return Ok(Box::new(connection));
+        }
+        let locator = redis_target::Locator::open(url, timeouts)?;
         let (connection, _) = locator.connect().map_err(|e| e.to_string())?;
-        Ok(connection)
+        Ok(Box::new(connection))
     }
 
     /// A warning when `expected_links` spread over the split's hashes would
@@ -603,8 +614,20 @@ fn check_redis_url(name: &str, url: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Whether `url` names a Redis Cluster.
+fn is_cluster(url: &str) -> bool {
+    matches!(url.parse(), Ok(redis_target::Target::Cluster(_)))
+}
+
 fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
     check_redis_url("redis.url", &redis.url)?;
+    if is_cluster(&redis.url) && redis.replicas_to_ack.get() > 0 {
+        return Err(ConfigError(
+            "redis.replicas_to_ack cannot be used with a Redis Cluster yet (a WAIT must follow \
+             its write on the same node's connection): set it to 0"
+                .into(),
+        ));
+    }
     for (name, value) in [
         ("connect_timeout_ms", redis.connect_timeout_ms),
         ("command_timeout_ms", redis.command_timeout_ms),
@@ -616,7 +639,7 @@ fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn check_clicks(clicks: &ClicksConfig) -> Result<(), ConfigError> {
+fn check_clicks(clicks: &ClicksConfig, links_url: &str) -> Result<(), ConfigError> {
     FlushInterval::try_from(clicks.flush_interval())
         .map_err(|e| ConfigError(format!("clicks.flush_interval_ms {e}")))?;
     for (name, value) in [
@@ -628,6 +651,11 @@ fn check_clicks(clicks: &ClicksConfig) -> Result<(), ConfigError> {
     }
     if !clicks.redis_url.is_empty() {
         check_redis_url("clicks.redis_url", &clicks.redis_url)?;
+    }
+    let clicks_url =
+        shortlink_core::clicks::own_redis(&clicks.redis_url, links_url).unwrap_or(links_url);
+    if is_cluster(clicks_url) {
+        return Err(ConfigError(shortlink_core::clicks::NOT_IN_A_CLUSTER.into()));
     }
     if !vcl_safe(&clicks.geoip) || !(clicks.geoip.is_empty() || clicks.geoip.starts_with('/')) {
         return Err(ConfigError(format!(
@@ -825,6 +853,39 @@ mod tests {
         ));
         assert_eq!(settings.config.varnish.purge_nodes().len(), 2);
         assert!(settings.config.rate_limit.shared);
+    }
+
+    #[test]
+    fn the_cluster_compose_configuration_is_valid() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docker/shortlink.cluster.toml"
+        );
+        let settings = Settings::load(Some(Path::new(path))).unwrap();
+        assert!(matches!(
+            settings.config.redis.url.parse(),
+            Ok(redis_target::Target::Cluster(cluster)) if cluster.seeds.len() == 3
+        ));
+        assert_eq!(settings.config.varnish.purge_nodes().len(), 2);
+    }
+
+    #[test]
+    fn clicks_and_replicas_to_ack_are_refused_in_a_cluster() {
+        let cluster = "[redis]\nurl = \"redis+cluster://10.0.0.1:7000\"\n";
+        let without_clicks = parse(cluster).unwrap_err().to_string();
+        assert!(without_clicks.contains("clicks_redis"), "{without_clicks}");
+        let clicks_in_it = parse(&format!(
+            "{cluster}[clicks]\nredis_url = \"redis+cluster://10.0.0.2:7000\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(clicks_in_it.contains("Redis Cluster"), "{clicks_in_it}");
+        let apart = format!("{cluster}[clicks]\nredis_url = \"redis://10.0.0.9:6379/0\"\n");
+        assert!(parse(&apart).is_ok());
+        let waiting = parse(&apart.replace("\n[clicks]", "replicas_to_ack = 1\n[clicks]"))
+            .unwrap_err()
+            .to_string();
+        assert!(waiting.contains("replicas_to_ack"), "{waiting}");
     }
 
     #[test]

@@ -379,7 +379,7 @@ fn check_store(settings: &Settings) {
             redis::cmd("CONFIG")
                 .arg("GET")
                 .arg("hash-max-listpack-entries")
-                .query::<(String, u64)>(connection)
+                .query::<(String, u64)>(connection.as_mut())
                 .ok()
         })
         .map_or(512, |(_, limit)| limit);
@@ -390,7 +390,7 @@ fn check_store(settings: &Settings) {
     let replicas = connection.as_mut().and_then(|connection| {
         let info: String = redis::cmd("INFO")
             .arg("replication")
-            .query(connection)
+            .query(connection.as_mut())
             .ok()?;
         info.lines()
             .find_map(|line| line.strip_prefix("connected_slaves:"))

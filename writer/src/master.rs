@@ -1,12 +1,16 @@
-//! The writer's connections to the Redis that takes writes now.
+//! The writer's connections to the Redis that takes writes now: one server,
+//! the master Sentinels name, or the primaries of a Redis Cluster.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{ErrorKind, RedisError, RedisResult};
-use redis_target::{Locator, Timeouts};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+use redis_target::{Locator, Target, Timeouts};
 
 use crate::config::Settings;
 
@@ -25,8 +29,119 @@ pub struct MasterConnection {
     inner: Arc<Inner>,
 }
 
+/// A connection [`MasterConnection`] hands out: to one server, or to a
+/// whole Redis Cluster.
+#[derive(Clone)]
+pub enum Connection {
+    Master(ConnectionManager),
+    Cluster(LazyCluster),
+}
+
+/// A cluster connection made on first use, shared by every clone: it
+/// learns the slot map from the seed nodes, follows `MOVED` and `ASK`, and
+/// reconnects to nodes by itself.
+#[derive(Clone)]
+pub struct LazyCluster {
+    client: Arc<ClusterClient>,
+    connection: Arc<tokio::sync::OnceCell<ClusterConnection>>,
+}
+
+impl LazyCluster {
+    async fn connected(&self) -> RedisResult<ClusterConnection> {
+        self.connection
+            .get_or_try_init(|| self.client.get_async_connection())
+            .await
+            .cloned()
+    }
+
+    /// The primaries, each once, as the cluster says now.
+    pub async fn primaries(&self) -> RedisResult<Vec<redis_target::Address>> {
+        let reply: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut self.connected().await?)
+            .await?;
+        let unknown = redis_target::Address {
+            host: String::new(),
+            port: 0,
+        };
+        Ok(
+            redis_target::cluster::SlotMap::from_cluster_slots(&reply, &unknown)?
+                .nodes()
+                .to_vec(),
+        )
+    }
+
+    /// `command` on the node at `node`.
+    pub async fn on_node<T: redis::FromRedisValue>(
+        &self,
+        node: &redis_target::Address,
+        command: &Cmd,
+    ) -> RedisResult<T> {
+        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+            host: node.host.clone(),
+            port: node.port,
+        });
+        let reply = self
+            .connected()
+            .await?
+            .route_command(command.clone(), routing)
+            .await?;
+        Ok(redis::from_redis_value(reply)?)
+    }
+}
+
+impl redis::aio::ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Master(connection) => connection.req_packed_command(cmd),
+            Self::Cluster(cluster) => {
+                async move { cluster.connected().await?.req_packed_command(cmd).await }.boxed()
+            }
+        }
+    }
+
+    /// In a cluster, the commands of a pipeline that is no transaction are
+    /// sent each to its own node, all at once: the keys of a page of links
+    /// live in many slots.
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Master(connection) => connection.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(cluster) => async move {
+                let connection = cluster.connected().await?;
+                if pipeline.is_transaction() {
+                    let mut connection = connection;
+                    return connection
+                        .req_packed_commands(pipeline, offset, count)
+                        .await;
+                }
+                futures_util::future::try_join_all(pipeline.cmd_iter().map(|command| {
+                    let mut connection = connection.clone();
+                    async move { connection.req_packed_command(command).await }
+                }))
+                .await
+            }
+            .boxed(),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Master(connection) => connection.get_db(),
+            Self::Cluster(_) => 0,
+        }
+    }
+}
+
 struct Inner {
-    locator: Locator,
+    /// `None` for a Redis Cluster, which has no one master to follow.
+    locator: Option<Locator>,
+    cluster: Option<LazyCluster>,
     config: ConnectionManagerConfig,
     /// The shared connection, then the wait lanes, made on first use; and
     /// the locator's generation they were made in.
@@ -46,19 +161,47 @@ impl MasterConnection {
         Self::new(url, settings.redis_timeouts(), config)
     }
 
+    /// The cluster behind this connection, if it leads to one.
+    pub fn cluster(&self) -> Option<&LazyCluster> {
+        self.inner.cluster.as_ref()
+    }
+
     /// Follows the Redis `url` names, without connecting yet.
     pub fn new(
         url: &str,
         timeouts: Timeouts,
         config: ConnectionManagerConfig,
     ) -> RedisResult<Self> {
-        let locator = Locator::open(url, timeouts)
-            .map_err(|e| RedisError::from((ErrorKind::InvalidClientConfig, "bad Redis URL", e)))?;
-        // A command-line run uses it at once: not before the master is known.
-        locator.find_master();
+        let bad_url =
+            |e: String| RedisError::from((ErrorKind::InvalidClientConfig, "bad Redis URL", e));
+        let target: Target = url
+            .parse()
+            .map_err(|e: redis_target::TargetError| bad_url(e.to_string()))?;
+        let (locator, cluster) = match target {
+            Target::Cluster(cluster) => {
+                let client = ClusterClient::builder(cluster.seed_urls())
+                    .connection_timeout(timeouts.connect)
+                    .response_timeout(timeouts.command)
+                    .build()?;
+                let cluster = LazyCluster {
+                    client: Arc::new(client),
+                    connection: Arc::new(tokio::sync::OnceCell::new()),
+                };
+                (None, Some(cluster))
+            }
+            target => {
+                let locator =
+                    Locator::start(target, timeouts).map_err(|e| bad_url(e.to_string()))?;
+                // A command-line run uses it at once: not before the master
+                // is known.
+                locator.find_master();
+                (Some(locator), None)
+            }
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 locator,
+                cluster,
                 config,
                 current: Mutex::new(None),
                 next_lane: AtomicUsize::new(0),
@@ -68,40 +211,47 @@ impl MasterConnection {
 
     /// The connection every request shares. Cheap: a clone, and new
     /// connections only after a failover.
-    pub fn get(&self) -> RedisResult<ConnectionManager> {
+    pub fn get(&self) -> RedisResult<Connection> {
         self.connection(0)
     }
 
-    /// A connection for a write that `WAIT`s for replicas, in turn.
-    pub fn wait_lane(&self) -> RedisResult<ConnectionManager> {
+    /// A connection for a write that `WAIT`s for replicas, in turn. (The
+    /// configuration refuses to wait for replicas in a cluster.)
+    pub fn wait_lane(&self) -> RedisResult<Connection> {
         let lane = self.inner.next_lane.fetch_add(1, Ordering::Relaxed) % WAIT_LANES;
         self.connection(1 + lane)
     }
 
-    fn connection(&self, index: usize) -> RedisResult<ConnectionManager> {
+    fn connection(&self, index: usize) -> RedisResult<Connection> {
+        let (Some(locator), None) = (&self.inner.locator, &self.inner.cluster) else {
+            let cluster = self.inner.cluster.clone();
+            return cluster.map(Connection::Cluster).ok_or_else(|| {
+                RedisError::from((ErrorKind::Client, "neither a master nor a cluster"))
+            });
+        };
         let mut current = self
             .inner
             .current
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let generation = self.inner.locator.generation();
+        let generation = locator.generation();
         let connections = match &mut *current {
             Some((made_in, connections)) if *made_in == generation => connections,
             stale_or_none => {
-                let (first, made_in) = self.new_connection()?;
+                let (first, made_in) = self.new_connection(locator)?;
                 &mut stale_or_none.insert((made_in, vec![first])).1
             }
         };
         while connections.len() <= index {
-            connections.push(self.new_connection()?.0);
+            connections.push(self.new_connection(locator)?.0);
         }
-        Ok(connections[index].clone())
+        Ok(Connection::Master(connections[index].clone()))
     }
 
     /// A lazy connection to the master as now known, and its generation.
     /// Does no I/O: connects on first use.
-    fn new_connection(&self) -> RedisResult<(ConnectionManager, u64)> {
-        let (client, generation) = self.inner.locator.master()?;
+    fn new_connection(&self, locator: &Locator) -> RedisResult<(ConnectionManager, u64)> {
+        let (client, generation) = locator.master()?;
         let connection =
             ConnectionManager::new_lazy_with_config(client, self.inner.config.clone())?;
         Ok((connection, generation))

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::aio::ConnectionManager;
+use crate::master::Connection;
 
 use crate::master::MasterConnection;
 use redis::Script;
@@ -381,9 +381,15 @@ impl LinkStore {
     ) -> Result<Option<(usize, bool)>, StoreError> {
         let slot = self.scheme.slot(first);
         let mut connection = self.write_connection()?;
+        let index = self.scheme.index(record.owner.as_ref());
+        // In a cluster the index lives in another slot than the link, so
+        // no one script may touch both: it is added to after, below.
+        let in_cluster = self.connection.cluster().is_some();
         let mut invocation = self.claim.key(&slot.hash);
+        if !in_cluster {
+            invocation.key(&index);
+        }
         invocation
-            .key(self.scheme.index(record.owner.as_ref()))
             .arg(record.to_string())
             .arg(self.deadline_ms())
             .arg(self.scheme.head(first))
@@ -412,13 +418,16 @@ impl LinkStore {
             .key(&format!("{}{}", self.scheme.head(first), fields[claimed]));
         let key =
             key.map_err(|_| StoreError::Unavailable(Unreachable::UnexpectedReply(position)))?;
+        if in_cluster {
+            indexed(&mut connection, &index, key.as_str(), created == 1).await?;
+        }
         self.replicated(&mut connection, key.as_str()).await?;
         Ok(Some((claimed, created == 1)))
     }
 
     /// The connection a link's change goes on: one of the wait lanes when
     /// it must wait for replicas, so that one wait holds up no other.
-    fn write_connection(&self) -> redis::RedisResult<ConnectionManager> {
+    fn write_connection(&self) -> redis::RedisResult<Connection> {
         if self.replicas_to_ack == 0 {
             self.connection.get()
         } else {
@@ -428,11 +437,7 @@ impl LinkStore {
 
     /// Returns once `replicas_to_ack` replicas hold every write sent on
     /// `connection` so far (`WAIT`), within half the write timeout.
-    async fn replicated(
-        &self,
-        connection: &mut ConnectionManager,
-        key: &str,
-    ) -> Result<(), StoreError> {
+    async fn replicated(&self, connection: &mut Connection, key: &str) -> Result<(), StoreError> {
         if self.replicas_to_ack == 0 {
             return Ok(());
         }
@@ -464,6 +469,34 @@ impl LinkStore {
     }
 }
 
+/// Adds `key` to the owner's `index` after its claim, in a cluster. A
+/// link found there already (`created` false) is added only if missing:
+/// its first insert may have stored it and failed before its index entry,
+/// and this insert, answered as that one, must leave it listed.
+async fn indexed(
+    connection: &mut Connection,
+    index: &str,
+    key: &str,
+    created: bool,
+) -> Result<(), StoreError> {
+    if !created {
+        let position: Option<i64> = redis::cmd("LPOS")
+            .arg(index)
+            .arg(key)
+            .query_async(connection)
+            .await?;
+        if position.is_some() {
+            return Ok(());
+        }
+    }
+    redis::cmd("RPUSH")
+        .arg(index)
+        .arg(key)
+        .query_async::<()>(connection)
+        .await?;
+    Ok(())
+}
+
 fn current(key: &Key, raw: String) -> Result<Current, StoreError> {
     match Stored::parse(&raw) {
         Ok(stored) => Ok(Current { stored, raw }),
@@ -487,29 +520,48 @@ fn outcome(key: &Key, record: &Record, created: bool) -> Inserted {
 }
 
 /// Every name matching `pattern` that holds a value of `kind` (`hash`,
-/// `list`...), read with `SCAN` so that Redis is never blocked for long.
+/// `list`...), read with `SCAN` so that Redis is never blocked for long; in
+/// a cluster, from every primary in turn.
 pub(crate) async fn scan(
-    connection: &mut ConnectionManager,
+    connection: &mut Connection,
     pattern: &str,
     kind: &str,
 ) -> Result<Vec<String>, StoreError> {
-    let mut names = Vec::new();
-    let mut cursor = 0u64;
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+    let step = |cursor: u64| {
+        let mut command = redis::cmd("SCAN");
+        command
             .arg(cursor)
             .arg("MATCH")
             .arg(pattern)
             .arg("COUNT")
             .arg(1000)
             .arg("TYPE")
-            .arg(kind)
-            .query_async(connection)
-            .await?;
-        names.extend(batch);
-        if next == 0 {
-            return Ok(names);
+            .arg(kind);
+        command
+    };
+    let cluster = match connection {
+        Connection::Cluster(cluster) => Some(cluster.clone()),
+        Connection::Master(_) => None,
+    };
+    // Each primary of a cluster, or the one server (`None`).
+    let nodes = match &cluster {
+        Some(cluster) => cluster.primaries().await?.into_iter().map(Some).collect(),
+        None => vec![None],
+    };
+    let mut names = Vec::new();
+    for node in &nodes {
+        let mut cursor = 0u64;
+        loop {
+            let (next, batch): (u64, Vec<String>) = match (&cluster, node) {
+                (Some(cluster), Some(node)) => cluster.on_node(node, &step(cursor)).await?,
+                _ => step(cursor).query_async(connection).await?,
+            };
+            names.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
-        cursor = next;
     }
+    Ok(names)
 }

@@ -88,7 +88,7 @@ fn shared_form_key(
         .ignore()
         .cmd("GET")
         .arg(&name)
-        .query(&mut connection)
+        .query(connection.as_mut())
         .map_err(|e| e.to_string())?;
     URL_SAFE_NO_PAD
         .decode(&stored)
