@@ -31,12 +31,13 @@ vcl: build
 vcl/shortlink.vcl: build
 	target/release/shortlink vcl > $@
 
-## test: every test: unit and integration tests, VTC suites, `make run` smoke tests, `make faults`, hadolint, compose schema, rustfmt, clippy
+## test: every test: unit and integration tests, VTC suites, `make run` smoke tests (one Redis, Sentinel, Cluster), `make faults`, hadolint, compose schema, rustfmt, clippy
 test: deps-test
 	@$(CARGO) build --release --workspace
 	$(CARGO) test --release --workspace --exclude fault-tests --no-fail-fast
 	scripts/smoke-run.sh
 	scripts/smoke-run-sentinel.sh
+	scripts/smoke-run-cluster.sh
 	@$(MAKE) --no-print-directory faults
 	BENCH_QUICK=1 python3 bench/bench.py
 	target/tools/venv/bin/hadolint --config docker/.hadolint.yaml docker/*.Dockerfile

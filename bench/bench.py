@@ -36,6 +36,10 @@ configuration (and so to the VMOD's settings), e.g. "pool_size = 64".
 For finding what a feature costs: BENCH_SCENARIOS=miss,miss-uncounted and
 storm,storm-uncounted run those scenarios with counting off too, and
 BENCH_WRITER_PURGE=0 runs the writer without purging Varnish.
+BENCH_REDIS=cluster also loads the links into a Redis Cluster of three
+primaries (the shipped configuration, cluster-enabled) and runs `miss` on a
+VCL that looks them up there (`miss-cluster`), against `miss` on one Redis
+of the same run: both over loopback TCP, as a cluster's nodes are reached.
 BENCH_REPLICA=1 gives the links' Redis a replica (on the shipped
 configuration), so that BENCH_REDIS_EXTRA="replicas_to_ack = 1" measures what
 waiting for it (WAIT) costs an insert.
@@ -88,6 +92,11 @@ EDIT_READERS = 16
 STORE_CEILING_INSERTS = 4_000 if QUICK else 60_000
 SPLIT = 2
 PREFIX = "short:"
+CLUSTER = os.environ.get("BENCH_REDIS") == "cluster"
+CLUSTER_PRIMARIES = 3
+CLUSTER_SLOTS = 16384
+# Issue target: lookups in a cluster keep this share of one Redis's miss rate.
+CLUSTER_MISS_RATIO = 0.9
 # How long after a run its clicks are surely in Redis: the VMOD's default
 # flush interval (1s), and a margin.
 FLUSH_WAIT = 2.5
@@ -184,6 +193,60 @@ def load(redis_port, commands):
         input=b"".join(commands), capture_output=True, check=False)
     if result.returncode != 0 or b"errors: 0" not in result.stdout:
         raise SystemExit(f"bench: loading Redis failed: {result.stdout[-300:]!r} {result.stderr[-300:]!r}")
+
+
+def crc16(data):
+    """CRC16-XMODEM, as Redis Cluster hashes keys to slots."""
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def key_slot(name):
+    """The slot of a Redis key name: of its {hash tag} if it has one."""
+    data = name.encode()
+    start = data.find(b"{")
+    if start >= 0:
+        end = data.find(b"}", start + 1)
+        if end > start + 1:
+            data = data[start + 1:end]
+    return crc16(data) % CLUSTER_SLOTS
+
+
+def start_cluster(processes, count):
+    """`count` primaries on the shipped configuration, a share of the slots
+    each, introduced to each other; answers their ports once every node
+    serves every slot."""
+    ports = [free_port() for _ in range(count)]
+    for n, port in enumerate(ports):
+        start_redis(processes, f"cluster-{n}", port,
+                    extra=("--cluster-enabled", "yes", "--cluster-port", str(free_port()),
+                           "--cluster-config-file", "nodes.conf",
+                           "--cluster-require-full-coverage", "no"))
+    bus_ports = [redis_cli(port, "CONFIG", "GET", "cluster-port").split()[1] for port in ports]
+    for n, port in enumerate(ports):
+        first, last = CLUSTER_SLOTS * n // count, CLUSTER_SLOTS * (n + 1) // count - 1
+        redis_cli(port, "CLUSTER", "ADDSLOTSRANGE", str(first), str(last))
+    for port, bus in zip(ports[1:], bus_ports[1:]):
+        redis_cli(ports[0], "CLUSTER", "MEET", "127.0.0.1", str(port), bus)
+    deadline = time.time() + 30
+    while not all("cluster_state:ok" in info and f"cluster_slots_ok:{CLUSTER_SLOTS}" in info
+                  for info in (redis_cli(port, "CLUSTER", "INFO") for port in ports)):
+        if time.time() > deadline:
+            raise SystemExit("bench: the cluster did not serve every slot within 30 s")
+        time.sleep(0.1)
+    return ports
+
+
+def cluster_port_of(ports):
+    """The function naming the primary of a key, as `start_cluster` laid
+    the slots out."""
+    count = len(ports)
+    return lambda name: ports[key_slot(name) * count // CLUSTER_SLOTS]
 
 
 def redis_cli(port, *args):
@@ -487,18 +550,18 @@ def run(processes):
 
     # Varnish and Redis share the machine: a unix socket spares both the
     # loopback TCP stack on every lookup.
-    tcp = os.environ.get("BENCH_REDIS") == "tcp"
+    tcp = os.environ.get("BENCH_REDIS") in ("tcp", "cluster")
     redis_url, clicks_url = ((f"redis://127.0.0.1:{port}/0" if tcp else f"unix://{WORK / name / 'redis.sock'}?db=0")
                              for name, port in (("redis", redis_port), ("clicks", clicks_port)))
 
     # Without purging, for measuring what the purge costs an insert.
     purge_url = "" if os.environ.get("BENCH_WRITER_PURGE") == "0" else f"http://127.0.0.1:{varnish_port}"
 
-    def configuration(counted):
+    def configuration(counted, links_url=redis_url):
         return (
             f'listen = "127.0.0.1:{writer_port}"\n'
             f'public_base_url = "http://127.0.0.1:{varnish_port}/l/"\n'
-            f'[redis]\nurl = "{redis_url}"\n{os.environ.get("BENCH_REDIS_EXTRA", "")}\n'
+            f'[redis]\nurl = "{links_url}"\n{os.environ.get("BENCH_REDIS_EXTRA", "")}\n'
             f'[clicks]\nenabled = {"true" if counted else "false"}\nredis_url = "{clicks_url}"\n'
             f'[varnish]\npurge_url = "{purge_url}"\n'
             f'vmod = "{RELEASE / "libvmod_shortlink.so"}"\n'
@@ -507,10 +570,10 @@ def run(processes):
             # token, so the editors may change the links loaded by hand.
             f'[access]\ntokens = [{{ name = "bench", token = "{BENCH_TOKEN}", admin = true }}]\n')
 
-    def generated_vcl(name, counted):
+    def generated_vcl(name, counted, links_url=redis_url):
         """Writes `name`.toml and the VCL `shortlink vcl` makes of it."""
         toml, vcl = WORK / f"{name}.toml", WORK / f"{name}.vcl"
-        toml.write_text(configuration(counted))
+        toml.write_text(configuration(counted, links_url))
         vcl.write_text(subprocess.run([str(RELEASE / "shortlink"), "vcl", "--config", str(toml)],
                                       capture_output=True, text=True, check=True).stdout)
         return toml, vcl
@@ -528,6 +591,19 @@ def run(processes):
     start_varnishd(processes, "origin", origin_port, write_vcl("origin.vcl", ORIGIN_VCL))
     varnishadm(workdir, "vcl.load", "originmiss",
                str(write_vcl("origin-miss.vcl", CACHING_PROXY_VCL.replace("@PORT@", str(origin_port)))))
+    if CLUSTER:
+        say(f"cluster: {CLUSTER_PRIMARIES} primaries, the same links")
+        cluster_ports = start_cluster(processes, CLUSTER_PRIMARIES)
+        primary_of = cluster_port_of(cluster_ports)
+        by_node = {port: [] for port in cluster_ports}
+        for key, url in links:
+            hash_name = PREFIX + key[:SPLIT]
+            by_node[primary_of(hash_name)].append(resp("HSET", hash_name, key[SPLIT:], url))
+        for port, commands in by_node.items():
+            load(port, commands)
+        cluster_url = "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in cluster_ports)
+        _, cluster_vcl = generated_vcl("cluster", counted=True, links_url=cluster_url)
+        varnishadm(workdir, "vcl.load", "cluster", str(cluster_vcl))
     processes.start([str(RELEASE / "shortlink"), "serve", "--config", str(config)], "writer.log",
                     env={**os.environ, "RUST_LOG": "warn"})
     wait_for_port(writer_port, "the writer")
@@ -648,6 +724,10 @@ def run(processes):
     scenario("origin-miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="originmiss")
     say("miss: every request a fresh key")
     scenario("miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, counted=True)
+    if CLUSTER:
+        say(f"miss-cluster: the same, each key looked up in the cluster of {CLUSTER_PRIMARIES} primaries")
+        scenario("miss-cluster", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="cluster",
+                 counted=True)
     if "miss-uncounted" in ONLY:
         # For profiling only: what counting costs a miss.
         scenario("miss-uncounted", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="uncounted")
@@ -857,6 +937,12 @@ def judge(report):
         met = ratio <= bound if op == "<=" else ratio >= bound
         judged.append({"name": name, "value": v, "limit_name": limit_name, "limit": l, "ratio": ratio,
                        "target": f"{op} {bound}", "met": met, "always": always})
+    if "miss-cluster" in report["scenarios"]:
+        v, l = report["scenarios"]["miss-cluster"]["rps"], report["scenarios"]["miss"]["rps"]
+        ratio = round(v / l, 3) if l else float("inf")
+        judged.append({"name": "miss in a cluster", "value": v, "limit_name": "miss req/s (one Redis)",
+                       "limit": l, "ratio": ratio, "target": f">= {CLUSTER_MISS_RATIO}",
+                       "met": ratio >= CLUSTER_MISS_RATIO, "always": False})
     totals = report["memory"]["click_totals_bytes_per_link"]
     judged.append({"name": "memory, click totals", "value": {"bytes_per_link": totals},
                    "limit_name": None, "limit": CLICK_TOTALS_BYTES_LIMIT, "ratio": totals,
@@ -916,9 +1002,12 @@ def print_table(report):
           f"{report['connections']} connections, {report['duration_s']}s per run, median of {report['runs']}; "
           f"ceiling500 and storm: {st['connections']} connections, {st['duration_s']}s, {st['links']:,} links)\n")
     print(f"{'scenario':<14}{'req/s':>10}{'x ceiling':>11}{'p50 ms':>9}{'p99 ms':>9}{'socket err':>11}{'non-3xx':>9}")
-    for name in ("ceiling", "hit", "hit-uncounted", "origin-miss", "miss", "zipf", "zipf-restart", "ceiling500",
+    for name in ("ceiling", "hit", "hit-uncounted", "origin-miss", "miss", "miss-cluster", "zipf", "zipf-restart",
+                 "ceiling500",
                  "storm",
                  "origin-storm"):
+        if name not in s:
+            continue
         row = s[name]
         non_3xx = row.get("non_3xx", "")
         print(f"{name:<14}{row['rps']:>10,.0f}{row['ratio_to_ceiling']:>11.3f}"

@@ -10,6 +10,7 @@ mod common;
 mod api;
 mod browser;
 mod clicks;
+mod cluster;
 mod e2e;
 mod form;
 mod lifecycle;
@@ -75,6 +76,18 @@ const TESTS: &[(&str, common::Test)] = &[
         api::metrics_count_writes_by_outcome,
     ),
     ("store::same_url_same_key", store::same_url_same_key),
+    (
+        "cluster::links_are_written_listed_and_served_across_primaries",
+        cluster::links_are_written_listed_and_served_across_primaries,
+    ),
+    (
+        "cluster::a_slot_migrated_under_load_answers_no_wrong_redirect",
+        cluster::a_slot_migrated_under_load_answers_no_wrong_redirect,
+    ),
+    (
+        "cluster::a_primary_down_fails_only_its_own_keys",
+        cluster::a_primary_down_fails_only_its_own_keys,
+    ),
     ("store::grows_on_collision", store::grows_on_collision),
     ("store::custom_keys", store::custom_keys),
     (
@@ -252,6 +265,7 @@ fn main() -> ExitCode {
         })
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);
+    cluster::stop();
     let dir = suite.dir.clone();
     drop(suite);
     if !conclusion.has_failed() {

@@ -1,0 +1,407 @@
+//! Links in a Redis Cluster of three primaries: written by the writer,
+//! listed across primaries, served by Varnish through the VMOD's per-node
+//! pipelines, through a slot migration under load and a primary's loss.
+//!
+//! The tests share one cluster, writer and Varnish, one test at a time
+//! (they kill a node and move slots). Links are cached for no time
+//! (`ttl_s = 0`), so every request is a lookup in the cluster.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use redis_target::cluster::key_slot;
+use serde_json::{json, Value};
+use shortlink_core::KeyScheme;
+use test_support::{free_port, generate_vcl, release_dir, Redis, RedisCluster, Varnish, Writer};
+
+use crate::common::{api_at, ensure, get, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, WRITER};
+
+/// Hash prefix and split of the cluster's links: 64 hashes, so each holds
+/// several links and a migrated slot carries many.
+const PREFIX: &str = "cl:";
+const SPLIT: usize = 1;
+
+struct Stack {
+    cluster: RedisCluster,
+    varnish: Varnish,
+    writer: Writer,
+    _dir: PathBuf,
+}
+
+/// Started by the first test that needs it, held by one test at a time,
+/// stopped by [`stop`] (a static is never dropped).
+static STACK: Mutex<Option<Result<Stack, String>>> = Mutex::new(None);
+
+/// Runs `test` on the shared stack, started first if no test did.
+fn with_stack(
+    suite: &Suite,
+    test: impl FnOnce(&Stack) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut held = STACK.lock().unwrap_or_else(PoisonError::into_inner);
+    match held.get_or_insert_with(|| start(suite)) {
+        Ok(stack) => test(stack),
+        Err(error) => Err(format!("cannot start the cluster stack: {error}")),
+    }
+}
+
+/// Stops the cluster, its Varnish and its writer, if a test started them.
+pub fn stop() {
+    let stack = STACK.lock().unwrap_or_else(PoisonError::into_inner).take();
+    drop(stack);
+}
+
+fn start(suite: &Suite) -> Result<Stack, String> {
+    let dir = suite.dir.join("cluster");
+    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let cluster = RedisCluster::start(&dir.join("redis"), 3, 0)?;
+    let (varnish_port, writer_port) = (free_port()?, free_port()?);
+    let config = dir.join("shortlink.toml");
+    fs::write(
+        &config,
+        format!(
+            "listen = \"127.0.0.1:{writer_port}\"\n\
+             public_base_url = \"http://127.0.0.1:{varnish_port}/l/\"\n\
+             [redis]\nurl = \"{}\"\nhash_prefix = \"{PREFIX}\"\nsplit = {SPLIT}\n\
+             [redirect]\nttl_s = 0\nnegative_ttl_s = 0\ngrace_s = 0\n\
+             [varnish]\npurge_url = \"http://127.0.0.1:{varnish_port}\"\nvmod = \"{}\"\n\
+             [access]\ntokens = [\n\
+             {{ name = \"alice\", token = \"{ALICE_TOKEN}\" }},\n\
+             {{ name = \"bob\", token = \"{BOB_TOKEN}\" }},\n\
+             {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }}]\n\
+             [clicks]\nredis_url = \"{}\"\n",
+            cluster.url,
+            release_dir().join("libvmod_shortlink.so").display(),
+            suite.redis.url,
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let vcl = dir.join("shortlink.vcl");
+    generate_vcl(Path::new(WRITER), &config, &vcl, &[])?;
+    let varnish = Varnish::start_on(&dir, &vcl, varnish_port)?;
+    let writer = Writer::start(Path::new(WRITER), &dir, &config, writer_port, &[])?;
+    Ok(Stack {
+        cluster,
+        varnish,
+        writer,
+        _dir: dir,
+    })
+}
+
+/// Creates `count` links for `token`'s owner, answering key and URL.
+fn create_links(
+    stack: &Stack,
+    token: &str,
+    tag: &str,
+    count: usize,
+) -> Result<Vec<(String, String)>, String> {
+    (0..count)
+        .map(|n| {
+            let url = format!("https://example.org/cluster/{tag}/{n}");
+            let answer = api_at(
+                &stack.writer.base_url(),
+                "POST",
+                "/api/links",
+                Some(token),
+                None,
+                Some(&json!({ "url": url })),
+            )?;
+            ensure(answer.status == 201, || {
+                format!("create {url}: {} {}", answer.status, answer.body)
+            })?;
+            let key = answer.body["key"].as_str().ok_or("no key")?.to_owned();
+            Ok((key, url))
+        })
+        .collect()
+}
+
+/// The hash a key lives in.
+fn hash_of(key: &str) -> String {
+    let scheme = KeyScheme::new(PREFIX, SPLIT).expect("valid scheme");
+    scheme.locate(key).expect("valid key").hash
+}
+
+/// The status and `Location` Varnish answers for `key`.
+fn redirect(stack: &Stack, key: &str) -> Result<(u16, Option<String>), String> {
+    get(
+        &Suite::agent(),
+        &format!("{}/l/{key}", stack.varnish.base_url()),
+    )
+}
+
+/// Every link of `answer` (a listing), by key.
+fn listed_keys(answer: &Value) -> Vec<String> {
+    answer["links"]
+        .as_array()
+        .map(|links| {
+            links
+                .iter()
+                .filter_map(|link| link["key"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Links of two owners land on every primary; each is served by Varnish,
+/// listed for its owner and for an admin (the index of each owner, and a
+/// `SCAN` of every primary), edited and deleted; a link written by hand
+/// with one `HSET` on its primary is served too.
+pub fn links_are_written_listed_and_served_across_primaries(suite: &Suite) -> Result<(), String> {
+    with_stack(suite, |stack| {
+        let alice = create_links(stack, ALICE_TOKEN, "alice", 20)?;
+        let bob = create_links(stack, BOB_TOKEN, "bob", 20)?;
+        let mut primaries: Vec<u16> = alice
+            .iter()
+            .chain(&bob)
+            .map(|(key, _)| {
+                stack
+                    .cluster
+                    .primary_for(&hash_of(key))
+                    .map(|node| node.port)
+            })
+            .collect::<Result<_, _>>()?;
+        primaries.sort_unstable();
+        primaries.dedup();
+        ensure(primaries.len() == 3, || {
+            format!("40 links landed on {} primaries, not 3", primaries.len())
+        })?;
+        for (key, url) in alice.iter().chain(&bob) {
+            let (status, location) = redirect(stack, key)?;
+            ensure(status == 301 && location.as_deref() == Some(url), || {
+                format!("{key}: {status} {location:?}, expected 301 to {url}")
+            })?;
+        }
+        let writer = stack.writer.base_url();
+        let listing = api_at(
+            &writer,
+            "GET",
+            "/api/links?limit=100",
+            Some(ALICE_TOKEN),
+            None,
+            None,
+        )?;
+        let mut listed = listed_keys(&listing.body);
+        let mut expected: Vec<String> = alice.iter().map(|(key, _)| key.clone()).collect();
+        listed.sort();
+        expected.sort();
+        ensure(listed == expected, || {
+            format!("alice's listing: {listed:?}, expected {expected:?}")
+        })?;
+        let everything = api_at(
+            &writer,
+            "GET",
+            "/api/links?limit=100",
+            Some(ADMIN_TOKEN),
+            None,
+            None,
+        )?;
+        let everyone = listed_keys(&everything.body);
+        ensure(
+            alice
+                .iter()
+                .chain(&bob)
+                .all(|(key, _)| everyone.contains(key)),
+            || format!("the admin's listing misses links: {everyone:?}"),
+        )?;
+        changes_are_served(stack, &alice[0].0, &bob[0].0)
+    })
+}
+
+/// `edited` (alice's) gets a new URL and `deleted` (bob's) is deleted,
+/// which Varnish serves at once; a link written by hand is served too.
+fn changes_are_served(stack: &Stack, edited: &str, deleted: &str) -> Result<(), String> {
+    let writer = stack.writer.base_url();
+    let moved_to = "https://example.org/cluster/edited";
+    let answer = api_at(
+        &writer,
+        "PATCH",
+        &format!("/api/links/{edited}"),
+        Some(ALICE_TOKEN),
+        None,
+        Some(&json!({ "url": moved_to })),
+    )?;
+    ensure(answer.status == 200, || {
+        format!("edit: {} {}", answer.status, answer.body)
+    })?;
+    let served = redirect(stack, edited)?;
+    ensure(served == (301, Some(moved_to.to_owned())), || {
+        format!("edited {edited}: {served:?}")
+    })?;
+    let answer = api_at(
+        &writer,
+        "DELETE",
+        &format!("/api/links/{deleted}"),
+        Some(BOB_TOKEN),
+        None,
+        None,
+    )?;
+    ensure(answer.status == 204, || {
+        format!("delete: {} {}", answer.status, answer.body)
+    })?;
+    let served = redirect(stack, deleted)?;
+    ensure(served.0 == 410, || format!("deleted {deleted}: {served:?}"))?;
+
+    let by_hand = "HandMade";
+    let hash = hash_of(by_hand);
+    let primary = stack.cluster.primary_for(&hash)?;
+    primary.query::<()>(&[
+        "HSET",
+        &hash,
+        &by_hand[SPLIT..],
+        "https://example.org/by-hand",
+    ])?;
+    let served = redirect(stack, by_hand)?;
+    ensure(
+        served == (301, Some("https://example.org/by-hand".into())),
+        || format!("a link written with HSET: {served:?}"),
+    )
+}
+
+/// While the slots of three hashes move to another primary (the `ASK`
+/// window between a key's move and the slot's, then `MOVED` for a stale
+/// slot map), requests for every link of those hashes never get a 404 or
+/// a wrong `Location`, and at most a few 503s.
+pub fn a_slot_migrated_under_load_answers_no_wrong_redirect(suite: &Suite) -> Result<(), String> {
+    with_stack(suite, |stack| {
+        let links = create_links(stack, ALICE_TOKEN, "migrated", 60)?;
+        let mut hashes: Vec<String> = links.iter().map(|(key, _)| hash_of(key)).collect();
+        hashes.sort();
+        hashes.dedup();
+        hashes.truncate(3);
+        let moving: Vec<&(String, String)> = links
+            .iter()
+            .filter(|(key, _)| hashes.contains(&hash_of(key)))
+            .collect();
+        let stop = AtomicBool::new(false);
+        let (answers, wrong, unavailable) = std::thread::scope(|scope| {
+            let load = scope.spawn(|| {
+                let (mut answers, mut wrong, mut unavailable) = (0u32, Vec::new(), 0u32);
+                while !stop.load(Ordering::Relaxed) {
+                    for (key, url) in &moving {
+                        match redirect(stack, key) {
+                            Ok((301, Some(location))) if location == *url => {}
+                            Ok((503, _)) => unavailable += 1,
+                            other => wrong.push(format!("{key}: {other:?}")),
+                        }
+                        answers += 1;
+                    }
+                }
+                (answers, wrong, unavailable)
+            });
+            let migrated = migrate(&stack.cluster, &hashes);
+            stop.store(true, Ordering::Relaxed);
+            let counts = load
+                .join()
+                .map_err(|_| "the load thread panicked".to_owned());
+            migrated.and(counts)
+        })?;
+        eprintln!(
+            "slot migration under load: {answers} answers, {} wrong, {unavailable} × 503",
+            wrong.len()
+        );
+        ensure(wrong.is_empty(), || format!("wrong answers: {wrong:?}"))?;
+        ensure(answers >= 100, || {
+            format!("only {answers} answers during the migration")
+        })?;
+        ensure(unavailable * 100 <= answers, || {
+            format!("{unavailable} of {answers} answers were 503")
+        })?;
+        for (key, url) in &links {
+            let served = redirect(stack, key)?;
+            ensure(served == (301, Some(url.clone())), || {
+                format!("after the migration, {key}: {served:?}")
+            })?;
+        }
+        Ok(())
+    })
+}
+
+/// Moves the slot of each of `hashes` to the next primary, pausing in each
+/// migration's `ASK` window.
+fn migrate(cluster: &RedisCluster, hashes: &[String]) -> Result<(), String> {
+    for hash in hashes {
+        let from = cluster.primary_for(hash)?;
+        let to = cluster.nodes[..cluster.primaries]
+            .iter()
+            .find(|node| node.port != from.port)
+            .ok_or("no other primary")?;
+        let moved = cluster.migrate_slot(
+            key_slot(hash.as_bytes()),
+            from,
+            to,
+            1,
+            Duration::from_millis(300),
+        )?;
+        ensure(moved == 1, || format!("{hash}: moved {moved} keys"))?;
+    }
+    Ok(())
+}
+
+/// With one primary killed, its links answer 503 and every other link its
+/// redirect, at once; once it is back (empty: it kept nothing on disk),
+/// links written again on it are served.
+pub fn a_primary_down_fails_only_its_own_keys(suite: &Suite) -> Result<(), String> {
+    with_stack(suite, |stack| {
+        let links = create_links(stack, BOB_TOKEN, "outage", 30)?;
+        let victim: &Redis = stack.cluster.primary_for(&hash_of(&links[0].0))?;
+        let on_victim = |key: &str| {
+            stack
+                .cluster
+                .primary_for(&hash_of(key))
+                .is_ok_and(|node| node.port == victim.port)
+        };
+        let owned: Vec<bool> = links.iter().map(|(key, _)| on_victim(key)).collect();
+        ensure(owned.iter().any(|&owned| !owned), || {
+            "every link landed on one primary".into()
+        })?;
+        victim.kill()?;
+        let result = (|| {
+            let began = Instant::now();
+            for ((key, url), &owned) in links.iter().zip(&owned) {
+                let served = redirect(stack, key)?;
+                let expected = if owned {
+                    (503, None)
+                } else {
+                    (301, Some(url.clone()))
+                };
+                ensure(served == expected, || {
+                    format!(
+                        "{key} (on the dead primary: {owned}): {served:?}, expected {expected:?}"
+                    )
+                })?;
+            }
+            ensure(began.elapsed() < Duration::from_secs(5), || {
+                format!("30 requests took {:?} with a primary down", began.elapsed())
+            })
+        })();
+        victim.revive()?;
+        result?;
+        // The writer's connection to the node reconnects on its next use.
+        let revived = Instant::now();
+        let mut attempts = 0;
+        let probe = |attempts: &mut usize| {
+            *attempts += 1;
+            create_links(stack, BOB_TOKEN, &format!("outage-probe-{attempts}"), 1)
+        };
+        let mut first = probe(&mut attempts);
+        while first.is_err() && revived.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+            first = probe(&mut attempts);
+        }
+        eprintln!(
+            "inserts after the primary's return: {:?} after {attempts} attempts, {:?}",
+            first.as_ref().map(|_| ()),
+            revived.elapsed()
+        );
+        let again = create_links(stack, BOB_TOKEN, "outage-again", 30)?;
+        for (key, url) in again.iter().filter(|(key, _)| on_victim(key)) {
+            let served = redirect(stack, key)?;
+            ensure(served == (301, Some(url.clone())), || {
+                format!("after the primary's return, {key}: {served:?}")
+            })?;
+        }
+        Ok(())
+    })
+}
