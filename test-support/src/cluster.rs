@@ -145,6 +145,13 @@ impl RedisCluster {
             })
     }
 
+    /// The replicas the launcher gave the `n`th primary.
+    pub fn replicas_of(&self, n: usize) -> &[Redis] {
+        let per_primary = (self.nodes.len() - self.primaries) / self.primaries;
+        let first = self.primaries + n * per_primary;
+        &self.nodes[first..first + per_primary]
+    }
+
     /// The cluster's id of `node`.
     pub fn node_id(&self, node: &Redis) -> Result<String, String> {
         node.query(&["CLUSTER", "MYID"])

@@ -621,13 +621,7 @@ fn is_cluster(url: &str) -> bool {
 
 fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
     check_redis_url("redis.url", &redis.url)?;
-    if is_cluster(&redis.url) && redis.replicas_to_ack.get() > 0 {
-        return Err(ConfigError(
-            "redis.replicas_to_ack cannot be used with a Redis Cluster yet (a WAIT must follow \
-             its write on the same node's connection): set it to 0"
-                .into(),
-        ));
-    }
+
     for (name, value) in [
         ("connect_timeout_ms", redis.connect_timeout_ms),
         ("command_timeout_ms", redis.command_timeout_ms),
@@ -870,7 +864,7 @@ mod tests {
     }
 
     #[test]
-    fn clicks_and_replicas_to_ack_are_refused_in_a_cluster() {
+    fn clicks_are_refused_in_a_cluster() {
         let cluster = "[redis]\nurl = \"redis+cluster://10.0.0.1:7000\"\n";
         let without_clicks = parse(cluster).unwrap_err().to_string();
         assert!(without_clicks.contains("clicks_redis"), "{without_clicks}");
@@ -882,10 +876,6 @@ mod tests {
         assert!(clicks_in_it.contains("Redis Cluster"), "{clicks_in_it}");
         let apart = format!("{cluster}[clicks]\nredis_url = \"redis://10.0.0.9:6379/0\"\n");
         assert!(parse(&apart).is_ok());
-        let waiting = parse(&apart.replace("\n[clicks]", "replicas_to_ack = 1\n[clicks]"))
-            .unwrap_err()
-            .to_string();
-        assert!(waiting.contains("replicas_to_ack"), "{waiting}");
     }
 
     #[test]

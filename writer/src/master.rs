@@ -71,6 +71,29 @@ impl LazyCluster {
         )
     }
 
+    /// `WAIT replicas within_ms` on the node serving `key`: that node's
+    /// connection carried the writes to `key`, and `WAIT` counts the
+    /// replicas that have every write its connection sent.
+    pub async fn wait_for_replicas(
+        &self,
+        key: &str,
+        replicas: u32,
+        within_ms: u64,
+    ) -> RedisResult<u32> {
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+            Route::with_key(key, SlotAddr::Master),
+        ));
+        let mut command = redis::cmd("WAIT");
+        command.arg(replicas).arg(within_ms);
+        let reply = self
+            .connected()
+            .await?
+            .route_command(command, routing)
+            .await?;
+        Ok(redis::from_redis_value(reply)?)
+    }
+
     /// `command` on the node at `node`.
     pub async fn on_node<T: redis::FromRedisValue>(
         &self,
@@ -141,7 +164,9 @@ impl redis::aio::ConnectionLike for Connection {
 struct Inner {
     /// `None` for a Redis Cluster, which has no one master to follow.
     locator: Option<Locator>,
-    cluster: Option<LazyCluster>,
+    /// The shared cluster connection, then the wait lanes: each a cluster
+    /// connection of its own, so that one `WAIT` holds up no other write.
+    cluster: Vec<LazyCluster>,
     config: ConnectionManagerConfig,
     /// The shared connection, then the wait lanes, made on first use; and
     /// the locator's generation they were made in.
@@ -161,9 +186,9 @@ impl MasterConnection {
         Self::new(url, settings.redis_timeouts(), config)
     }
 
-    /// The cluster behind this connection, if it leads to one.
-    pub fn cluster(&self) -> Option<&LazyCluster> {
-        self.inner.cluster.as_ref()
+    /// Whether this leads to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        !self.inner.cluster.is_empty()
     }
 
     /// Follows the Redis `url` names, without connecting yet.
@@ -183,11 +208,14 @@ impl MasterConnection {
                     .connection_timeout(timeouts.connect)
                     .response_timeout(timeouts.command)
                     .build()?;
-                let cluster = LazyCluster {
-                    client: Arc::new(client),
-                    connection: Arc::new(tokio::sync::OnceCell::new()),
-                };
-                (None, Some(cluster))
+                let client = Arc::new(client);
+                let lanes = (0..=WAIT_LANES)
+                    .map(|_| LazyCluster {
+                        client: Arc::clone(&client),
+                        connection: Arc::new(tokio::sync::OnceCell::new()),
+                    })
+                    .collect();
+                (None, lanes)
             }
             target => {
                 let locator =
@@ -195,7 +223,7 @@ impl MasterConnection {
                 // A command-line run uses it at once: not before the master
                 // is known.
                 locator.find_master();
-                (Some(locator), None)
+                (Some(locator), Vec::new())
             }
         };
         Ok(Self {
@@ -215,18 +243,17 @@ impl MasterConnection {
         self.connection(0)
     }
 
-    /// A connection for a write that `WAIT`s for replicas, in turn. (The
-    /// configuration refuses to wait for replicas in a cluster.)
+    /// A connection for a write that `WAIT`s for replicas, in turn.
     pub fn wait_lane(&self) -> RedisResult<Connection> {
         let lane = self.inner.next_lane.fetch_add(1, Ordering::Relaxed) % WAIT_LANES;
         self.connection(1 + lane)
     }
 
     fn connection(&self, index: usize) -> RedisResult<Connection> {
-        let (Some(locator), None) = (&self.inner.locator, &self.inner.cluster) else {
-            let cluster = self.inner.cluster.clone();
-            return cluster.map(Connection::Cluster).ok_or_else(|| {
-                RedisError::from((ErrorKind::Client, "neither a master nor a cluster"))
+        let Some(locator) = &self.inner.locator else {
+            let lane = self.inner.cluster.get(index).cloned();
+            return lane.map(Connection::Cluster).ok_or_else(|| {
+                RedisError::from((ErrorKind::Client, "no such cluster connection"))
             });
         };
         let mut current = self

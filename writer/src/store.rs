@@ -282,7 +282,7 @@ impl LinkStore {
             -1 => Err(StoreError::Unavailable(Unreachable::PastDeadline)),
             0 => Ok(false),
             1 => self
-                .replicated(&mut connection, key.as_str())
+                .replicated(&mut connection, key.as_str(), &slot.hash)
                 .await
                 .map(|()| true),
             n => Err(StoreError::Unavailable(Unreachable::UnexpectedReply(n))),
@@ -384,7 +384,7 @@ impl LinkStore {
         let index = self.scheme.index(record.owner.as_ref());
         // In a cluster the index lives in another slot than the link, so
         // no one script may touch both: it is added to after, below.
-        let in_cluster = self.connection.cluster().is_some();
+        let in_cluster = self.connection.is_cluster();
         let mut invocation = self.claim.key(&slot.hash);
         if !in_cluster {
             invocation.key(&index);
@@ -418,10 +418,13 @@ impl LinkStore {
             .key(&format!("{}{}", self.scheme.head(first), fields[claimed]));
         let key =
             key.map_err(|_| StoreError::Unavailable(Unreachable::UnexpectedReply(position)))?;
+        self.replicated(&mut connection, key.as_str(), &slot.hash)
+            .await?;
         if in_cluster {
             indexed(&mut connection, &index, key.as_str(), created == 1).await?;
+            self.replicated(&mut connection, key.as_str(), &index)
+                .await?;
         }
-        self.replicated(&mut connection, key.as_str()).await?;
         Ok(Some((claimed, created == 1)))
     }
 
@@ -436,17 +439,34 @@ impl LinkStore {
     }
 
     /// Returns once `replicas_to_ack` replicas hold every write sent on
-    /// `connection` so far (`WAIT`), within half the write timeout.
-    async fn replicated(&self, connection: &mut Connection, key: &str) -> Result<(), StoreError> {
+    /// `connection` so far (`WAIT`), within half the write timeout: in a
+    /// cluster, every write to the node serving `written` (the name of
+    /// what the change of `key` wrote).
+    async fn replicated(
+        &self,
+        connection: &mut Connection,
+        key: &str,
+        written: &str,
+    ) -> Result<(), StoreError> {
         if self.replicas_to_ack == 0 {
             return Ok(());
         }
-        let within_ms = (self.write_timeout / 2).as_millis().max(1);
-        let confirmed: u32 = redis::cmd("WAIT")
-            .arg(self.replicas_to_ack)
-            .arg(u64::try_from(within_ms).unwrap_or(u64::MAX))
-            .query_async(connection)
-            .await?;
+        let within_ms =
+            u64::try_from((self.write_timeout / 2).as_millis().max(1)).unwrap_or(u64::MAX);
+        let confirmed: u32 = match connection {
+            Connection::Cluster(cluster) => {
+                cluster
+                    .wait_for_replicas(written, self.replicas_to_ack, within_ms)
+                    .await?
+            }
+            Connection::Master(_) => {
+                redis::cmd("WAIT")
+                    .arg(self.replicas_to_ack)
+                    .arg(within_ms)
+                    .query_async(connection)
+                    .await?
+            }
+        };
         if confirmed < self.replicas_to_ack {
             return Err(StoreError::NotReplicated {
                 key: key.to_owned(),

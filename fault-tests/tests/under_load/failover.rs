@@ -179,7 +179,7 @@ pub fn sentinel_failover() -> Result<(), String> {
 
 /// When inserts were acknowledged again after the kill at `killed`: the
 /// first acknowledgement after the last refusal, from the kill.
-fn insert_recovery(writes: &[Record<Insert>], killed: Duration) -> Result<Duration, String> {
+pub fn insert_recovery(writes: &[Record<Insert>], killed: Duration) -> Result<Duration, String> {
     if let Some(other) = writes
         .iter()
         .find(|r| matches!(r.what.outcome, Outcome::Other(_)))

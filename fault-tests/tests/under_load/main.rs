@@ -19,6 +19,10 @@
 //!   load: cached links always 301, uncached keys and inserts back within
 //!   down-after + 3 s, no acknowledged link lost (also of the inserts made
 //!   once the old master is back), every redirect counted once;
+//! - `cluster_failover`: one of three primaries of a Redis Cluster (each
+//!   with a replica) killed under load: cached links always 301, uncached
+//!   keys and inserts back within the node timeout + 3 s, no acknowledged
+//!   link lost;
 //! - `busy_machine_healthy_redis`, `busy_machine_hung_redis`: hundreds of
 //!   concurrent cold requests, busy loops and a starved Redis I/O thread:
 //!   every stored link still redirects, and a hung Redis still gives 503
@@ -30,6 +34,7 @@
 //! `target/test-work/` keeps the servers' logs.
 
 mod busy_machine;
+mod cluster;
 mod failover;
 mod http;
 mod inserts;
@@ -80,7 +85,7 @@ fn writer_redis_hung() -> Result<(), String> {
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     // (name, its directory under target/test-work, test)
-    let tests: [(&str, &str, Test); 10] = [
+    let tests: [(&str, &str, Test); 11] = [
         ("redis_hangs", "redis-hangs", redis_hangs),
         ("redis_killed_and_restarted", "redis-killed", redis_killed),
         (
@@ -112,6 +117,11 @@ fn main() -> ExitCode {
             "sentinel_failover",
             "sentinel-failover",
             failover::sentinel_failover,
+        ),
+        (
+            "cluster_failover",
+            "cluster-failover",
+            cluster::cluster_failover,
         ),
         (
             "busy_machine_healthy_redis",

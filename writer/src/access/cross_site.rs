@@ -80,16 +80,17 @@ fn shared_form_key(
 ) -> Result<[u8; FORM_KEY_BYTES], String> {
     let mut connection = settings.connect_to_links_redis()?;
     let name = settings.scheme.form_key();
-    let (stored,): (String,) = redis::pipe()
-        .cmd("SET")
+    let fresh_text = URL_SAFE_NO_PAD.encode(fresh);
+    // One command, which a cluster connection takes as well: the key there
+    // before, or none if `fresh` was set.
+    let before: Option<String> = redis::cmd("SET")
         .arg(&name)
-        .arg(URL_SAFE_NO_PAD.encode(fresh))
+        .arg(&fresh_text)
         .arg("NX")
-        .ignore()
-        .cmd("GET")
-        .arg(&name)
+        .arg("GET")
         .query(connection.as_mut())
         .map_err(|e| e.to_string())?;
+    let stored = before.unwrap_or(fresh_text);
     URL_SAFE_NO_PAD
         .decode(&stored)
         .ok()

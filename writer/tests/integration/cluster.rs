@@ -147,7 +147,8 @@ fn listed_keys(answer: &Value) -> Vec<String> {
 /// Links of two owners land on every primary; each is served by Varnish,
 /// listed for its owner and for an admin (the index of each owner, and a
 /// `SCAN` of every primary), edited and deleted; a link written by hand
-/// with one `HSET` on its primary is served too.
+/// with one `HSET` on its primary is served too; the form key is shared
+/// through the cluster.
 pub fn links_are_written_listed_and_served_across_primaries(suite: &Suite) -> Result<(), String> {
     with_stack(suite, |stack| {
         let alice = create_links(stack, ALICE_TOKEN, "alice", 20)?;
@@ -205,6 +206,13 @@ pub fn links_are_written_listed_and_served_across_primaries(suite: &Suite) -> Re
                 .all(|(key, _)| everyone.contains(key)),
             || format!("the admin's listing misses links: {everyone:?}"),
         )?;
+        // The writer shares its form key through the cluster too.
+        let form_key = format!("{PREFIX}form:key");
+        let shared: bool = stack
+            .cluster
+            .primary_for(&form_key)?
+            .query(&["EXISTS", &form_key])?;
+        ensure(shared, || format!("no {form_key} in the cluster"))?;
         changes_are_served(stack, &alice[0].0, &bob[0].0)
     })
 }
