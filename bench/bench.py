@@ -246,7 +246,10 @@ def cluster_port_of(ports):
     """The function naming the primary of a key, as `start_cluster` laid
     the slots out."""
     count = len(ports)
-    return lambda name: ports[key_slot(name) * count // CLUSTER_SLOTS]
+    # Node n serves CLUSTER_SLOTS * n // count and on: the last whose first
+    # slot is not past the key's.
+    firsts = [CLUSTER_SLOTS * n // count for n in range(count)]
+    return lambda name: ports[max(n for n in range(count) if firsts[n] <= key_slot(name))]
 
 
 def redis_cli(port, *args):

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
-use crate::target::{Address, ClusterTarget, REDIS_PORT};
+use crate::target::Address;
 
 /// Slots of a Redis Cluster.
 pub const SLOTS: u16 = 16384;
@@ -46,6 +46,20 @@ impl SlotMap {
     /// The primaries, each once.
     pub fn nodes(&self) -> &[Address] {
         &self.nodes
+    }
+
+    /// Each primary that serves a slot, with the first slot it serves: a
+    /// command routed by that slot reaches that primary.
+    pub fn primaries_by_slot(&self) -> Vec<(Address, u16)> {
+        let mut found: Vec<(Address, u16)> = Vec::new();
+        for (slot, &owner) in (0..SLOTS).zip(&self.owners) {
+            if let Some(node) = self.nodes.get(usize::from(owner)) {
+                if !found.iter().any(|(known, _)| known == node) {
+                    found.push((node.clone(), slot));
+                }
+            }
+        }
+        found
     }
 
     /// Takes what a `MOVED` reply says: `slot` is served by `node` now.
@@ -91,7 +105,9 @@ impl SlotMap {
                 _ => asked.host.clone(),
             };
             let port = match primary.get(1) {
-                Some(redis::Value::Int(port)) => u16::try_from(*port).unwrap_or(REDIS_PORT),
+                Some(redis::Value::Int(port)) => {
+                    u16::try_from(*port).map_err(|_| bad_reply("CLUSTER SLOTS", range))?
+                }
                 _ => return Err(bad_reply("CLUSTER SLOTS", range)),
             };
             let index = map.index_of(&Address { host, port });
@@ -100,32 +116,6 @@ impl SlotMap {
             }
         }
         Ok(map)
-    }
-
-    /// Asks the nodes in turn (those of `known` first, then the seeds) for
-    /// the slot map; the first answer wins.
-    pub fn fetch(
-        target: &ClusterTarget,
-        known: &[Address],
-        timeouts: crate::Timeouts,
-    ) -> RedisResult<Self> {
-        let mut last_error = None;
-        for node in known.iter().chain(&target.seeds) {
-            let asked = connect(&target.node_url(node), timeouts).and_then(|mut connection| {
-                let reply: redis::Value =
-                    redis::cmd("CLUSTER").arg("SLOTS").query(&mut connection)?;
-                Self::from_cluster_slots(&reply, node)
-            });
-            match asked {
-                Ok(map) => return Ok(map),
-                Err(error) => last_error = Some(format!("{node}: {error}")),
-            }
-        }
-        Err(RedisError::from((
-            ErrorKind::Io,
-            "no node of the Redis Cluster answered",
-            last_error.unwrap_or_default(),
-        )))
     }
 }
 
@@ -173,15 +163,27 @@ pub enum Redirect {
 }
 
 impl Redirect {
-    /// The redirect an error reply carries, if any.
-    pub fn of(error: &redis::ServerError) -> Option<Self> {
+    /// The redirect an error reply from the node at `answered` carries, if
+    /// any. Redis writes the node as `host:port` with no brackets around
+    /// an IPv6 host, and with no host at all when it does not know its
+    /// own: then it is `answered`'s.
+    pub fn of(error: &redis::ServerError, answered: &Address) -> Option<Self> {
         let code = error.code();
         if code == "TRYAGAIN" {
             return Some(Self::TryAgain);
         }
         let (slot, node) = error.details()?.split_once(' ')?;
         let slot = slot.parse().ok()?;
-        let node = Address::parse(node, REDIS_PORT).ok()?;
+        let (host, port) = node.trim().rsplit_once(':')?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let node = Address {
+            host: if host.is_empty() {
+                answered.host.clone()
+            } else {
+                host.to_owned()
+            },
+            port: port.parse().ok().filter(|&port| port != 0)?,
+        };
         match code {
             "MOVED" => Some(Self::Moved { slot, node }),
             "ASK" => Some(Self::Ask { slot, node }),
@@ -219,27 +221,37 @@ mod tests {
             redis::Value::ServerError(error) => error,
             other => panic!("{other:?}"),
         };
+        let answered = address("10.0.0.5", 7005);
+        let of = |text: &[u8]| Redirect::of(&error(text), &answered);
         assert_eq!(
-            Redirect::of(&error(b"-MOVED 3999 127.0.0.1:6381\r\n")),
+            of(b"-MOVED 3999 127.0.0.1:6381\r\n"),
             Some(Redirect::Moved {
                 slot: 3999,
                 node: address("127.0.0.1", 6381)
             })
         );
+        // IPv6 as Redis writes it, without brackets.
         assert_eq!(
-            Redirect::of(&error(b"-ASK 12 [::1]:7000\r\n")),
+            of(b"-ASK 12 ::1:7000\r\n"),
             Some(Redirect::Ask {
                 slot: 12,
                 node: address("::1", 7000)
             })
         );
+        // A node that does not know its own address names none.
         assert_eq!(
-            Redirect::of(&error(
-                b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
-            )),
+            of(b"-MOVED 7 :7001\r\n"),
+            Some(Redirect::Moved {
+                slot: 7,
+                node: address("10.0.0.5", 7001)
+            })
+        );
+        assert_eq!(
+            of(b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"),
             Some(Redirect::TryAgain)
         );
-        assert_eq!(Redirect::of(&error(b"-WRONGTYPE not a hash\r\n")), None);
+        assert_eq!(of(b"-WRONGTYPE not a hash\r\n"), None);
+        assert_eq!(of(b"-MOVED 7 10.0.0.1:0\r\n"), None);
     }
 
     #[test]
@@ -269,6 +281,13 @@ mod tests {
         assert_eq!(map.node(5461), Some(&address("10.0.0.9", 7001)));
         assert_eq!(map.node(16383), Some(&address("10.0.0.1", 7000)));
         assert_eq!(map.nodes().len(), 2);
+        assert_eq!(
+            map.primaries_by_slot(),
+            [
+                (address("10.0.0.1", 7000), 0),
+                (address("10.0.0.9", 7001), 5461)
+            ]
+        );
         map.moved(16383, &address("10.0.0.2", 7002));
         assert_eq!(map.node(16383), Some(&address("10.0.0.2", 7002)));
         assert_eq!(map.node(16382), Some(&address("10.0.0.1", 7000)));

@@ -7,9 +7,11 @@
 //! its way to another node during a migration) sends it there once, after
 //! `ASKING`; a `TRYAGAIN` sends it again. So a slot migrated under load
 //! gives no wrong answer, only a lookup that takes a hop or two more. A
-//! node that is down or hung fails the lookups of its own slots and no
-//! others, and is not tried again for a moment, so its keys fail at once
-//! instead of each waiting for the connect timeout.
+//! node that refuses connections fails the lookups of its own slots and no
+//! others, and is not tried again for a moment, so its keys fail at once.
+//! A node that hangs holds up each batch that reaches it for the command
+//! timeout (the replies of the nodes are read one after another), so it
+//! is left alone for longer each time it times out again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +30,10 @@ const MAX_HOPS: u8 = 5;
 /// How long a node that failed is skipped, its lookups failing at once.
 const NODE_PAUSE: Duration = Duration::from_millis(100);
 
+/// Longest pause of a node that keeps timing out: each timeout doubles its
+/// pause up to this, so a hung node holds up a batch at most once in it.
+const NODE_PAUSE_MAX: Duration = Duration::from_secs(1);
+
 /// How often the slot map is asked for again at most: after a redirect, a
 /// node failing, or a slot with no node.
 const MAP_REFRESH_MIN: Duration = Duration::from_millis(100);
@@ -39,6 +45,8 @@ pub struct ClusterRoute {
     map: Option<SlotMap>,
     /// Set when the map is known to be wrong somewhere.
     map_stale: bool,
+    /// Why the last node asked for the map gave none.
+    map_error: Option<String>,
     map_asked: Option<Instant>,
     nodes: HashMap<Address, Node>,
 }
@@ -46,8 +54,39 @@ pub struct ClusterRoute {
 #[derive(Default)]
 struct Node {
     connection: Option<redis::Connection>,
+    /// Whether the connection served an earlier batch: one the node has
+    /// closed since (a restart, an idle timeout) fails only when read.
+    reused: bool,
     /// While set and ahead, the node failed a moment ago: not tried again.
     paused_until: Option<Instant>,
+    /// The pause after its last timeout, doubled at each further one.
+    pause: Duration,
+}
+
+impl Node {
+    fn is_paused(&self, now: Instant) -> bool {
+        self.paused_until.is_some_and(|until| until > now)
+    }
+
+    /// Drops the connection and skips the node for a while: longer after
+    /// each timeout in a row.
+    fn fail(&mut self, error: &redis::RedisError) {
+        self.connection = None;
+        self.pause = if error.is_timeout() {
+            (self.pause * 2).clamp(NODE_PAUSE, NODE_PAUSE_MAX)
+        } else {
+            NODE_PAUSE
+        };
+        self.paused_until = Some(Instant::now() + self.pause);
+    }
+}
+
+/// Why a node's replies could not be read.
+enum Unread {
+    /// A connection the node closed since its last use: worth once more on
+    /// a fresh one, without counting against the node.
+    Stale,
+    Failed(LookupError),
 }
 
 /// Where one lookup of the batch goes next.
@@ -66,36 +105,59 @@ impl ClusterRoute {
             timeouts,
             map: None,
             map_stale: true,
+            map_error: None,
             map_asked: None,
             nodes: HashMap::new(),
         }
     }
 
     /// Asks for the slot map again if it is stale, at most every
-    /// [`MAP_REFRESH_MIN`]: nodes that answer first.
+    /// [`MAP_REFRESH_MIN`]: the nodes it names, then the seeds, each once,
+    /// skipping those paused; a node that fails to answer is paused too.
     fn refresh_map(&mut self) {
+        let now = Instant::now();
         if !self.map_stale
             || self
                 .map_asked
-                .is_some_and(|asked| asked.elapsed() < MAP_REFRESH_MIN)
+                .is_some_and(|asked| now.duration_since(asked) < MAP_REFRESH_MIN)
         {
             return;
         }
-        self.map_asked = Some(Instant::now());
-        let now = Instant::now();
-        let mut known: Vec<Address> = self
+        self.map_asked = Some(now);
+        let mut candidates: Vec<Address> = Vec::new();
+        let known = self
             .map
             .as_ref()
             .map(|map| map.nodes().to_vec())
             .unwrap_or_default();
-        known.retain(|node| {
-            self.nodes
-                .get(node)
-                .is_none_or(|state| state.paused_until.is_none_or(|until| until <= now))
-        });
-        if let Ok(map) = SlotMap::fetch(&self.target, &known, self.timeouts) {
-            self.map = Some(map);
-            self.map_stale = false;
+        for node in known.into_iter().chain(self.target.seeds.iter().cloned()) {
+            let paused = self
+                .nodes
+                .get(&node)
+                .is_some_and(|state| state.is_paused(now));
+            if !paused && !candidates.contains(&node) {
+                candidates.push(node);
+            }
+        }
+        for node in candidates {
+            let asked = redis_target::cluster::connect(&self.target.node_url(&node), self.timeouts)
+                .and_then(|mut connection| {
+                    let reply: redis::Value =
+                        redis::cmd("CLUSTER").arg("SLOTS").query(&mut connection)?;
+                    SlotMap::from_cluster_slots(&reply, &node)
+                });
+            match asked {
+                Ok(map) => {
+                    self.map = Some(map);
+                    self.map_stale = false;
+                    self.map_error = None;
+                    return;
+                }
+                Err(error) => {
+                    self.map_error = Some(format!("{node}: {error}"));
+                    self.nodes.entry(node).or_default().fail(&error);
+                }
+            }
         }
     }
 
@@ -132,11 +194,13 @@ impl ClusterRoute {
             ))),
         };
         if sent.is_ok() {
+            node.reused = true;
             return Ok(());
         }
         // A connection that went stale since its last use (the node
         // restarted, say): once more on a fresh one.
         node.connection = None;
+        node.reused = false;
         let fresh = redis_target::cluster::connect(&self.target.node_url(address), self.timeouts)
             .and_then(|mut connection| {
                 connection.send_packed_command(&packed)?;
@@ -148,7 +212,7 @@ impl ClusterRoute {
                 Ok(())
             }
             Err(error) => {
-                node.paused_until = Some(Instant::now() + NODE_PAUSE);
+                node.fail(&error);
                 self.map_stale = true;
                 Err(failure(address, &error))
             }
@@ -157,19 +221,15 @@ impl ClusterRoute {
 
     /// Reads the replies to what [`ClusterRoute::send`] wrote, dropping
     /// those to `ASKING`.
-    fn receive(
-        &mut self,
-        address: &Address,
-        hops: &[Hop],
-    ) -> Result<Vec<redis::Value>, LookupError> {
+    fn receive(&mut self, address: &Address, hops: &[Hop]) -> Result<Vec<redis::Value>, Unread> {
         let node = self.nodes.entry(address.clone()).or_default();
         let Some(connection) = &mut node.connection else {
-            return Err(LookupError::Unreachable(format!(
+            return Err(Unread::Failed(LookupError::Unreachable(format!(
                 "no connection to {address}"
-            )));
+            ))));
         };
         let mut replies = Vec::with_capacity(hops.len());
-        let read = hops.iter().try_for_each(|hop| {
+        let read: redis::RedisResult<()> = hops.iter().try_for_each(|hop| {
             if hop.asking {
                 connection.recv_response()?;
             }
@@ -177,13 +237,20 @@ impl ClusterRoute {
             Ok(())
         });
         match read {
-            Ok(()) => Ok(replies),
-            Err(error) => {
+            Ok(()) => {
+                node.pause = Duration::ZERO;
+                Ok(replies)
+            }
+            Err(error) if node.reused && !error.is_timeout() => {
                 // The stream may still carry late replies: never reuse it.
                 node.connection = None;
-                node.paused_until = Some(Instant::now() + NODE_PAUSE);
+                node.reused = false;
+                Err(Unread::Stale)
+            }
+            Err(error) => {
+                node.fail(&error);
                 self.map_stale = true;
-                Err(failure(address, &error))
+                Err(Unread::Failed(failure(address, &error)))
             }
         }
     }
@@ -195,6 +262,85 @@ fn failure(address: &Address, error: &redis::RedisError) -> LookupError {
         LookupError::Timeout(detail)
     } else {
         LookupError::Unreachable(detail)
+    }
+}
+
+impl ClusterRoute {
+    /// Takes every hop of `todo` to the node it goes to next; answers the
+    /// lookups that have hopped too often or whose slot no node serves.
+    fn group_by_node(
+        &mut self,
+        todo: &mut Vec<Hop>,
+        batch: &[Arc<Lookup>],
+    ) -> Vec<(Address, Vec<Hop>)> {
+        let mut by_node: Vec<(Address, Vec<Hop>)> = Vec::new();
+        for hop in todo.drain(..) {
+            let lookup = &batch[hop.lookup];
+            if hop.hops >= MAX_HOPS {
+                lookup.fulfil(Err(LookupError::Unreachable(format!(
+                    "redirected {MAX_HOPS} times: the Redis Cluster nodes disagree on \
+                     where {} is",
+                    lookup.hash
+                ))));
+                continue;
+            }
+            let slot = key_slot(lookup.hash.as_bytes());
+            let node = hop
+                .node
+                .clone()
+                .or_else(|| self.map.as_ref()?.node(slot).cloned());
+            let Some(node) = node else {
+                self.map_stale = true;
+                lookup.fulfil(Err(LookupError::Unreachable(format!(
+                    "no node of the Redis Cluster serves slot {slot} (of {}): check that \
+                     the cluster is up and covers every slot ({})",
+                    lookup.hash,
+                    self.map_error.as_deref().unwrap_or("no node asked yet")
+                ))));
+                continue;
+            };
+            match by_node.iter_mut().find(|(address, _)| *address == node) {
+                Some((_, hops)) => hops.push(hop),
+                None => by_node.push((node, vec![hop])),
+            }
+        }
+        by_node
+    }
+
+    /// Answers each lookup of `hops` with its reply from `node`, or puts
+    /// it back on `todo` for where a redirect sends it.
+    fn take_replies(
+        &mut self,
+        node: &Address,
+        hops: Vec<Hop>,
+        replies: Vec<redis::Value>,
+        batch: &[Arc<Lookup>],
+        todo: &mut Vec<Hop>,
+    ) {
+        for (hop, reply) in hops.into_iter().zip(replies) {
+            let redirect = match &reply {
+                redis::Value::ServerError(error) => Redirect::of(error, node),
+                _ => None,
+            };
+            let next = |node, asking| Hop {
+                lookup: hop.lookup,
+                node,
+                asking,
+                hops: hop.hops + 1,
+            };
+            match redirect {
+                None => batch[hop.lookup].fulfil(hget_reply(reply)),
+                Some(Redirect::Moved { slot, node }) => {
+                    if let Some(map) = &mut self.map {
+                        map.moved(slot, &node);
+                    }
+                    self.map_stale = true;
+                    todo.push(next(Some(node), false));
+                }
+                Some(Redirect::Ask { node, .. }) => todo.push(next(Some(node), true)),
+                Some(Redirect::TryAgain) => todo.push(next(None, false)),
+            }
+        }
     }
 }
 
@@ -210,47 +356,14 @@ impl Exchange for ClusterRoute {
                 hops: 0,
             })
             .collect();
-        let mut all_answered = true;
         while !todo.is_empty() {
             self.refresh_map();
-            let mut by_node: Vec<(Address, Vec<Hop>)> = Vec::new();
-            for hop in todo.drain(..) {
-                let lookup = &batch[hop.lookup];
-                if hop.hops >= MAX_HOPS {
-                    all_answered = false;
-                    lookup.fulfil(Err(LookupError::Unreachable(format!(
-                        "redirected {MAX_HOPS} times: the Redis Cluster nodes disagree on \
-                         where {} is",
-                        lookup.hash
-                    ))));
-                    continue;
-                }
-                let slot = key_slot(lookup.hash.as_bytes());
-                let node = hop
-                    .node
-                    .clone()
-                    .or_else(|| self.map.as_ref()?.node(slot).cloned());
-                let Some(node) = node else {
-                    all_answered = false;
-                    self.map_stale = true;
-                    lookup.fulfil(Err(LookupError::Unreachable(format!(
-                        "no node of the Redis Cluster serves slot {slot} (of {}): check that \
-                         the cluster is up and covers every slot",
-                        lookup.hash
-                    ))));
-                    continue;
-                };
-                match by_node.iter_mut().find(|(address, _)| *address == node) {
-                    Some((_, hops)) => hops.push(hop),
-                    None => by_node.push((node, vec![hop])),
-                }
-            }
+            let by_node = self.group_by_node(&mut todo, batch);
             let mut sent = Vec::with_capacity(by_node.len());
             for (node, hops) in by_node {
                 match self.send(&node, &hops, batch) {
                     Ok(()) => sent.push((node, hops)),
                     Err(error) => {
-                        all_answered = false;
                         for hop in hops {
                             batch[hop.lookup].fulfil(Err(error.clone()));
                         }
@@ -261,45 +374,34 @@ impl Exchange for ClusterRoute {
             for (node, hops) in sent {
                 let replies = match self.receive(&node, &hops) {
                     Ok(replies) => replies,
-                    Err(error) => {
-                        all_answered = false;
+                    Err(Unread::Stale) => {
+                        todo.extend(hops.into_iter().map(|hop| Hop {
+                            node: Some(node.clone()),
+                            hops: hop.hops + 1,
+                            ..hop
+                        }));
+                        continue;
+                    }
+                    Err(Unread::Failed(error)) => {
                         for hop in hops {
                             batch[hop.lookup].fulfil(Err(error.clone()));
                         }
                         continue;
                     }
                 };
-                for (hop, reply) in hops.into_iter().zip(replies) {
-                    let redirect = match &reply {
-                        redis::Value::ServerError(error) => Redirect::of(error),
-                        _ => None,
-                    };
-                    let next = |node, asking| Hop {
-                        lookup: hop.lookup,
-                        node,
-                        asking,
-                        hops: hop.hops + 1,
-                    };
-                    match redirect {
-                        None => batch[hop.lookup].fulfil(hget_reply(reply)),
-                        Some(Redirect::Moved { slot, node }) => {
-                            if let Some(map) = &mut self.map {
-                                map.moved(slot, &node);
-                            }
-                            self.map_stale = true;
-                            todo.push(next(Some(node), false));
-                        }
-                        Some(Redirect::Ask { node, .. }) => todo.push(next(Some(node), true)),
-                        Some(Redirect::TryAgain) => todo.push(next(None, false)),
-                    }
-                }
+                self.take_replies(&node, hops, replies, batch, &mut todo);
             }
             if todo.iter().any(|hop| hop.node.is_none()) {
                 // TRYAGAIN: the migration of a few keys takes a moment.
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        shared.health.set(all_answered);
+        // Healthy while no node is left alone for failing: one batch of a
+        // node's keys failing does not flip it back and forth.
+        let now = Instant::now();
+        shared
+            .health
+            .set(self.map.is_some() && !self.nodes.values().any(|node| node.is_paused(now)));
         None
     }
 

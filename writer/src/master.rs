@@ -54,20 +54,24 @@ impl LazyCluster {
             .cloned()
     }
 
-    /// The primaries, each once, as the cluster says now.
-    pub async fn primaries(&self) -> RedisResult<Vec<redis_target::Address>> {
+    /// One slot of each primary, as the cluster says now: a command
+    /// routed by it reaches that primary, connected or not yet.
+    pub async fn primaries(&self) -> RedisResult<Vec<u16>> {
         let reply: Value = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query_async(&mut self.connected().await?)
             .await?;
-        let unknown = redis_target::Address {
+        // Any node that names no host for itself is reached by slot anyway.
+        let unnamed = redis_target::Address {
             host: String::new(),
             port: 0,
         };
         Ok(
-            redis_target::cluster::SlotMap::from_cluster_slots(&reply, &unknown)?
-                .nodes()
-                .to_vec(),
+            redis_target::cluster::SlotMap::from_cluster_slots(&reply, &unnamed)?
+                .primaries_by_slot()
+                .into_iter()
+                .map(|(_, slot)| slot)
+                .collect(),
         )
     }
 
@@ -94,17 +98,17 @@ impl LazyCluster {
         Ok(redis::from_redis_value(reply)?)
     }
 
-    /// `command` on the node at `node`.
-    pub async fn on_node<T: redis::FromRedisValue>(
+    /// `command` on the primary serving `slot`.
+    pub async fn on_primary_of<T: redis::FromRedisValue>(
         &self,
-        node: &redis_target::Address,
+        slot: u16,
         command: &Cmd,
     ) -> RedisResult<T> {
-        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
-            host: node.host.clone(),
-            port: node.port,
-        });
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+            slot,
+            SlotAddr::Master,
+        )));
         let reply = self
             .connected()
             .await?

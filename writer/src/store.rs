@@ -37,6 +37,11 @@ const CLAIM_SCRIPT: &str = concat!(include_str!("deadline.lua"), include_str!("c
 /// based on, so two concurrent changes never both apply. Carries the same
 /// deadline as a claim. Returns `{1, 0}` when replaced, `{0, 0}` when the
 /// value had changed meanwhile, `{-1, 0}` past the deadline.
+/// Appends `ARGV[1]` to the owner's list `KEYS[1]` unless it is among its
+/// last entries already: in a cluster, where the list is written after the
+/// link, a retried or concurrent insert of the same link lists it once.
+const INDEX_SCRIPT: &str = include_str!("index.lua");
+
 const REPLACE_SCRIPT: &str = concat!(include_str!("deadline.lua"), include_str!("replace.lua"));
 
 /// Most index entries one listing reads before it answers with what it
@@ -161,6 +166,7 @@ pub struct LinkStore {
     scheme: KeyScheme,
     min_generated_len: usize,
     claim: Script,
+    index: Script,
     replace: Script,
     write_timeout: Duration,
 }
@@ -183,6 +189,7 @@ impl LinkStore {
             scheme: settings.scheme.clone(),
             min_generated_len: settings.config.min_generated_key_length,
             claim: Script::new(CLAIM_SCRIPT),
+            index: Script::new(INDEX_SCRIPT),
             replace: Script::new(REPLACE_SCRIPT),
             write_timeout: settings.write_timeout(),
         })
@@ -421,7 +428,11 @@ impl LinkStore {
         self.replicated(&mut connection, key.as_str(), &slot.hash)
             .await?;
         if in_cluster {
-            indexed(&mut connection, &index, key.as_str(), created == 1).await?;
+            self.index
+                .key(&index)
+                .arg(key.as_str())
+                .invoke_async::<()>(&mut connection)
+                .await?;
             self.replicated(&mut connection, key.as_str(), &index)
                 .await?;
         }
@@ -489,34 +500,6 @@ impl LinkStore {
     }
 }
 
-/// Adds `key` to the owner's `index` after its claim, in a cluster. A
-/// link found there already (`created` false) is added only if missing:
-/// its first insert may have stored it and failed before its index entry,
-/// and this insert, answered as that one, must leave it listed.
-async fn indexed(
-    connection: &mut Connection,
-    index: &str,
-    key: &str,
-    created: bool,
-) -> Result<(), StoreError> {
-    if !created {
-        let position: Option<i64> = redis::cmd("LPOS")
-            .arg(index)
-            .arg(key)
-            .query_async(connection)
-            .await?;
-        if position.is_some() {
-            return Ok(());
-        }
-    }
-    redis::cmd("RPUSH")
-        .arg(index)
-        .arg(key)
-        .query_async::<()>(connection)
-        .await?;
-    Ok(())
-}
-
 fn current(key: &Key, raw: String) -> Result<Current, StoreError> {
     match Stored::parse(&raw) {
         Ok(stored) => Ok(Current { stored, raw }),
@@ -563,7 +546,7 @@ pub(crate) async fn scan(
         Connection::Cluster(cluster) => Some(cluster.clone()),
         Connection::Master(_) => None,
     };
-    // Each primary of a cluster, or the one server (`None`).
+    // A slot of each primary of a cluster, or the one server (`None`).
     let nodes = match &cluster {
         Some(cluster) => cluster.primaries().await?.into_iter().map(Some).collect(),
         None => vec![None],
@@ -573,7 +556,7 @@ pub(crate) async fn scan(
         let mut cursor = 0u64;
         loop {
             let (next, batch): (u64, Vec<String>) = match (&cluster, node) {
-                (Some(cluster), Some(node)) => cluster.on_node(node, &step(cursor)).await?,
+                (Some(cluster), Some(slot)) => cluster.on_primary_of(*slot, &step(cursor)).await?,
                 _ => step(cursor).query_async(connection).await?,
             };
             names.extend(batch);
