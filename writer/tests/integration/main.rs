@@ -88,6 +88,10 @@ const TESTS: &[(&str, common::Test)] = &[
         "cluster::a_primary_down_fails_only_its_own_keys",
         cluster::a_primary_down_fails_only_its_own_keys,
     ),
+    (
+        "cluster::a_hung_primary_fails_only_its_own_keys",
+        cluster::a_hung_primary_fails_only_its_own_keys,
+    ),
     ("store::grows_on_collision", store::grows_on_collision),
     ("store::custom_keys", store::custom_keys),
     (
