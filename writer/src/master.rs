@@ -20,6 +20,11 @@ use crate::config::Settings;
 /// write through per replication round trip.
 const WAIT_LANES: usize = 8;
 
+/// Bounds of the pause before a command is sent again on a connection
+/// made anew: short, as the whole exchange must fit in the write timeout.
+const RETRY_MIN_DELAY: Duration = Duration::from_millis(50);
+const RETRY_MAX_DELAY: Duration = Duration::from_millis(500);
+
 /// A multiplexed connection to the master that reconnects by itself (and
 /// [`WAIT_LANES`] more for writes that wait for replicas), replaced when
 /// Sentinels name a new master: requests made after a failover never reach
@@ -185,8 +190,8 @@ impl MasterConnection {
             .set_connection_timeout(Some(settings.connect_timeout()))
             .set_response_timeout(Some(settings.write_timeout()))
             .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
+            .set_min_delay(RETRY_MIN_DELAY)
+            .set_max_delay(RETRY_MAX_DELAY);
         Self::new(url, settings.redis_timeouts(), config)
     }
 
@@ -208,9 +213,14 @@ impl MasterConnection {
             .map_err(|e: redis_target::TargetError| bad_url(e.to_string()))?;
         let (locator, cluster) = match target {
             Target::Cluster(cluster) => {
+                // The crate's first retry waits 1.28 s by default, past the
+                // write timeout: a request sent on the connection to a node
+                // that restarted would fail instead of being retried.
                 let client = ClusterClient::builder(cluster.seed_urls())
                     .connection_timeout(timeouts.connect)
                     .response_timeout(timeouts.command)
+                    .min_retry_wait(u64::try_from(RETRY_MIN_DELAY.as_millis()).unwrap_or(50))
+                    .max_retry_wait(u64::try_from(RETRY_MAX_DELAY.as_millis()).unwrap_or(500))
                     .build()?;
                 let client = Arc::new(client);
                 let lanes = (0..=WAIT_LANES)
