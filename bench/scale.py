@@ -28,7 +28,7 @@ import sys
 import time
 
 import bench
-from bench import (OUT, RELEASE, ROOT, WORK, Processes, digest_key, free_port, load, make_links,
+from bench import (OUT, RELEASE, WORK, Processes, digest_key, free_port, load, make_links,
                    redis_cli, redis_memory, resp, say, start_redis, start_varnishd, varnishadm, wrk,
                    write_keys)
 

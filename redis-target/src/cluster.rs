@@ -1,8 +1,6 @@
 //! What a client of a Redis Cluster must know itself: which slot a key is
 //! in, which node serves each slot, and what a redirect says.
 
-use std::time::Duration;
-
 use redis::{ErrorKind, RedisError, RedisResult};
 
 use crate::target::Address;
@@ -134,20 +132,6 @@ fn bad_reply(command: &str, value: &redis::Value) -> RedisError {
         "unexpected reply",
         format!("{command} answered {value:?}"),
     ))
-}
-
-/// A connection to the server at `url` whose reads and writes are bounded
-/// by the command timeout.
-pub fn connect(url: &str, timeouts: crate::Timeouts) -> RedisResult<redis::Connection> {
-    let client = redis::Client::open(url)?;
-    let connection = client.get_connection_with_timeout(timeouts.connect)?;
-    arm(&connection, timeouts.command)?;
-    Ok(connection)
-}
-
-fn arm(connection: &redis::Connection, timeout: Duration) -> RedisResult<()> {
-    connection.set_read_timeout(Some(timeout))?;
-    connection.set_write_timeout(Some(timeout))
 }
 
 /// What a cluster node's error reply tells the client to do.

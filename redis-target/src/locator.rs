@@ -27,6 +27,22 @@ pub struct Timeouts {
     pub command: Duration,
 }
 
+impl Timeouts {
+    /// A connection to the server at `url`, made within the connect
+    /// timeout, each of its reads and writes bounded by the command timeout.
+    pub fn open(self, url: &str) -> RedisResult<redis::Connection> {
+        self.open_client(&redis::Client::open(url)?)
+    }
+
+    /// [`Timeouts::open`] for a client already made.
+    fn open_client(self, client: &redis::Client) -> RedisResult<redis::Connection> {
+        let connection = client.get_connection_with_timeout(self.connect)?;
+        connection.set_read_timeout(Some(self.command))?;
+        connection.set_write_timeout(Some(self.command))?;
+        Ok(connection)
+    }
+}
+
 /// Finds the Redis that takes writes, and follows it.
 ///
 /// For one server that is the server. For a Sentinel group a thread owned
@@ -174,10 +190,7 @@ impl Locator {
     pub fn connect(&self) -> RedisResult<(redis::Connection, u64)> {
         self.find_master();
         let (client, generation) = self.master()?;
-        let timeouts = self.shared.timeouts;
-        let mut connection = client.get_connection_with_timeout(timeouts.connect)?;
-        connection.set_read_timeout(Some(timeouts.command))?;
-        connection.set_write_timeout(Some(timeouts.command))?;
+        let mut connection = self.shared.timeouts.open_client(&client)?;
         if let Target::Sentinel(group) = &self.shared.target {
             let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut connection)?;
             if !matches!(role.first(), Some(redis::Value::BulkString(name)) if name == b"master") {
@@ -385,11 +398,7 @@ fn follow(
 }
 
 fn sentinel_connection(sentinel: &Address, timeouts: Timeouts) -> RedisResult<redis::Connection> {
-    let client = redis::Client::open(format!("redis://{sentinel}"))?;
-    let connection = client.get_connection_with_timeout(timeouts.connect)?;
-    connection.set_read_timeout(Some(timeouts.command))?;
-    connection.set_write_timeout(Some(timeouts.command))?;
-    Ok(connection)
+    timeouts.open(&format!("redis://{sentinel}"))
 }
 
 /// `SENTINEL MASTER`: where this Sentinel says the master is, and the

@@ -140,12 +140,11 @@ impl ClusterRoute {
             }
         }
         for node in candidates {
-            let asked = redis_target::cluster::connect(&self.target.node_url(&node), self.timeouts)
-                .and_then(|mut connection| {
-                    let reply: redis::Value =
-                        redis::cmd("CLUSTER").arg("SLOTS").query(&mut connection)?;
-                    SlotMap::from_cluster_slots(&reply, &node)
-                });
+            let asked = connect(&self.target, self.timeouts, &node).and_then(|mut connection| {
+                let reply: redis::Value =
+                    redis::cmd("CLUSTER").arg("SLOTS").query(&mut connection)?;
+                SlotMap::from_cluster_slots(&reply, &node)
+            });
             match asked {
                 Ok(map) => {
                     self.map = Some(map);
@@ -170,10 +169,7 @@ impl ClusterRoute {
         batch: &[Arc<Lookup>],
     ) -> Result<(), LookupError> {
         let node = self.nodes.entry(address.clone()).or_default();
-        if node
-            .paused_until
-            .is_some_and(|until| until > Instant::now())
-        {
+        if node.is_paused(Instant::now()) {
             return Err(LookupError::Unreachable(format!(
                 "the Redis Cluster node {address} failed a moment ago"
             )));
@@ -201,11 +197,10 @@ impl ClusterRoute {
         // restarted, say): once more on a fresh one.
         node.connection = None;
         node.reused = false;
-        let fresh = redis_target::cluster::connect(&self.target.node_url(address), self.timeouts)
-            .and_then(|mut connection| {
-                connection.send_packed_command(&packed)?;
-                Ok(connection)
-            });
+        let fresh = connect(&self.target, self.timeouts, address).and_then(|mut connection| {
+            connection.send_packed_command(&packed)?;
+            Ok(connection)
+        });
         match fresh {
             Ok(connection) => {
                 node.connection = Some(connection);
@@ -254,18 +249,7 @@ impl ClusterRoute {
             }
         }
     }
-}
 
-fn failure(address: &Address, error: &redis::RedisError) -> LookupError {
-    let detail = format!("Redis Cluster node {address}: {error}");
-    if error.is_timeout() {
-        LookupError::Timeout(detail)
-    } else {
-        LookupError::Unreachable(detail)
-    }
-}
-
-impl ClusterRoute {
     /// Takes every hop of `todo` to the node it goes to next; answers the
     /// lookups that have hopped too often or whose slot no node serves.
     fn group_by_node(
@@ -341,6 +325,24 @@ impl ClusterRoute {
                 Some(Redirect::TryAgain) => todo.push(next(None, false)),
             }
         }
+    }
+}
+
+/// A new connection to the cluster's node at `node`, bounded by `timeouts`.
+fn connect(
+    target: &ClusterTarget,
+    timeouts: Timeouts,
+    node: &Address,
+) -> redis::RedisResult<redis::Connection> {
+    timeouts.open(&target.node_url(node))
+}
+
+fn failure(address: &Address, error: &redis::RedisError) -> LookupError {
+    let detail = format!("Redis Cluster node {address}: {error}");
+    if error.is_timeout() {
+        LookupError::Timeout(detail)
+    } else {
+        LookupError::Unreachable(detail)
     }
 }
 

@@ -245,11 +245,8 @@ impl RedisPool {
                 Box::new(crate::cluster::ClusterRoute::new(cluster, timeouts)),
                 None,
             ),
-            target => {
-                let locator = Arc::new(
-                    Locator::start(target, timeouts)
-                        .map_err(|e| format!("cannot follow {}: {e}", settings.url))?,
-                );
+            Target::Server(_) | Target::Sentinel(_) => {
+                let locator = Arc::new(Locator::open(settings.url, timeouts)?);
                 let manager = ConnectionManager {
                     locator: Arc::clone(&locator),
                     health: Arc::clone(&health),

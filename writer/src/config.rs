@@ -522,10 +522,7 @@ impl Settings {
         let url = &self.config.redis.url;
         let timeouts = self.redis_timeouts();
         if let Ok(redis_target::Target::Cluster(cluster)) = url.parse() {
-            let connection = redis::cluster::ClusterClient::builder(cluster.seed_urls())
-                .connection_timeout(timeouts.connect)
-                .response_timeout(timeouts.command)
-                .build()
+            let connection = crate::master::cluster_client(&cluster, timeouts)
                 .and_then(|client| client.get_connection())
                 .map_err(|e| e.to_string())?;
             return Ok(Box::new(connection));
@@ -621,7 +618,6 @@ fn is_cluster(url: &str) -> bool {
 
 fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
     check_redis_url("redis.url", &redis.url)?;
-
     for (name, value) in [
         ("connect_timeout_ms", redis.connect_timeout_ms),
         ("command_timeout_ms", redis.command_timeout_ms),

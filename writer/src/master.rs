@@ -10,7 +10,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
-use redis_target::{Locator, Target, Timeouts};
+use redis_target::{ClusterTarget, Locator, Target, Timeouts};
 
 use crate::config::Settings;
 
@@ -89,18 +89,10 @@ impl LazyCluster {
         replicas: u32,
         within_ms: u64,
     ) -> RedisResult<u32> {
-        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
-            Route::with_key(key, SlotAddr::Master),
-        ));
         let mut command = redis::cmd("WAIT");
         command.arg(replicas).arg(within_ms);
-        let reply = self
-            .connected()
-            .await?
-            .route_command(command, routing)
-            .await?;
-        Ok(redis::from_redis_value(reply)?)
+        let slot = redis_target::cluster::key_slot(key.as_bytes());
+        self.on_primary_of(slot, &command).await
     }
 
     /// `command` on the primary serving `slot`.
@@ -171,16 +163,39 @@ impl redis::aio::ConnectionLike for Connection {
 }
 
 struct Inner {
-    /// `None` for a Redis Cluster, which has no one master to follow.
-    locator: Option<Locator>,
-    /// The shared cluster connection, then the wait lanes: each a cluster
-    /// connection of its own, so that one `WAIT` holds up no other write.
-    cluster: Vec<LazyCluster>,
-    config: ConnectionManagerConfig,
-    /// The shared connection, then the wait lanes, made on first use; and
-    /// the locator's generation they were made in.
-    current: Mutex<Option<(u64, Vec<ConnectionManager>)>>,
+    route: Route,
     next_lane: AtomicUsize,
+}
+
+/// Where the connections lead.
+enum Route {
+    /// One server, or the master a Sentinel group names, followed by the
+    /// locator.
+    Master {
+        locator: Locator,
+        config: ConnectionManagerConfig,
+        /// The shared connection, then the wait lanes, made on first use;
+        /// and the locator's generation they were made in.
+        current: Mutex<Option<(u64, Vec<ConnectionManager>)>>,
+    },
+    /// A Redis Cluster: the shared cluster connection, then the wait lanes,
+    /// each a cluster connection of its own, so that one `WAIT` holds up no
+    /// other write.
+    Cluster(Vec<LazyCluster>),
+}
+
+/// A client of the cluster `target` with the writer's `timeouts`, for
+/// blocking and async connections alike.
+pub fn cluster_client(target: &ClusterTarget, timeouts: Timeouts) -> RedisResult<ClusterClient> {
+    // The crate's first retry waits 1.28 s by default, past the write
+    // timeout: a request sent on the connection to a node that restarted
+    // would fail instead of being retried.
+    ClusterClient::builder(target.seed_urls())
+        .connection_timeout(timeouts.connect)
+        .response_timeout(timeouts.command)
+        .min_retry_wait(u64::try_from(RETRY_MIN_DELAY.as_millis()).unwrap_or(50))
+        .max_retry_wait(u64::try_from(RETRY_MAX_DELAY.as_millis()).unwrap_or(500))
+        .build()
 }
 
 impl MasterConnection {
@@ -197,7 +212,7 @@ impl MasterConnection {
 
     /// Whether this leads to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
-        !self.inner.cluster.is_empty()
+        matches!(self.inner.route, Route::Cluster(_))
     }
 
     /// Follows the Redis `url` names, without connecting yet.
@@ -211,41 +226,33 @@ impl MasterConnection {
         let target: Target = url
             .parse()
             .map_err(|e: redis_target::TargetError| bad_url(e.to_string()))?;
-        let (locator, cluster) = match target {
+        let route = match target {
             Target::Cluster(cluster) => {
-                // The crate's first retry waits 1.28 s by default, past the
-                // write timeout: a request sent on the connection to a node
-                // that restarted would fail instead of being retried.
-                let client = ClusterClient::builder(cluster.seed_urls())
-                    .connection_timeout(timeouts.connect)
-                    .response_timeout(timeouts.command)
-                    .min_retry_wait(u64::try_from(RETRY_MIN_DELAY.as_millis()).unwrap_or(50))
-                    .max_retry_wait(u64::try_from(RETRY_MAX_DELAY.as_millis()).unwrap_or(500))
-                    .build()?;
-                let client = Arc::new(client);
-                let lanes = (0..=WAIT_LANES)
-                    .map(|_| LazyCluster {
-                        client: Arc::clone(&client),
-                        connection: Arc::new(tokio::sync::OnceCell::new()),
-                    })
-                    .collect();
-                (None, lanes)
+                let client = Arc::new(cluster_client(&cluster, timeouts)?);
+                Route::Cluster(
+                    (0..=WAIT_LANES)
+                        .map(|_| LazyCluster {
+                            client: Arc::clone(&client),
+                            connection: Arc::new(tokio::sync::OnceCell::new()),
+                        })
+                        .collect(),
+                )
             }
-            target => {
-                let locator =
-                    Locator::start(target, timeouts).map_err(|e| bad_url(e.to_string()))?;
+            Target::Server(_) | Target::Sentinel(_) => {
+                let locator = Locator::open(url, timeouts).map_err(bad_url)?;
                 // A command-line run uses it at once: not before the master
                 // is known.
                 locator.find_master();
-                (Some(locator), Vec::new())
+                Route::Master {
+                    locator,
+                    config,
+                    current: Mutex::new(None),
+                }
             }
         };
         Ok(Self {
             inner: Arc::new(Inner {
-                locator,
-                cluster,
-                config,
-                current: Mutex::new(None),
+                route,
                 next_lane: AtomicUsize::new(0),
             }),
         })
@@ -264,37 +271,45 @@ impl MasterConnection {
     }
 
     fn connection(&self, index: usize) -> RedisResult<Connection> {
-        let Some(locator) = &self.inner.locator else {
-            let lane = self.inner.cluster.get(index).cloned();
-            return lane.map(Connection::Cluster).ok_or_else(|| {
-                RedisError::from((ErrorKind::Client, "no such cluster connection"))
-            });
+        let (locator, config, current) = match &self.inner.route {
+            Route::Cluster(lanes) => {
+                return lanes
+                    .get(index)
+                    .cloned()
+                    .map(Connection::Cluster)
+                    .ok_or_else(|| {
+                        RedisError::from((ErrorKind::Client, "no such cluster connection"))
+                    })
+            }
+            Route::Master {
+                locator,
+                config,
+                current,
+            } => (locator, config, current),
         };
-        let mut current = self
-            .inner
-            .current
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut current = current.lock().unwrap_or_else(PoisonError::into_inner);
         let generation = locator.generation();
         let connections = match &mut *current {
             Some((made_in, connections)) if *made_in == generation => connections,
             stale_or_none => {
-                let (first, made_in) = self.new_connection(locator)?;
+                let (first, made_in) = new_connection(locator, config)?;
                 &mut stale_or_none.insert((made_in, vec![first])).1
             }
         };
         while connections.len() <= index {
-            connections.push(self.new_connection(locator)?.0);
+            connections.push(new_connection(locator, config)?.0);
         }
         Ok(Connection::Master(connections[index].clone()))
     }
+}
 
-    /// A lazy connection to the master as now known, and its generation.
-    /// Does no I/O: connects on first use.
-    fn new_connection(&self, locator: &Locator) -> RedisResult<(ConnectionManager, u64)> {
-        let (client, generation) = locator.master()?;
-        let connection =
-            ConnectionManager::new_lazy_with_config(client, self.inner.config.clone())?;
-        Ok((connection, generation))
-    }
+/// A lazy connection to the master as `locator` knows it now, and its
+/// generation. Does no I/O: connects on first use.
+fn new_connection(
+    locator: &Locator,
+    config: &ConnectionManagerConfig,
+) -> RedisResult<(ConnectionManager, u64)> {
+    let (client, generation) = locator.master()?;
+    let connection = ConnectionManager::new_lazy_with_config(client, config.clone())?;
+    Ok((connection, generation))
 }

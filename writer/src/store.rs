@@ -2,9 +2,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::master::Connection;
-
-use crate::master::MasterConnection;
+use crate::master::{Connection, MasterConnection};
 use redis::Script;
 use shortlink_core::{digest_key, Key, KeyScheme, Owner, Record, Stored};
 
@@ -26,7 +24,9 @@ use crate::config::Settings;
 /// told about. Past the deadline it stores nothing.
 ///
 /// A link the script stores is added to its owner's index in the same
-/// step, so no link is ever missing from its owner's list.
+/// step, so no link is ever missing from its owner's list; in a Redis
+/// Cluster, where the list lives in another slot, by [`INDEX_SCRIPT`] just
+/// after.
 ///
 /// Returns `{n, created}`: the n-th candidate holds the value (created = 1
 /// if this call stored it), `{0, 0}` if every candidate holds another
@@ -37,12 +37,12 @@ const CLAIM_SCRIPT: &str = concat!(include_str!("deadline.lua"), include_str!("c
 /// based on, so two concurrent changes never both apply. Carries the same
 /// deadline as a claim. Returns `{1, 0}` when replaced, `{0, 0}` when the
 /// value had changed meanwhile, `{-1, 0}` past the deadline.
+const REPLACE_SCRIPT: &str = concat!(include_str!("deadline.lua"), include_str!("replace.lua"));
+
 /// Appends `ARGV[1]` to the owner's list `KEYS[1]` unless it is among its
 /// last entries already: in a cluster, where the list is written after the
 /// link, a retried or concurrent insert of the same link lists it once.
 const INDEX_SCRIPT: &str = include_str!("index.lua");
-
-const REPLACE_SCRIPT: &str = concat!(include_str!("deadline.lua"), include_str!("replace.lua"));
 
 /// Most index entries one listing reads before it answers with what it
 /// found: a filter that matches little must not keep Redis busy.
