@@ -164,23 +164,31 @@ impl RedisCluster {
         let map = self
             .nodes
             .iter()
-            .find_map(|node| {
-                let reply: redis::Value = node.query(&["CLUSTER", "SLOTS"]).ok()?;
-                let asked = Address {
-                    host: "127.0.0.1".into(),
-                    port: node.port,
-                };
-                SlotMap::from_cluster_slots(&reply, &asked).ok()
-            })
+            .find_map(Self::slot_map_of)
             .ok_or("no node of the cluster answers CLUSTER SLOTS")?;
         let port = map
             .node(slot)
             .ok_or_else(|| format!("no node serves slot {slot}"))?
             .port;
+        self.node_on(port)
+    }
+
+    /// The slot map as `node` says, if it answers.
+    pub fn slot_map_of(node: &Redis) -> Option<SlotMap> {
+        let reply: redis::Value = node.query(&["CLUSTER", "SLOTS"]).ok()?;
+        let asked = Address {
+            host: "127.0.0.1".into(),
+            port: node.port,
+        };
+        SlotMap::from_cluster_slots(&reply, &asked).ok()
+    }
+
+    /// The node of this cluster listening on `port`.
+    pub fn node_on(&self, port: u16) -> Result<&Redis, String> {
         self.nodes
             .iter()
             .find(|node| node.port == port)
-            .ok_or_else(|| format!("slot {slot} is served on port {port}, by no node of ours"))
+            .ok_or_else(|| format!("no node of the cluster listens on port {port}"))
     }
 
     /// Moves `slot` from the primary `from` to the primary `to` as

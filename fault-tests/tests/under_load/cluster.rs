@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use redis_target::cluster::{key_slot, SlotMap};
-use redis_target::Address;
+use redis_target::cluster::key_slot;
 use test_support::{free_port, Redis, RedisCluster, Varnish, Writer, NODE_TIMEOUT};
 
 use crate::failover::insert_recovery;
@@ -92,7 +91,7 @@ fn store(cluster: &RedisCluster, links: &[(String, String)]) -> Result<(), Strin
             .push(link.clone());
     }
     for (port, links) in &by_primary {
-        let primary = node(cluster, *port)?;
+        let primary = cluster.node_on(*port)?;
         links::store(primary, links)?;
     }
     let synced = test_support::poll_until(Duration::from_secs(5), || {
@@ -109,24 +108,6 @@ fn store(cluster: &RedisCluster, links: &[(String, String)]) -> Result<(), Strin
     } else {
         Err("the replicas did not receive the stored links".into())
     }
-}
-
-fn node(cluster: &RedisCluster, port: u16) -> Result<&Redis, String> {
-    cluster
-        .nodes
-        .iter()
-        .find(|node| node.port == port)
-        .ok_or_else(|| format!("no node of the cluster listens on {port}"))
-}
-
-/// The slot map as the node at `asking` says, if it answers.
-fn slot_map(asking: &Redis) -> Option<SlotMap> {
-    let reply: redis::Value = asking.query(&["CLUSTER", "SLOTS"]).ok()?;
-    let asked = Address {
-        host: "127.0.0.1".into(),
-        port: asking.port,
-    };
-    SlotMap::from_cluster_slots(&reply, &asked).ok()
 }
 
 pub fn cluster_failover() -> Result<(), String> {
@@ -157,7 +138,7 @@ pub fn cluster_failover() -> Result<(), String> {
     victim.kill()?;
     let killed = Instant::now();
     let promoted_after = loop {
-        if slot_map(survivor)
+        if RedisCluster::slot_map_of(survivor)
             .and_then(|map| map.node(victims_slot).map(|node| node.port))
             .is_some_and(|port| port != victim.port)
         {
@@ -187,13 +168,13 @@ pub fn cluster_failover() -> Result<(), String> {
     }
     let acked = acknowledged(&writes)?;
     let mut stored = BTreeMap::new();
-    for port in slot_map(survivor)
+    for port in RedisCluster::slot_map_of(survivor)
         .ok_or("no slot map after the failover")?
         .nodes()
         .iter()
         .map(|node| node.port)
     {
-        stored.extend(dump_links(node(cluster, port)?, PREFIX)?);
+        stored.extend(dump_links(cluster.node_on(port)?, PREFIX)?);
     }
     let (lost, _) = compare(&acked, &stored);
     if let Some(example) = lost.first() {

@@ -17,7 +17,9 @@ use serde_json::{json, Value};
 use shortlink_core::KeyScheme;
 use test_support::{free_port, generate_vcl, release_dir, Redis, RedisCluster, Varnish, Writer};
 
-use crate::common::{api_at, ensure, get, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, WRITER};
+use crate::common::{
+    api_at, create_at, ensure, get, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, WRITER,
+};
 
 /// Hash prefix and split of the cluster's links: 64 hashes, so each holds
 /// several links and a migrated slot carries many.
@@ -100,18 +102,12 @@ fn create_links(
     (0..count)
         .map(|n| {
             let url = format!("https://example.org/cluster/{tag}/{n}");
-            let answer = api_at(
+            let created = create_at(
                 &stack.writer.base_url(),
-                "POST",
-                "/api/links",
                 Some(token),
-                None,
-                Some(&json!({ "url": url })),
+                &json!({ "url": url }),
             )?;
-            ensure(answer.status == 201, || {
-                format!("create {url}: {} {}", answer.status, answer.body)
-            })?;
-            let key = answer.body["key"].as_str().ok_or("no key")?.to_owned();
+            let key = created["key"].as_str().ok_or("no key")?.to_owned();
             Ok((key, url))
         })
         .collect()

@@ -419,12 +419,19 @@ pub fn api_at(
 
 /// Creates a link to `url` with `token`, answering its key.
 pub fn create(suite: &Suite, token: Option<&str>, body: &Value) -> Result<String, String> {
-    let answer = api(suite, "POST", "/api/links", token, None, Some(body))?;
+    let created = create_at(&suite.writer_url, token, body)?;
+    created["key"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| created.to_string())
+}
+
+/// Creates a link through the writer at `writer_url` with `token`,
+/// answering the writer's 201 answer.
+pub fn create_at(writer_url: &str, token: Option<&str>, body: &Value) -> Result<Value, String> {
+    let answer = api_at(writer_url, "POST", "/api/links", token, None, Some(body))?;
     ensure(answer.status == 201, || {
         format!("create {body}: {} {}", answer.status, answer.body)
     })?;
-    answer.body["key"]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| answer.body.to_string())
+    Ok(answer.body)
 }

@@ -6,11 +6,11 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 use test_support::{free_port, Proxy, Varnish, Writer};
 
 use crate::clicks::{click_on, stats_once, FIREFOX};
-use crate::common::{api_at, ensure, get, Suite, ADMIN_TOKEN, ALICE_TOKEN, WRITER};
+use crate::common::{api_at, create_at, ensure, get, Suite, ADMIN_TOKEN, ALICE_TOKEN, WRITER};
 
 /// A second Varnish node on the suite's VCL: the same Redis, the same rules.
 fn second_node(suite: &Suite, name: &str) -> Result<Varnish, String> {
@@ -69,21 +69,6 @@ fn writer_config(suite: &Suite, path: &Path, port: u16, nodes: &[String]) -> Res
     fs::write(path, text).map_err(|e| e.to_string())
 }
 
-fn create_at(writer_url: &str, body: &Value) -> Result<Value, String> {
-    let answer = api_at(
-        writer_url,
-        "POST",
-        "/api/links",
-        Some(ADMIN_TOKEN),
-        None,
-        Some(body),
-    )?;
-    ensure(answer.status == 201, || {
-        format!("create {body}: {} {}", answer.status, answer.body)
-    })?;
-    Ok(answer.body)
-}
-
 const EDITED: &str = "nodesEdited";
 const DELETED: &str = "nodesDeleted";
 const LATE: &str = "nodesLate";
@@ -116,6 +101,7 @@ fn change_links(writer_url: &str) -> Result<Vec<String>, String> {
     )?;
     let made = create_at(
         writer_url,
+        Some(ADMIN_TOKEN),
         &json!({ "url": "https://example.org/nodes/late", "key": LATE }),
     )?;
     ensure(edit.status == 200 && delete.status / 100 == 2, || {
@@ -163,10 +149,12 @@ pub fn a_node_out_of_reach_is_purged_when_it_returns(suite: &Suite) -> Result<()
     let writer_url = writer.base_url();
     create_at(
         &writer_url,
+        Some(ADMIN_TOKEN),
         &json!({ "url": "https://example.org/nodes/before", "key": EDITED }),
     )?;
     create_at(
         &writer_url,
+        Some(ADMIN_TOKEN),
         &json!({ "url": "https://example.org/nodes/deleted", "key": DELETED }),
     )?;
     // Every node caches each link, and a 404 for the key not created yet.
