@@ -38,8 +38,10 @@ storm,storm-uncounted run those scenarios with counting off too, and
 BENCH_WRITER_PURGE=0 runs the writer without purging Varnish.
 BENCH_REDIS=cluster also loads the links into a Redis Cluster of three
 primaries (the shipped configuration, cluster-enabled) and runs `miss` on a
-VCL that looks them up there (`miss-cluster`), against `miss` on one Redis
-of the same run: both over loopback TCP, as a cluster's nodes are reached.
+VCL that looks them up there and counts their clicks there too
+(`miss-cluster`), against `miss` on one Redis of the same run: both over
+loopback TCP, as a cluster's nodes are reached. The clicks stored in the
+cluster must equal its requests.
 BENCH_REPLICA=1 gives the links' Redis a replica (on the shipped
 configuration), so that BENCH_REDIS_EXTRA="replicas_to_ack = 1" measures what
 waiting for it (WAIT) costs an insert.
@@ -457,8 +459,9 @@ def edit_scenario(base, writer_port, varnish_port, keys_file):
 
 
 def stored_clicks(redis_port):
-    """Every click stored so far: people's, bots' and gone answers, all links."""
-    script = """
+    """Every click stored so far: people's, bots' and gone answers, all links
+    (those of a cluster's node: the keys of many slots, all its own)."""
+    script = """#!lua flags=allow-cross-slot-keys
 local total, cursor = 0, '0'
 repeat
   local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
@@ -560,12 +563,12 @@ def run(processes):
     # Without purging, for measuring what the purge costs an insert.
     purge_url = "" if os.environ.get("BENCH_WRITER_PURGE") == "0" else f"http://127.0.0.1:{varnish_port}"
 
-    def configuration(counted, links_url=redis_url):
+    def configuration(counted, links_url=redis_url, clicks=clicks_url):
         return (
             f'listen = "127.0.0.1:{writer_port}"\n'
             f'public_base_url = "http://127.0.0.1:{varnish_port}/l/"\n'
             f'[redis]\nurl = "{links_url}"\n{os.environ.get("BENCH_REDIS_EXTRA", "")}\n'
-            f'[clicks]\nenabled = {"true" if counted else "false"}\nredis_url = "{clicks_url}"\n'
+            f'[clicks]\nenabled = {"true" if counted else "false"}\nredis_url = "{clicks}"\n'
             f'[varnish]\npurge_url = "{purge_url}"\n'
             f'vmod = "{RELEASE / "libvmod_shortlink.so"}"\n'
             # The 16 insert clients share one address: as token holders they are
@@ -573,10 +576,10 @@ def run(processes):
             # token, so the editors may change the links loaded by hand.
             f'[access]\ntokens = [{{ name = "bench", token = "{BENCH_TOKEN}", admin = true }}]\n')
 
-    def generated_vcl(name, counted, links_url=redis_url):
+    def generated_vcl(name, counted, links_url=redis_url, clicks=clicks_url):
         """Writes `name`.toml and the VCL `shortlink vcl` makes of it."""
         toml, vcl = WORK / f"{name}.toml", WORK / f"{name}.vcl"
-        toml.write_text(configuration(counted, links_url))
+        toml.write_text(configuration(counted, links_url, clicks))
         vcl.write_text(subprocess.run([str(RELEASE / "shortlink"), "vcl", "--config", str(toml)],
                                       capture_output=True, text=True, check=True).stdout)
         return toml, vcl
@@ -605,7 +608,8 @@ def run(processes):
         for port, commands in by_node.items():
             load(port, commands)
         cluster_url = "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in cluster_ports)
-        _, cluster_vcl = generated_vcl("cluster", counted=True, links_url=cluster_url)
+        # Links and clicks in the cluster, as one cluster deployment keeps them.
+        _, cluster_vcl = generated_vcl("cluster", counted=True, links_url=cluster_url, clicks=cluster_url)
         varnishadm(workdir, "vcl.load", "cluster", str(cluster_vcl))
     processes.start([str(RELEASE / "shortlink"), "serve", "--config", str(config)], "writer.log",
                     env={**os.environ, "RUST_LOG": "warn"})
@@ -620,17 +624,20 @@ def run(processes):
 
     scenarios = {}
     # Link requests Varnish took while counting, for the exactness check.
-    counted_requests = {"requests": 0}
+    # Requests counted into the clicks' Redis, and into the cluster's.
+    counted_requests = {"requests": 0, "cluster": 0}
     # Seconds after each counted run until its clicks were all sent.
     catch_up = {}
 
     def client_requests():
         return varnishstat(workdir, "MAIN.client_req").get("MAIN.client_req", 0)
 
-    def scenario(name, measure, prepare=None, vcl_name="boot", counted=False, pair=None):
+    def scenario(name, measure, prepare=None, vcl_name="boot", counted=False, pair=None,
+                 clicks_in="requests"):
         """`pair` = (name, vcl): each run is followed at once by a run of
         the same on that VCL, reported under that name; the ratio of each
-        pair is kept, as figures drift between runs minutes apart."""
+        pair is kept, as figures drift between runs minutes apart.
+        `clicks_in`: "cluster" when the VCL counts into the cluster."""
         if ONLY and name not in ONLY:
             return
         varnishadm(workdir, "vcl.use", vcl_name)
@@ -659,11 +666,13 @@ def run(processes):
                 # Workers add their request counts to MAIN.client_req in
                 # batches, and all of them once idle: read it once they are.
                 time.sleep(FLUSH_WAIT)
-                counted_requests["requests"] += client_requests() - before
+                counted_requests[clicks_in] += client_requests() - before
                 # Under saturation the flusher falls behind; the next
                 # scenario restarts the child, which would lose what it
                 # still holds.
-                catch_up.setdefault(name, []).append(round(FLUSH_WAIT + flushes_settle(clicks_port), 1))
+                ports = cluster_ports if clicks_in == "cluster" else [clicks_port]
+                settled = sum(flushes_settle(port) for port in ports)
+                catch_up.setdefault(name, []).append(round(FLUSH_WAIT + settled, 1))
             if pair and not run_id % 2:
                 paired_run()
         if pair:
@@ -730,7 +739,7 @@ def run(processes):
     if CLUSTER:
         say(f"miss-cluster: the same, each key looked up in the cluster of {CLUSTER_PRIMARIES} primaries")
         scenario("miss-cluster", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="cluster",
-                 counted=True)
+                 counted=True, clicks_in="cluster")
     if "miss-uncounted" in ONLY:
         # For profiling only: what counting costs a miss.
         scenario("miss-uncounted", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="uncounted")
@@ -749,6 +758,14 @@ def run(processes):
         say(f"clicks: {clicks['stored']} stored for {clicks['requests']} link requests "
             f"in hit, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice); "
             f"all sent {catch_up} s after each run")
+    clicks_cluster = None
+    if CLUSTER and (not ONLY or "miss-cluster" in ONLY):
+        requests = counted_requests["cluster"]
+        stored = sum(stored_clicks(port) for port in cluster_ports)
+        clicks_cluster = {"requests": requests, "stored": stored, "lost": max(0, requests - stored),
+                          "double": max(0, stored - requests)}
+        say(f"clicks in the cluster: {stored} stored for {requests} link requests in miss-cluster "
+            f"({clicks_cluster['lost']} lost, {clicks_cluster['double']} counted twice)")
 
     # After the exactness check: neither the warm-up traffic nor the warming
     # fetches are in its request count.
@@ -867,6 +884,8 @@ def run(processes):
         "clicks": clicks,
         "warming": warming,
     }
+    if clicks_cluster:
+        report["clicks_cluster"] = clicks_cluster
     report["targets"] = judge(report)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -946,6 +965,14 @@ def judge(report):
         judged.append({"name": "miss in a cluster", "value": v, "limit_name": "miss req/s (one Redis)",
                        "limit": l, "ratio": ratio, "target": f">= {CLUSTER_MISS_RATIO}",
                        "met": ratio >= CLUSTER_MISS_RATIO, "always": False})
+    in_cluster = report.get("clicks_cluster")
+    if in_cluster:
+        judged.append({"name": "clicks exact, cluster",
+                       "value": {"lost": in_cluster["lost"], "double": in_cluster["double"]},
+                       "limit_name": None, "limit": None,
+                       "ratio": in_cluster["lost"] + in_cluster["double"], "target": "0 lost, 0 double",
+                       "met": in_cluster["lost"] == 0 and in_cluster["double"] == 0
+                       and in_cluster["stored"] > 0, "always": True})
     totals = report["memory"]["click_totals_bytes_per_link"]
     judged.append({"name": "memory, click totals", "value": {"bytes_per_link": totals},
                    "limit_name": None, "limit": CLICK_TOTALS_BYTES_LIMIT, "ratio": totals,
@@ -1034,6 +1061,10 @@ def print_table(report):
     c = report["clicks"]
     print(f"clicks      {c['stored']:,} stored for {c['requests']:,} link requests in hit, miss and zipf: "
           f"{c['lost']} lost, {c['double']} counted twice")
+    if "clicks_cluster" in report:
+        c = report["clicks_cluster"]
+        print(f"            {c['stored']:,} stored in the cluster for {c['requests']:,} link requests in "
+              f"miss-cluster: {c['lost']} lost, {c['double']} counted twice")
     print(f"\n{'target':<20}{'value':>12}  {'limit':<26}{'':>10}{'ratio':>8}  {'target':<10}")
     for t in report["targets"]:
         verdict = "met" if t["met"] else "MISSED"

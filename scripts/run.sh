@@ -11,8 +11,7 @@
 #   REDIS_URL      [redis://127.0.0.1:$REDIS_PORT/0]  where links are stored;
 #                           when set, this starts no Redis for them: e.g. a
 #                           redis+sentinel://host:port,.../master-name or a
-#                           redis+cluster://host:port,... (which then needs
-#                           CLICKS_REDIS_URL: clicks cannot be kept in one)
+#                           redis+cluster://host:port,...
 #   CLICKS_REDIS_PORT [6381] port of the Redis for clicks this starts
 #   CLICKS_REDIS_URL  [redis://127.0.0.1:$CLICKS_REDIS_PORT/0, or REDIS_URL
 #                           when that is set]  where clicks are stored; when
@@ -31,13 +30,6 @@ redis_url=${REDIS_URL:-redis://127.0.0.1:$redis_port/0}
 clicks_redis_port=${CLICKS_REDIS_PORT:-6381}
 if [ -n "${REDIS_URL:-}" ]; then
     clicks_redis_url=${CLICKS_REDIS_URL:-$REDIS_URL}
-    case $clicks_redis_url in
-    redis+cluster://*)
-        echo "make run: clicks cannot be kept in a Redis Cluster yet: set CLICKS_REDIS_URL" \
-            "to a single Redis (redis://) or a Sentinel group (redis+sentinel://)" >&2
-        exit 2
-        ;;
-    esac
 else
     clicks_redis_url=${CLICKS_REDIS_URL:-redis://127.0.0.1:$clicks_redis_port/0}
 fi

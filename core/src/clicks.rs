@@ -17,6 +17,20 @@
 //!
 //! A name with a `:` after the prefix never names a link's hash (keys have
 //! no `:`), so counts and links cannot collide.
+//!
+//! In a Redis Cluster ([`Layout::Cluster`]) the names about one link carry
+//! its head as a hash tag, so that all of them share one slot:
+//!
+//! | plain | cluster |
+//! |---|---|
+//! | `short:clicks:Lm`, `short:bots:Lm`, `short:gone:Lm` | `short:clicks:{Lm}`, `short:bots:{Lm}`, `short:gone:{Lm}` |
+//! | `short:day:20261123:Lm`, `short:hour:2026112314:Lm` | `short:day:20261123:{Lm}`, `short:hour:2026112314:{Lm}` |
+//! | `short:visitors:20261123:Lm25`, `short:details:Lm25` | `short:visitors:20261123:{Lm}25`, `short:details:{Lm}25` |
+//! | `short:applied:20261123` | `short:applied:20261123:{<tag>}`, one per slot |
+//!
+//! Minute sets, salts and the flushers' heartbeats keep their names.
+//! `short:applied:<day>` notes, per flusher, the last batch of counts it
+//! applied (see the VMOD's `flush.rs`), and expires two days after `day`.
 
 use std::fmt;
 
@@ -29,13 +43,6 @@ pub const MINUTES_KEPT: u64 = 60;
 /// hosts (or other values) count under `<kind>:other`, so a flood of made-up
 /// referrers cannot grow a link's hash without end.
 pub const MAX_DETAIL_FIELDS: u64 = 1000;
-
-/// Why clicks cannot be counted where their Redis URL says: a flush of
-/// clicks writes keys of many slots in one script, which a Redis Cluster
-/// refuses.
-pub const NOT_IN_A_CLUSTER: &str = "click counts cannot be kept in a Redis Cluster yet: \
-    give them a single Redis (redis://) or a Sentinel group (redis+sentinel://) of their own \
-    (clicks_redis in the VCL, [clicks] redis_url in the writer's configuration)";
 
 /// The Redis clicks are stored in apart from the links, if they have one:
 /// `clicks_url` when it names a Redis other than `links_url`. Empty (the
@@ -227,20 +234,106 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
+/// Where a deployment's counts are kept, which decides how they are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// One Redis, or a Sentinel group: the names of the module's table.
+    Plain,
+    /// A Redis Cluster: each name about one link carries the link's head
+    /// as a hash tag (`short:clicks:{Lm}`, `short:details:{Lm}25`), so every
+    /// count of a head shares one slot, and a flush writes them all in one
+    /// call there; a link's visitors over several days can be counted
+    /// together (`PFCOUNT` of keys in one slot). Names of no one link
+    /// (minutes, salts, heartbeats) stay as they are, each a slot of its own.
+    Cluster,
+}
+
 /// The Redis names of one deployment's click counts (see the module's
-/// table), from its [`KeyScheme`].
-impl KeyScheme {
+/// table): its [`KeyScheme`] and [`Layout`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountNames {
+    scheme: KeyScheme,
+    layout: Layout,
+}
+
+/// Why counts cannot be named in a layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "hash prefix {0:?} holds '{{' or '}}', which would take the place of the hash tags \
+     that keep each link's click counts in one slot of the Redis Cluster: \
+     choose a prefix without braces, or keep clicks in a single Redis or a Sentinel group"
+)]
+pub struct LayoutError(String);
+
+impl CountNames {
+    /// The names of `scheme`'s counts in `layout`; a Redis Cluster's hash
+    /// tags cannot follow a prefix that has braces of its own.
+    pub fn new(scheme: &KeyScheme, layout: Layout) -> Result<Self, LayoutError> {
+        if layout == Layout::Cluster && scheme.prefix().contains(['{', '}']) {
+            return Err(LayoutError(scheme.prefix().to_owned()));
+        }
+        Ok(Self {
+            scheme: scheme.clone(),
+            layout,
+        })
+    }
+
+    #[must_use]
+    pub fn scheme(&self) -> &KeyScheme {
+        &self.scheme
+    }
+
+    #[must_use]
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    fn prefix(&self) -> &str {
+        self.scheme.prefix()
+    }
+
+    /// `text` (a link's head, or a key whose head leads it) as it ends a
+    /// name: tagged by its head in a cluster.
+    fn of_link(&self, text: &str) -> String {
+        match self.layout {
+            Layout::Plain => text.to_owned(),
+            Layout::Cluster => {
+                let split = self.scheme.split().min(text.len());
+                format!("{{{}}}{}", &text[..split], &text[split..])
+            }
+        }
+    }
+
     /// The hash holding `total` for every key whose hash part is `head`.
     #[must_use]
     pub fn total_hash(&self, total: Total, head: &str) -> String {
-        format!("{}{}:{head}", self.prefix(), total.word())
+        format!("{}{}:{}", self.prefix(), total.word(), self.of_link(head))
+    }
+
+    /// The pattern of every `total` hash's name (for `SCAN`).
+    #[must_use]
+    pub fn total_hashes(&self, total: Total) -> String {
+        format!("{}{}:*", self.prefix(), total.word())
+    }
+
+    /// The head a `total` hash's name counts for, if it names one.
+    #[must_use]
+    pub fn head_of<'n>(&self, total: Total, name: &'n str) -> Option<&'n str> {
+        let rest = name
+            .strip_prefix(self.prefix())?
+            .strip_prefix(total.word())?
+            .strip_prefix(':')?;
+        match self.layout {
+            Layout::Plain => Some(rest),
+            Layout::Cluster => rest.strip_prefix('{')?.strip_suffix('}'),
+        }
     }
 
     /// Where the VMOD reads `key`'s `total` (a key that passed the rules):
     /// the field of `key` in its bucket's hash.
     #[must_use]
     pub fn total_slot<'k>(&self, total: Total, key: &'k str) -> crate::Slot<'k> {
-        let (head, field) = self.split_key(key);
+        let (head, field) = self.scheme.split_key(key);
         crate::Slot {
             hash: self.total_hash(total, head),
             field,
@@ -250,13 +343,13 @@ impl KeyScheme {
     /// The hash of people's clicks on `day` for keys whose hash part is `head`.
     #[must_use]
     pub fn day_hash(&self, day: Day, head: &str) -> String {
-        format!("{}day:{day}:{head}", self.prefix())
+        format!("{}day:{day}:{}", self.prefix(), self.of_link(head))
     }
 
     /// The hash of people's clicks in `hour` for keys whose hash part is `head`.
     #[must_use]
     pub fn hour_hash(&self, hour: Hour, head: &str) -> String {
-        format!("{}hour:{hour}:{head}", self.prefix())
+        format!("{}hour:{hour}:{}", self.prefix(), self.of_link(head))
     }
 
     /// The sorted set of every link's clicks in `minute`.
@@ -268,13 +361,13 @@ impl KeyScheme {
     /// The `HyperLogLog` of `key`'s visitors on `day`.
     #[must_use]
     pub fn visitors(&self, day: Day, key: &str) -> String {
-        format!("{}visitors:{day}:{key}", self.prefix())
+        format!("{}visitors:{day}:{}", self.prefix(), self.of_link(key))
     }
 
     /// The hash of `key`'s details (referrers, countries, devices...).
     #[must_use]
     pub fn details(&self, key: &str) -> String {
-        format!("{}details:{key}", self.prefix())
+        format!("{}details:{}", self.prefix(), self.of_link(key))
     }
 
     /// The day's secret salt for visitor hashes, shared by every Varnish
@@ -292,10 +385,15 @@ impl KeyScheme {
         format!("{}flushed:last", self.prefix())
     }
 
-    /// Set by a flush of counts, so a retried flush is not counted twice.
+    /// The hash where flushes sealed on `day` note, per flusher, the last
+    /// batch applied, so that a batch sent again is applied once. In a
+    /// cluster, one per slot: `tag` is a hash tag of that slot.
     #[must_use]
-    pub fn flush_marker(&self, flusher: u64, batch: u64) -> String {
-        format!("{}flushed:{flusher:016x}:{batch}", self.prefix())
+    pub fn applied(&self, day: Day, tag: Option<&str>) -> String {
+        match tag {
+            None => format!("{}applied:{day}", self.prefix()),
+            Some(tag) => format!("{}applied:{day}:{{{tag}}}", self.prefix()),
+        }
     }
 }
 
@@ -329,35 +427,87 @@ mod tests {
         assert_eq!(ClickTime(1_767_225_599).hour().iso(), "2025-12-31T23:00Z");
     }
 
+    /// The names of the module's tables, in both layouts.
     #[test]
     fn names_follow_the_links_layout_and_never_name_a_link_hash() {
         let scheme = KeyScheme::default();
         let key = scheme.key("Lm25").unwrap();
-        assert_eq!(
-            (
-                scheme.total_hash(Total::People, scheme.head(&key)),
-                scheme.field(&key)
-            ),
-            ("short:clicks:Lm".to_owned(), "25")
-        );
         let at = ClickTime(1_795_442_709);
-        assert_eq!(scheme.day_hash(at.day(), "Lm"), "short:day:20261123:Lm");
+        let plain = CountNames::new(&scheme, Layout::Plain).unwrap();
+        let cluster = CountNames::new(&scheme, Layout::Cluster).unwrap();
+        let both = |name: &dyn Fn(&CountNames) -> String| (name(&plain), name(&cluster));
+        let head = scheme.head(&key);
+        assert_eq!(scheme.field(&key), "25");
         assert_eq!(
-            scheme.visitors(at.day(), "Lm25"),
-            "short:visitors:20261123:Lm25"
+            both(&|n| n.total_hash(Total::People, head)),
+            ("short:clicks:Lm".into(), "short:clicks:{Lm}".into())
         );
-        for name in [
-            scheme.total_hash(Total::Gone, "Lm"),
-            scheme.hour_hash(at.hour(), "Lm"),
-            scheme.minute_set(at.minute()),
-            scheme.details("Lm25"),
-            scheme.flush_marker(7, 1),
-            scheme.flushers(),
-            scheme.visitor_salt(at.day()),
-        ] {
-            let rest = name.strip_prefix(scheme.prefix()).unwrap();
-            assert!(rest.contains(':'), "{name} could be a link's hash");
+        assert_eq!(
+            both(&|n| n.total_slot(Total::Bots, "Lm25").hash),
+            ("short:bots:Lm".into(), "short:bots:{Lm}".into())
+        );
+        assert_eq!(
+            both(&|n| n.day_hash(at.day(), head)),
+            (
+                "short:day:20261123:Lm".into(),
+                "short:day:20261123:{Lm}".into()
+            )
+        );
+        assert_eq!(
+            both(&|n| n.hour_hash(at.hour(), head)),
+            (
+                "short:hour:2026112314:Lm".into(),
+                "short:hour:2026112314:{Lm}".into()
+            )
+        );
+        assert_eq!(
+            both(&|n| n.visitors(at.day(), "Lm25")),
+            (
+                "short:visitors:20261123:Lm25".into(),
+                "short:visitors:20261123:{Lm}25".into()
+            )
+        );
+        assert_eq!(
+            both(&|n| n.details("Lm25")),
+            ("short:details:Lm25".into(), "short:details:{Lm}25".into())
+        );
+        assert_eq!(
+            both(&|n| n.applied(at.day(), None)),
+            (
+                "short:applied:20261123".into(),
+                "short:applied:20261123".into()
+            )
+        );
+        assert_eq!(
+            cluster.applied(at.day(), Some("x")),
+            "short:applied:20261123:{x}"
+        );
+        for names in [&plain, &cluster] {
+            assert_eq!(names.minute_set(at.minute()), "short:minute:202611231405");
+            let total = names.total_hash(Total::Gone, "Lm");
+            assert_eq!(names.head_of(Total::Gone, &total), Some("Lm"));
+            assert_eq!(names.head_of(Total::People, &total), None);
+            for name in [
+                total,
+                names.hour_hash(at.hour(), "Lm"),
+                names.minute_set(at.minute()),
+                names.details("Lm25"),
+                names.applied(at.day(), Some("x")),
+                names.flushers(),
+                names.visitor_salt(at.day()),
+            ] {
+                let rest = name.strip_prefix(scheme.prefix()).unwrap();
+                assert!(rest.contains(':'), "{name} could be a link's hash");
+            }
         }
+    }
+
+    #[test]
+    fn a_cluster_layout_needs_a_prefix_without_braces() {
+        let tagged = KeyScheme::new("{short}:", 2).unwrap();
+        assert!(CountNames::new(&tagged, Layout::Plain).is_ok());
+        let refused = CountNames::new(&tagged, Layout::Cluster).unwrap_err();
+        assert!(refused.to_string().contains("without braces"), "{refused}");
     }
 
     #[test]

@@ -23,6 +23,44 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(tagged) % SLOTS
 }
 
+/// A short text whose slot is `slot`: `{tag}` in a key's name puts the key
+/// in that slot, as a flush of click counts needs one name in each slot it
+/// writes to. The same tag for a slot in every process and version: the
+/// first of the names `0`, `1`, ... `z`, `00`, ... (base 36) found in it.
+pub fn slot_tag(slot: u16) -> &'static str {
+    static TAGS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        let mut tags = vec![String::new(); usize::from(SLOTS)];
+        let mut missing = tags.len();
+        let mut n: u64 = 0;
+        while missing > 0 {
+            let tag = base36(n);
+            let found = &mut tags[usize::from(key_slot(tag.as_bytes()))];
+            if found.is_empty() {
+                *found = tag;
+                missing -= 1;
+            }
+            n += 1;
+        }
+        tags
+    });
+    &tags[usize::from(slot % SLOTS)]
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut digits = Vec::new();
+    loop {
+        digits.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    String::from_utf8(digits).unwrap_or_default()
+}
+
 /// Which node serves each slot, as a node last said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotMap {
@@ -178,7 +216,7 @@ impl Redirect {
 
 #[cfg(test)]
 mod tests {
-    use super::{key_slot, Redirect, SlotMap};
+    use super::{key_slot, slot_tag, Redirect, SlotMap, SLOTS};
     use crate::Address;
 
     fn address(host: &str, port: u16) -> Address {
@@ -282,5 +320,19 @@ mod tests {
                 .node(11),
             None
         );
+    }
+
+    #[test]
+    fn every_slot_has_a_short_tag_of_its_own() {
+        for slot in 0..SLOTS {
+            let tag = slot_tag(slot);
+            assert_eq!(key_slot(tag.as_bytes()), slot, "{tag}");
+            assert_eq!(
+                key_slot(format!("short:applied:{{{tag}}}").as_bytes()),
+                slot
+            );
+            assert!(tag.len() <= 4, "{tag}");
+        }
+        assert_eq!(slot_tag(0), slot_tag(SLOTS), "slots wrap");
     }
 }

@@ -9,5 +9,6 @@ mod target;
 
 pub use crate::locator::{Locator, Timeouts, POLL_INTERVAL};
 pub use crate::target::{
-    Address, ClusterTarget, SentinelTarget, Target, TargetError, REDIS_PORT, SENTINEL_PORT,
+    names_a_cluster, Address, ClusterTarget, SentinelTarget, Target, TargetError, REDIS_PORT,
+    SENTINEL_PORT,
 };

@@ -59,6 +59,11 @@ pub enum Target {
     Cluster(ClusterTarget),
 }
 
+/// Whether `url` names a Redis Cluster (and is a URL this crate reads).
+pub fn names_a_cluster(url: &str) -> bool {
+    matches!(url.parse(), Ok(Target::Cluster(_)))
+}
+
 /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master-name[/db]`
 ///
 /// The credentials and the database are the master's (and so its

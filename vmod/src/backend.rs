@@ -215,7 +215,7 @@ impl Resolver {
         // as expired early, uncached, until that flush is answered), never
         // not at all.
         let pending = self.clicks.pending(key);
-        let slot = self.settings.scheme.total_slot(Total::People, key);
+        let slot = self.clicks.names.total_slot(Total::People, key);
         self.stats.lookups.fetch_add(1, Ordering::Relaxed);
         let pool = self.click_pool.as_ref().unwrap_or(&self.pool);
         let stored = match pool.hget(&slot) {

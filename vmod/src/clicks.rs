@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use shortlink_core::clicks::ClickTime;
+use shortlink_core::clicks::{ClickTime, CountNames, Layout};
 use shortlink_core::KeyScheme;
 
 /// Queues clicks are spread over, so workers seldom wait for each other.
@@ -162,12 +162,20 @@ pub struct Counters {
     pub generation: AtomicU64,
 }
 
+/// Where a store's flusher sends its counts.
+pub enum Reach {
+    /// The master a locator finds: one Redis, or a Sentinel group's.
+    Master(redis_target::Locator),
+    /// The nodes of a Redis Cluster, each slot to the node serving it.
+    Cluster(redis_target::ClusterTarget),
+}
+
 /// The clicks of one Redis and key scheme, for the life of the process.
 pub struct ClickStore {
     pub redis_url: String,
-    /// Finds the master the flusher writes to.
-    pub locator: redis_target::Locator,
-    pub scheme: KeyScheme,
+    pub reach: Reach,
+    /// The names counts are stored under, in the layout of `reach`.
+    pub names: CountNames,
     queues: Vec<Mutex<Vec<Click>>>,
     queued: AtomicUsize,
     settings: Mutex<CountSettings>,
@@ -232,16 +240,11 @@ impl ClickStore {
     }
 
     /// A store with empty queues; [`store_for`] starts its flusher.
-    fn new(
-        redis_url: &str,
-        locator: redis_target::Locator,
-        scheme: &KeyScheme,
-        settings: CountSettings,
-    ) -> Self {
+    fn new(redis_url: &str, reach: Reach, names: CountNames, settings: CountSettings) -> Self {
         Self {
             redis_url: redis_url.to_owned(),
-            locator,
-            scheme: scheme.clone(),
+            reach,
+            names,
             queues: (0..QUEUES).map(|_| Mutex::new(Vec::new())).collect(),
             queued: AtomicUsize::new(0),
             settings: Mutex::new(settings),
@@ -268,7 +271,9 @@ impl ClickStore {
             settings.redis_timeouts(),
         )
         .expect("a server locator starts no thread");
-        Self::new("", nowhere, &KeyScheme::default(), settings)
+        let names = CountNames::new(&KeyScheme::default(), Layout::Plain)
+            .expect("the default scheme has no braces");
+        Self::new("", Reach::Master(nowhere), names, settings)
     }
 
     pub fn settings(&self) -> CountSettings {
@@ -302,7 +307,7 @@ pub fn store_for(
     let mut stores = STORES.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(store) = stores
         .iter()
-        .find(|s| s.redis_url == redis_url && s.scheme == *scheme)
+        .find(|s| s.redis_url == redis_url && s.names.scheme() == scheme)
     {
         *store
             .settings
@@ -310,11 +315,18 @@ pub fn store_for(
             .unwrap_or_else(PoisonError::into_inner) = settings;
         return Ok(Arc::clone(store));
     }
-    if matches!(redis_url.parse(), Ok(redis_target::Target::Cluster(_))) {
-        return Err(shortlink_core::clicks::NOT_IN_A_CLUSTER.to_owned());
-    }
-    let locator = redis_target::Locator::open(redis_url, settings.redis_timeouts())?;
-    let store = Arc::new(ClickStore::new(redis_url, locator, scheme, settings));
+    let (reach, layout) = match redis_url.parse() {
+        Ok(redis_target::Target::Cluster(cluster)) => (Reach::Cluster(cluster), Layout::Cluster),
+        _ => (
+            Reach::Master(redis_target::Locator::open(
+                redis_url,
+                settings.redis_timeouts(),
+            )?),
+            Layout::Plain,
+        ),
+    };
+    let names = CountNames::new(scheme, layout).map_err(|e| e.to_string())?;
+    let store = Arc::new(ClickStore::new(redis_url, reach, names, settings));
     let flusher_store = Arc::clone(&store);
     std::thread::Builder::new()
         .name("shortlink-clicks".to_owned())

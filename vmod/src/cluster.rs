@@ -38,8 +38,10 @@ const NODE_PAUSE_MAX: Duration = Duration::from_secs(1);
 /// node failing, or a slot with no node.
 const MAP_REFRESH_MIN: Duration = Duration::from_millis(100);
 
-/// The I/O thread's view of a cluster and its connections to its nodes.
-pub struct ClusterRoute {
+/// A cluster's slot map and a connection to each of its nodes, as one
+/// thread keeps them: the I/O thread's for lookups, the flusher's for
+/// click counts.
+pub struct ClusterNodes {
     target: ClusterTarget,
     timeouts: Timeouts,
     map: Option<SlotMap>,
@@ -49,6 +51,11 @@ pub struct ClusterRoute {
     map_error: Option<String>,
     map_asked: Option<Instant>,
     nodes: HashMap<Address, Node>,
+}
+
+/// The I/O thread's view of a cluster: lookups follow redirects here.
+pub struct ClusterRoute {
+    nodes: ClusterNodes,
 }
 
 #[derive(Default)]
@@ -82,11 +89,18 @@ impl Node {
 }
 
 /// Why a node's replies could not be read.
-enum Unread {
+pub enum Unread {
     /// A connection the node closed since its last use: worth once more on
     /// a fresh one, without counting against the node.
     Stale,
-    Failed(LookupError),
+    Failed(redis::RedisError),
+}
+
+/// Why nothing could be written to a node.
+pub enum Unsent {
+    /// It failed a moment ago, and is left alone for a while.
+    Paused,
+    Failed(redis::RedisError),
 }
 
 /// Where one lookup of the batch goes next.
@@ -98,7 +112,7 @@ struct Hop {
     hops: u8,
 }
 
-impl ClusterRoute {
+impl ClusterNodes {
     pub fn new(target: ClusterTarget, timeouts: Timeouts) -> Self {
         Self {
             target,
@@ -111,10 +125,28 @@ impl ClusterRoute {
         }
     }
 
+    /// Bounds each exchange from now on, on connections open and to come.
+    pub fn set_command_timeout(&mut self, timeout: Duration) {
+        if self.timeouts.command == timeout {
+            return;
+        }
+        self.timeouts.command = timeout;
+        for node in self.nodes.values_mut() {
+            let armed = node.connection.as_ref().map(|connection| {
+                connection
+                    .set_read_timeout(Some(timeout))
+                    .and_then(|()| connection.set_write_timeout(Some(timeout)))
+            });
+            if matches!(armed, Some(Err(_))) {
+                node.connection = None;
+            }
+        }
+    }
+
     /// Asks for the slot map again if it is stale, at most every
     /// [`MAP_REFRESH_MIN`]: the nodes it names, then the seeds, each once,
     /// skipping those paused; a node that fails to answer is paused too.
-    fn refresh_map(&mut self) {
+    pub fn refresh_map(&mut self) {
         let now = Instant::now();
         if !self.map_stale
             || self
@@ -140,7 +172,7 @@ impl ClusterRoute {
             }
         }
         for node in candidates {
-            let asked = connect(&self.target, self.timeouts, &node).and_then(|mut connection| {
+            let asked = self.connect(&node).and_then(|mut connection| {
                 let reply: redis::Value =
                     redis::cmd("CLUSTER").arg("SLOTS").query(&mut connection)?;
                 SlotMap::from_cluster_slots(&reply, &node)
@@ -160,31 +192,49 @@ impl ClusterRoute {
         }
     }
 
-    /// Writes the lookups `hops` to `node` as one pipeline, each `HGET`
-    /// after an `ASKING` if a redirect asked for one.
-    fn send(
-        &mut self,
-        address: &Address,
-        hops: &[Hop],
-        batch: &[Arc<Lookup>],
-    ) -> Result<(), LookupError> {
+    /// The node serving `slot` by the map; with none, the map is asked
+    /// for again.
+    pub fn node_of(&mut self, slot: u16) -> Option<Address> {
+        let node = self.map.as_ref().and_then(|map| map.node(slot)).cloned();
+        if node.is_none() {
+            self.map_stale = true;
+        }
+        node
+    }
+
+    /// Why a slot has no node: what the last node asked for the map said.
+    pub fn why_unserved(&self) -> &str {
+        self.map_error.as_deref().unwrap_or("no node asked yet")
+    }
+
+    /// Takes what a `MOVED` reply says: `slot` is served by `node` now.
+    pub fn moved(&mut self, slot: u16, node: &Address) {
+        if let Some(map) = &mut self.map {
+            map.moved(slot, node);
+        }
+        self.map_stale = true;
+    }
+
+    /// Whether a map is known and no node is left alone for failing.
+    pub fn healthy(&self) -> bool {
+        let now = Instant::now();
+        self.map.is_some() && !self.nodes.values().any(|node| node.is_paused(now))
+    }
+
+    pub fn forget_connections(&mut self) {
+        for node in self.nodes.values_mut() {
+            node.connection = None;
+        }
+    }
+
+    /// Writes `packed` (one or more commands) to the node at `address`.
+    pub fn send(&mut self, address: &Address, packed: &[u8]) -> Result<(), Unsent> {
         let node = self.nodes.entry(address.clone()).or_default();
         if node.is_paused(Instant::now()) {
-            return Err(LookupError::Unreachable(format!(
-                "the Redis Cluster node {address} failed a moment ago"
-            )));
+            return Err(Unsent::Paused);
         }
-        let mut pipeline = redis::pipe();
-        for hop in hops {
-            if hop.asking {
-                pipeline.cmd("ASKING");
-            }
-            let lookup = &batch[hop.lookup];
-            pipeline.cmd("HGET").arg(&lookup.hash).arg(&lookup.field);
-        }
-        let packed = pipeline.get_packed_pipeline();
         let sent = match &mut node.connection {
-            Some(connection) => connection.send_packed_command(&packed),
+            Some(connection) => connection.send_packed_command(packed),
             None => Err(redis::RedisError::from(std::io::Error::from(
                 std::io::ErrorKind::NotConnected,
             ))),
@@ -197,10 +247,11 @@ impl ClusterRoute {
         // restarted, say): once more on a fresh one.
         node.connection = None;
         node.reused = false;
-        let fresh = connect(&self.target, self.timeouts, address).and_then(|mut connection| {
-            connection.send_packed_command(&packed)?;
+        let fresh = self.connect(address).and_then(|mut connection| {
+            connection.send_packed_command(packed)?;
             Ok(connection)
         });
+        let node = self.nodes.entry(address.clone()).or_default();
         match fresh {
             Ok(connection) => {
                 node.connection = Some(connection);
@@ -209,30 +260,28 @@ impl ClusterRoute {
             Err(error) => {
                 node.fail(&error);
                 self.map_stale = true;
-                Err(failure(address, &error))
+                Err(Unsent::Failed(error))
             }
         }
     }
 
-    /// Reads the replies to what [`ClusterRoute::send`] wrote, dropping
-    /// those to `ASKING`.
-    fn receive(&mut self, address: &Address, hops: &[Hop]) -> Result<Vec<redis::Value>, Unread> {
+    /// Reads `count` replies to what [`ClusterNodes::send`] wrote to the
+    /// node at `address`; Redis's errors are replies like others.
+    pub fn receive(
+        &mut self,
+        address: &Address,
+        count: usize,
+    ) -> Result<Vec<redis::Value>, Unread> {
         let node = self.nodes.entry(address.clone()).or_default();
         let Some(connection) = &mut node.connection else {
-            return Err(Unread::Failed(LookupError::Unreachable(format!(
-                "no connection to {address}"
-            ))));
+            return Err(Unread::Failed(redis::RedisError::from(
+                std::io::Error::from(std::io::ErrorKind::NotConnected),
+            )));
         };
-        let mut replies = Vec::with_capacity(hops.len());
-        let read: redis::RedisResult<()> = hops.iter().try_for_each(|hop| {
-            if hop.asking {
-                connection.recv_response()?;
-            }
-            replies.push(connection.recv_response()?);
-            Ok(())
-        });
+        let read: redis::RedisResult<Vec<redis::Value>> =
+            (0..count).map(|_| connection.recv_response()).collect();
         match read {
-            Ok(()) => {
+            Ok(replies) => {
                 node.pause = Duration::ZERO;
                 Ok(replies)
             }
@@ -245,9 +294,64 @@ impl ClusterRoute {
             Err(error) => {
                 node.fail(&error);
                 self.map_stale = true;
-                Err(Unread::Failed(failure(address, &error)))
+                Err(Unread::Failed(error))
             }
         }
+    }
+
+    /// A new connection to the cluster's node at `node`, bounded by the
+    /// timeouts.
+    fn connect(&self, node: &Address) -> redis::RedisResult<redis::Connection> {
+        self.timeouts.open(&self.target.node_url(node))
+    }
+}
+
+impl ClusterRoute {
+    pub fn new(target: ClusterTarget, timeouts: Timeouts) -> Self {
+        Self {
+            nodes: ClusterNodes::new(target, timeouts),
+        }
+    }
+
+    /// Writes the lookups `hops` to `node` as one pipeline, each `HGET`
+    /// after an `ASKING` if a redirect asked for one.
+    fn send(
+        &mut self,
+        address: &Address,
+        hops: &[Hop],
+        batch: &[Arc<Lookup>],
+    ) -> Result<(), LookupError> {
+        let mut pipeline = redis::pipe();
+        for hop in hops {
+            if hop.asking {
+                pipeline.cmd("ASKING");
+            }
+            let lookup = &batch[hop.lookup];
+            pipeline.cmd("HGET").arg(&lookup.hash).arg(&lookup.field);
+        }
+        match self.nodes.send(address, &pipeline.get_packed_pipeline()) {
+            Ok(()) => Ok(()),
+            Err(Unsent::Paused) => Err(LookupError::Unreachable(format!(
+                "the Redis Cluster node {address} failed a moment ago"
+            ))),
+            Err(Unsent::Failed(error)) => Err(failure(address, &error)),
+        }
+    }
+
+    /// Reads the replies to what [`ClusterRoute::send`] wrote, dropping
+    /// those to `ASKING`.
+    fn receive(&mut self, address: &Address, hops: &[Hop]) -> Result<Vec<redis::Value>, Unread> {
+        let asked = hops.iter().filter(|hop| hop.asking).count();
+        let mut replies = self.nodes.receive(address, hops.len() + asked)?.into_iter();
+        Ok(hops
+            .iter()
+            .filter_map(|hop| {
+                if hop.asking {
+                    replies.next();
+                }
+                replies.next()
+            })
+            .collect())
     }
 
     /// Takes every hop of `todo` to the node it goes to next; answers the
@@ -269,17 +373,13 @@ impl ClusterRoute {
                 continue;
             }
             let slot = key_slot(lookup.hash.as_bytes());
-            let node = hop
-                .node
-                .clone()
-                .or_else(|| self.map.as_ref()?.node(slot).cloned());
+            let node = hop.node.clone().or_else(|| self.nodes.node_of(slot));
             let Some(node) = node else {
-                self.map_stale = true;
                 lookup.fulfil(Err(LookupError::Unreachable(format!(
                     "no node of the Redis Cluster serves slot {slot} (of {}): check that \
                      the cluster is up and covers every slot ({})",
                     lookup.hash,
-                    self.map_error.as_deref().unwrap_or("no node asked yet")
+                    self.nodes.why_unserved()
                 ))));
                 continue;
             };
@@ -315,10 +415,7 @@ impl ClusterRoute {
             match redirect {
                 None => batch[hop.lookup].fulfil(hget_reply(reply)),
                 Some(Redirect::Moved { slot, node }) => {
-                    if let Some(map) = &mut self.map {
-                        map.moved(slot, &node);
-                    }
-                    self.map_stale = true;
+                    self.nodes.moved(slot, &node);
                     todo.push(next(Some(node), false));
                 }
                 Some(Redirect::Ask { node, .. }) => todo.push(next(Some(node), true)),
@@ -326,15 +423,6 @@ impl ClusterRoute {
             }
         }
     }
-}
-
-/// A new connection to the cluster's node at `node`, bounded by `timeouts`.
-fn connect(
-    target: &ClusterTarget,
-    timeouts: Timeouts,
-    node: &Address,
-) -> redis::RedisResult<redis::Connection> {
-    timeouts.open(&target.node_url(node))
 }
 
 fn failure(address: &Address, error: &redis::RedisError) -> LookupError {
@@ -359,7 +447,7 @@ impl Exchange for ClusterRoute {
             })
             .collect();
         while !todo.is_empty() {
-            self.refresh_map();
+            self.nodes.refresh_map();
             let by_node = self.group_by_node(&mut todo, batch);
             let mut sent = Vec::with_capacity(by_node.len());
             for (node, hops) in by_node {
@@ -385,6 +473,7 @@ impl Exchange for ClusterRoute {
                         continue;
                     }
                     Err(Unread::Failed(error)) => {
+                        let error = failure(&node, &error);
                         for hop in hops {
                             batch[hop.lookup].fulfil(Err(error.clone()));
                         }
@@ -400,16 +489,11 @@ impl Exchange for ClusterRoute {
         }
         // Healthy while no node is left alone for failing: one batch of a
         // node's keys failing does not flip it back and forth.
-        let now = Instant::now();
-        shared
-            .health
-            .set(self.map.is_some() && !self.nodes.values().any(|node| node.is_paused(now)));
+        shared.health.set(self.nodes.healthy());
         None
     }
 
     fn forget_connections(&mut self) {
-        for node in self.nodes.values_mut() {
-            node.connection = None;
-        }
+        self.nodes.forget_connections();
     }
 }

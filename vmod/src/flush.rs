@@ -10,7 +10,7 @@
 //! the tallies hold the backlog's number of entries; past it, clicks are
 //! dropped and counted as dropped.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher as _;
 use std::io::Read as _;
 use std::net::IpAddr;
@@ -18,25 +18,36 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use redis::ConnectionLike as _;
+use redis_target::cluster::{slot_tag, Redirect};
+use redis_target::Address;
 use shortlink_core::clicks::{
-    ClickTime, Day, Detail, Hour, Minute, Total, MAX_DETAIL_FIELDS, MINUTES_KEPT,
+    ClickTime, CountNames, Day, Detail, Hour, Minute, Total, MAX_DETAIL_FIELDS, MINUTES_KEPT,
 };
 use shortlink_core::{Key, KeyScheme};
 
 use crate::clicks::{add_pending, subtract_pending, Click, ClickStore, CountSettings, Outcome};
+use crate::destination::{lane_of, Destination, Lane, Node};
 use crate::pool::now_ms;
 use crate::visitor::{Agent, Agents, Countries};
 
-/// Applies one batch once. `ARGV[1]` is the batch's marker, `ARGV[2]` how
-/// long the marker is kept, `ARGV[3]` the flusher's heartbeat hash,
-/// `ARGV[4]` its id and `ARGV[5]` the time; then operations, each on one
-/// Redis key: `letter key ttl n` and `n` arguments.
+/// Applies one batch once, in order. `KEYS[1]` is the hash noting the last
+/// batch each flusher applied in this lane, `KEYS[2]...` the keys the
+/// operations write. `ARGV[1]` is the flusher's id, `ARGV[2]` the batch's
+/// number in its lane, `ARGV[3]` the last number Redis confirmed to the
+/// flusher, `ARGV[4]` how long the hash is kept; then operations, each on
+/// one key: `letter key-index ttl n` and `n` arguments.
 /// `h hash ttl field count...` (`HINCRBY` each), `d hash 0 field count...`
 /// (`HINCRBY` each; a new field past the hash's limit counts under its
 /// kind's `other` instead), `z set ttl member count...` (`ZINCRBY` each),
 /// `p key ttl element...` (`PFADD`). One operation per key: a link's clicks
 /// share the hashes of its bucket, so most calls carry many fields.
+///
+/// Answers 1 when applied, 0 when applied before (a batch sent again after
+/// its answer was lost), -1 when the lane's batch before it is not applied
+/// yet (it failed in the same pipeline): it is sent again after that one.
+/// Without a note of the flusher (a new day's hash, or a Redis that lost
+/// it), the batch after the last confirmed one is applied.
+///
 /// A key gets its TTL (`EXPIRE NX`, none if 0) only when the operation made
 /// a field, member or register of it, which it does when it makes the key:
 /// on a key that had them all, the `EXPIRE` would change nothing, and a
@@ -44,11 +55,20 @@ use crate::visitor::{Agent, Agents, Countries};
 /// `pcall`: a key of the wrong type (made by hand) spoils its own count,
 /// never the rest of the batch.
 const APPLY_BATCH: &str = r"
-if not redis.call('SET', ARGV[1], '1', 'NX', 'EX', ARGV[2]) then return 0 end
-redis.call('HSET', ARGV[3], ARGV[4], ARGV[5])
-local i = 6
+local seq = tonumber(ARGV[2])
+local noted = redis.call('HGET', KEYS[1], ARGV[1])
+if noted then
+  noted = tonumber(noted)
+  if seq <= noted then return 0 end
+  if seq > noted + 1 then return -1 end
+elseif seq > tonumber(ARGV[3]) + 1 then
+  return -1
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if not noted then redis.call('EXPIRE', KEYS[1], ARGV[4], 'NX') end
+local i = 5
 while i <= #ARGV do
-  local op, key, ttl = ARGV[i], ARGV[i+1], ARGV[i+2]
+  local op, key, ttl = ARGV[i], KEYS[tonumber(ARGV[i+1])], ARGV[i+2]
   local first, last = i + 4, i + 3 + tonumber(ARGV[i+3])
   -- Whether a field, member or register was made (an answer equal to the
   -- count added is a new field's).
@@ -89,9 +109,11 @@ end
 return 1
 ";
 
-/// How long a batch's marker is kept: far longer than a batch is retried
-/// for while Redis answers.
-const MARKER_KEPT: Duration = Duration::from_hours(24);
+/// How long a lane's note of applied batches is kept: a day past the day
+/// of the batches it notes, far longer than a batch is retried for while
+/// Redis answers, and short enough that the notes of flushers long gone
+/// (every Varnish start makes a flusher) do not pile up.
+const APPLIED_KEPT: Duration = Duration::from_hours(48);
 
 /// Arguments per script call: small enough that no call holds Redis long
 /// (calls of 4,000 took up to 38 ms in Redis's `SLOWLOG` on the saturated
@@ -99,6 +121,9 @@ const MARKER_KEPT: Duration = Duration::from_hours(24);
 /// its append-only file after each, and fresh links' clicks cost it 30 to
 /// 33 µs of CPU each in calls of 4,000, 36 to 50 µs in calls of 1,000.
 const BATCH_ARGS: usize = 4000;
+
+/// Arguments of a call besides its operations' (`KEYS[1]`, `ARGV[1..4]`).
+const CALL_ARGS: usize = 5;
 
 /// Arguments of one operation within a call: Lua's `unpack` (of a
 /// `PFADD`'s elements) takes far more.
@@ -448,34 +473,143 @@ impl Ops {
 
 /// A sealed batch: sent as it is until Redis answers for it.
 struct Batch {
-    marker: String,
+    lane: Lane,
+    /// Its number in its lane, from 1: Redis applies a lane's batches in
+    /// this order, each once.
+    seq: u64,
+    /// The hash noting the lane's last applied batch (`KEYS[1]`).
+    applied: String,
+    /// The keys its operations write (`KEYS[2]...`).
+    keys: Vec<String>,
     args: Vec<String>,
-    clicks: u64,
     entries: usize,
-    /// The tally's limited clicks, settled once this (its last) batch is
-    /// stored.
+    /// The tally it was sealed from.
+    tally: u64,
+}
+
+/// A sealed tally: its clicks count as flushed, and its limited clicks are
+/// settled, once Redis has applied all its batches.
+struct SealedTally {
+    batches: usize,
+    clicks: u64,
     limited: HashMap<Box<str>, u64>,
+}
+
+/// A lane's numbers: the last batch sealed, and the last Redis applied.
+#[derive(Default, Clone, Copy)]
+struct LaneNumbers {
+    sealed: u64,
+    applied: u64,
+}
+
+/// A node's share of a flush: batches (indices into the sealed ones), and
+/// whether the heartbeat goes there too.
+#[derive(Default)]
+struct Share {
+    batches: Vec<usize>,
+    beat: bool,
+}
+
+/// What Redis said of one batch.
+enum Answer {
+    /// Applied now, or before.
+    Applied,
+    /// Its lane's batch before it is not applied yet: sent again after it.
+    Waiting,
+    /// Its slot is served by another node now.
+    Moved { slot: u16, node: Address },
+    /// Not applied, for this reason.
+    Refused(String),
+}
+
+impl Share {
+    fn waits(&self, settings: &CountSettings) -> bool {
+        settings.replicas_to_ack > 0 && !self.batches.is_empty()
+    }
+
+    /// Replies to [`Flusher::pipeline`] of this share.
+    fn replies(&self, settings: &CountSettings) -> usize {
+        1 + self.batches.len() + usize::from(self.waits(settings)) + usize::from(self.beat)
+    }
+
+    /// What `node`'s replies say of each batch.
+    fn outcome(
+        &self,
+        node: &Node,
+        replies: Vec<redis::Value>,
+        script_sha: &str,
+        settings: &CountSettings,
+    ) -> Result<Vec<Answer>, String> {
+        let mut replies = replies.into_iter();
+        let loaded = replies
+            .next()
+            .map(redis::from_redis_value::<String>)
+            .transpose()
+            .map_err(|e| format!("loading the flush script: {e}"))?;
+        if loaded.as_deref() != Some(script_sha) {
+            return Err(format!(
+                "Redis named the flush script {loaded:?}, not {script_sha}"
+            ));
+        }
+        let mut answers: Vec<Answer> = (self.batches.iter())
+            .map(|_| answer_of(replies.next(), node))
+            .collect();
+        if self.waits(settings) {
+            let confirmed = match replies.next() {
+                Some(redis::Value::Int(n)) => n,
+                other => return Err(format!("WAIT answered {other:?}")),
+            };
+            if confirmed < i64::from(settings.replicas_to_ack) {
+                let why = format!(
+                    "only {confirmed} of {} replicas confirmed the clicks in time; \
+                     they will be sent again",
+                    settings.replicas_to_ack
+                );
+                for answer in &mut answers {
+                    if matches!(answer, Answer::Applied) {
+                        *answer = Answer::Refused(why.clone());
+                    }
+                }
+            }
+        }
+        Ok(answers)
+    }
+}
+
+/// What the script's `reply` from `node` says of its batch.
+fn answer_of(reply: Option<redis::Value>, node: &Node) -> Answer {
+    match reply {
+        Some(redis::Value::Int(0 | 1)) => Answer::Applied,
+        Some(redis::Value::Int(-1)) => Answer::Waiting,
+        Some(redis::Value::ServerError(error)) => {
+            match node.as_ref().and_then(|node| Redirect::of(&error, node)) {
+                Some(Redirect::Moved { slot, node }) => Answer::Moved { slot, node },
+                _ => Answer::Refused(format!("applying clicks: {error:?}")),
+            }
+        }
+        other => Answer::Refused(format!("applying clicks: the script answered {other:?}")),
+    }
 }
 
 struct Flusher {
     id: u64,
-    next_batch: u64,
     agents: Option<Agents>,
     countries: Option<(String, Result<Countries, String>)>,
-    connection: Option<redis::Connection>,
-    /// The locator's generation the connection was opened in.
-    generation: u64,
+    destination: Option<Destination>,
     script: String,
     script_sha: String,
     open: Tally,
     sealed: VecDeque<Batch>,
+    lanes: HashMap<Lane, LaneNumbers>,
+    tallies: HashMap<u64, SealedTally>,
+    next_tally: u64,
     salts: HashMap<Day, String>,
     /// Visitors already sealed for their link and day: adding one to its
     /// `HyperLogLog` again changes nothing, and most clicks on a hot link
     /// are a known visitor's. Hashes of salt, day, key and visitor (a
     /// collision, about one in 10^13 at the bound, leaves one visitor
-    /// uncounted); forgotten past [`SEALED_VISITORS_MAX`], and on a new
-    /// connection: a Redis that restarted may have lost them.
+    /// uncounted); forgotten past [`SEALED_VISITORS_MAX`], and after a new
+    /// connection or a failure: the Redis it reaches may have lost them.
     sealed_visitors: Set<u64>,
     reported: Option<String>,
 }
@@ -485,15 +619,16 @@ impl Flusher {
         let script = APPLY_BATCH.replace("MAX_DETAIL_FIELDS", &MAX_DETAIL_FIELDS.to_string());
         Self {
             id: u64::from_le_bytes(random_bytes()[..8].try_into().unwrap_or_default()),
-            next_batch: 0,
             agents: None,
             countries: None,
-            connection: None,
-            generation: 0,
+            destination: None,
             script_sha: sha1_smol::Sha1::from(&script).digest().to_string(),
             script,
             open: Tally::default(),
             sealed: VecDeque::new(),
+            lanes: HashMap::new(),
+            tallies: HashMap::new(),
+            next_tally: 0,
             salts: HashMap::new(),
             sealed_visitors: Set::default(),
             reported: None,
@@ -511,7 +646,10 @@ impl Flusher {
             Ok(()) => self.reported = None,
             Err(error) => {
                 counters.flush_failures.fetch_add(1, Ordering::Relaxed);
-                self.connection = None;
+                if let Some(destination) = &mut self.destination {
+                    destination.failed();
+                }
+                self.sealed_visitors.clear();
                 // One line per outage in varnishd's log, not one per second.
                 if self.reported.as_ref() != Some(&error) {
                     eprintln!("shortlink: click flush failed, will retry: {error}");
@@ -519,7 +657,7 @@ impl Flusher {
                 }
             }
         }
-        let pending = self.open.clicks + self.sealed.iter().map(|batch| batch.clicks).sum::<u64>();
+        let pending = self.open.clicks + self.tallies.values().map(|t| t.clicks).sum::<u64>();
         counters.pending.store(pending, Ordering::Relaxed);
         counters.generation.fetch_add(1, Ordering::Release);
     }
@@ -529,9 +667,10 @@ impl Flusher {
     fn abandon(&mut self, store: &ClickStore) {
         let mut lost = self.open.clicks;
         store.settle(&self.open.limited);
-        for batch in self.sealed.drain(..) {
-            lost += batch.clicks;
-            store.settle(&batch.limited);
+        self.sealed.clear();
+        for (_, tally) in self.tallies.drain() {
+            lost += tally.clicks;
+            store.settle(&tally.limited);
         }
         store.counters.dropped.fetch_add(lost, Ordering::Relaxed);
     }
@@ -578,9 +717,9 @@ impl Flusher {
             // Past the backlog's room the click is dropped.
             let text = click.key();
             let link = if *entries < room {
-                link_of(links, text, &store.scheme)
+                link_of(links, text, store.names.scheme())
             } else {
-                dropped += u64::from(store.scheme.check(text).is_ok());
+                dropped += u64::from(store.names.scheme().check(text).is_ok());
                 None
             };
             let Some(link) = link else {
@@ -616,153 +755,234 @@ impl Flusher {
         store.settle(&never_stored);
     }
 
-    fn connect(&mut self, store: &ClickStore, settings: &CountSettings) -> Result<(), String> {
-        // After a failover, the old connection leads to a demoted master.
-        if self.connection.is_some() && self.generation == store.locator.generation() {
-            return Ok(());
-        }
-        self.connection = None;
-        let (mut connection, generation) = store
-            .locator
-            .connect()
-            .map_err(|e| format!("connecting to Redis: {e}"))?;
-        set_timeouts(&connection, settings.flush_timeout(1))?;
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(&self.script)
-            .query(&mut connection)
-            .map_err(|e| format!("loading the flush script: {e}"))?;
-        if sha != self.script_sha {
-            return Err(format!(
-                "Redis named the flush script {sha}, not {}",
-                self.script_sha
-            ));
-        }
-        self.connection = Some(connection);
-        self.generation = generation;
-        self.sealed_visitors.clear();
-        Ok(())
-    }
-
-    /// Seals the open tally and sends every sealed batch.
+    /// Seals the open tally and sends every sealed batch, each lane's in
+    /// order, to the node serving it; forgets those Redis applied.
     fn send(&mut self, store: &ClickStore, settings: &CountSettings) -> Result<(), String> {
+        let destination = self
+            .destination
+            .get_or_insert_with(|| Destination::of(store));
         if self.open.is_empty() && self.sealed.is_empty() {
-            self.beat(&store.scheme);
-            return Ok(());
+            return self.beat(&store.names);
         }
-        self.connect(store, settings)?;
+        let args: usize = self
+            .sealed
+            .iter()
+            .map(|b| b.keys.len() + b.args.len())
+            .sum();
+        let wait = settings.command_timeout;
+        let timeout = settings
+            .flush_timeout(args.div_ceil(BATCH_ARGS) + 1)
+            .saturating_add(wait);
+        if destination.prepare(store, timeout)? {
+            self.sealed_visitors.clear();
+        }
         if !self.open.is_empty() {
-            self.fetch_salts(store)?;
+            self.fetch_salts(&store.names)?;
             let mut tally = std::mem::take(&mut self.open);
-            self.seal(&mut tally, &store.scheme, settings);
+            self.seal(&mut tally, &store.names, settings);
             // Empty now, its map of links still allocated: the next
             // flush's links fill it without growing it again (growing a
             // map of thousands of links, each moved, and the fresh pages
             // faulted in, was a fifth of the flusher's time on fresh links).
             self.open = tally;
         }
-        let connection = self.connection.as_mut().ok_or("no connection")?;
-        let wait = settings.command_timeout;
-        set_timeouts(
-            connection,
-            settings
-                .flush_timeout(self.sealed.len())
-                .saturating_add(wait),
-        )?;
-        let heartbeat = store.scheme.flushers();
-        let now_ms = now_ms();
+        let (by_node, mut errors) = self.group_by_node(&store.names);
+        let packed: Vec<Vec<u8>> = (by_node.iter())
+            .map(|(_, share)| {
+                self.pipeline(share, settings, &store.names)
+                    .get_packed_pipeline()
+            })
+            .collect();
+        let destination = self.destination.as_mut().ok_or("no destination")?;
+        let mut sent = Vec::with_capacity(by_node.len());
+        for ((node, share), packed) in by_node.into_iter().zip(packed) {
+            match destination.send(&node, &packed) {
+                Ok(()) => sent.push((node, share)),
+                Err(error) => errors.push(error),
+            }
+        }
+        let mut applied = vec![false; self.sealed.len()];
+        for (node, share) in sent {
+            let replies = share.replies(settings);
+            let answer = destination
+                .receive(&node, replies)
+                .and_then(|replies| share.outcome(&node, replies, &self.script_sha, settings));
+            match answer {
+                Ok(outcome) => {
+                    for (&batch, result) in share.batches.iter().zip(outcome) {
+                        match result {
+                            Answer::Applied => applied[batch] = true,
+                            Answer::Waiting => {}
+                            Answer::Moved { slot, node } => destination.moved(slot, &node),
+                            Answer::Refused(error) => errors.push(error),
+                        }
+                    }
+                }
+                Err(error) => errors.push(error),
+            }
+        }
+        self.forget_applied(&applied, store);
+        match errors.into_iter().next() {
+            Some(error) if !self.sealed.is_empty() => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    /// The sealed batches grouped by the node serving their lane, each
+    /// lane's in order, and the heartbeat with the node serving it; and why
+    /// the batches of lanes no node serves wait.
+    fn group_by_node(&mut self, names: &CountNames) -> (Vec<(Node, Share)>, Vec<String>) {
+        let mut by_node: Vec<(Node, Share)> = Vec::new();
+        let mut errors = Vec::new();
+        let Some(destination) = self.destination.as_mut() else {
+            return (by_node, vec!["no destination".to_owned()]);
+        };
+        let share_of = |node: Node, by_node: &mut Vec<(Node, Share)>| {
+            if let Some(index) = by_node.iter().position(|(known, _)| *known == node) {
+                index
+            } else {
+                by_node.push((node, Share::default()));
+                by_node.len() - 1
+            }
+        };
+        for (index, batch) in self.sealed.iter().enumerate() {
+            match destination.node_of(batch.lane) {
+                Ok(node) => {
+                    let share = share_of(node, &mut by_node);
+                    by_node[share].1.batches.push(index);
+                }
+                Err(error) => errors.push(error),
+            }
+        }
+        let heartbeat = names.flushers();
+        if let Ok(node) = destination.node_of(lane_of(names.layout(), &heartbeat)) {
+            let share = share_of(node, &mut by_node);
+            by_node[share].1.beat = true;
+        }
+        (by_node, errors)
+    }
+
+    /// What is written to a node: the script (loaded anew each time: a node
+    /// restarted or new to the cluster has none), its batches, the `WAIT`
+    /// for replicas, the heartbeat.
+    fn pipeline(
+        &self,
+        share: &Share,
+        settings: &CountSettings,
+        names: &CountNames,
+    ) -> redis::Pipeline {
         let flusher = format!("{:016x}", self.id);
         let mut pipe = redis::pipe();
-        for batch in &self.sealed {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(&self.script);
+        for &index in &share.batches {
+            let batch = &self.sealed[index];
+            let applied = self.lanes.get(&batch.lane).map_or(0, |lane| lane.applied);
             pipe.cmd("EVALSHA")
                 .arg(&self.script_sha)
-                .arg(0)
-                .arg(&batch.marker)
-                .arg(MARKER_KEPT.as_secs())
-                .arg(&heartbeat)
+                .arg(batch.keys.len() + 1)
+                .arg(&batch.applied)
+                .arg(&batch.keys)
                 .arg(&flusher)
-                .arg(now_ms)
+                .arg(batch.seq)
+                .arg(applied)
+                .arg(APPLIED_KEPT.as_secs())
                 .arg(&batch.args);
         }
         // The batches count as stored once replicas hold them too; until
         // then they are sent again, and Redis applies each batch once.
-        if settings.replicas_to_ack > 0 {
+        if settings.replicas_to_ack > 0 && !share.batches.is_empty() {
+            let wait = settings.command_timeout;
             pipe.cmd("WAIT")
                 .arg(settings.replicas_to_ack)
                 .arg(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1));
         }
-        let mut answers: Vec<redis::Value> = pipe
-            .query(connection)
-            .map_err(|e| format!("sending clicks: {e}"))?;
-        if settings.replicas_to_ack > 0 {
-            let confirmed = match answers.pop() {
-                Some(redis::Value::Int(n)) => n,
-                other => return Err(format!("WAIT answered {other:?}")),
-            };
-            if confirmed < i64::from(settings.replicas_to_ack) {
-                return Err(format!(
-                    "only {confirmed} of {} replicas confirmed the clicks in time; \
-                     they will be sent again",
-                    settings.replicas_to_ack
-                ));
+        if share.beat {
+            pipe.cmd("HSET")
+                .arg(names.flushers())
+                .arg(&flusher)
+                .arg(now_ms());
+        }
+        pipe
+    }
+
+    /// Drops the batches Redis applied, and counts each tally all of whose
+    /// batches it applied as flushed.
+    fn forget_applied(&mut self, applied: &[bool], store: &ClickStore) {
+        let mut flushed = 0;
+        let lanes = &mut self.lanes;
+        let tallies = &mut self.tallies;
+        let mut index = 0;
+        self.sealed.retain(|batch| {
+            let done = applied.get(index).copied().unwrap_or(false);
+            index += 1;
+            if !done {
+                return true;
             }
-        }
-        if !connection.is_open() || answers.len() != self.sealed.len() {
-            return Err(format!(
-                "Redis answered {} of {} batches",
-                answers.len(),
-                self.sealed.len()
-            ));
-        }
-        let mut stored = 0;
-        for batch in self.sealed.drain(..) {
-            stored += batch.clicks;
-            store.settle(&batch.limited);
-        }
-        store.counters.flushed.fetch_add(stored, Ordering::Relaxed);
-        Ok(())
+            let lane = lanes.entry(batch.lane).or_default();
+            lane.applied = lane.applied.max(batch.seq);
+            if let Some(tally) = tallies.get_mut(&batch.tally) {
+                tally.batches = tally.batches.saturating_sub(1);
+            }
+            false
+        });
+        tallies.retain(|_, tally| {
+            if tally.batches > 0 {
+                return true;
+            }
+            flushed += tally.clicks;
+            store.settle(&tally.limited);
+            false
+        });
+        store.counters.flushed.fetch_add(flushed, Ordering::Relaxed);
     }
 
     /// Notes that this flusher, with nothing to send, still reaches Redis,
-    /// on the connection it has: an idle Varnish is not a lagging one.
-    fn beat(&mut self, scheme: &KeyScheme) {
-        let Some(connection) = self.connection.as_mut() else {
-            return;
+    /// on the way it has: an idle Varnish is not a lagging one.
+    fn beat(&mut self, names: &CountNames) -> Result<(), String> {
+        let Some(destination) = self.destination.as_mut().filter(|d| d.is_connected()) else {
+            return Ok(());
         };
-        let beat = redis::cmd("HSET")
-            .arg(scheme.flushers())
+        let heartbeat = names.flushers();
+        let mut pipe = redis::pipe();
+        pipe.cmd("HSET")
+            .arg(&heartbeat)
             .arg(format!("{:016x}", self.id))
-            .arg(now_ms())
-            .query::<()>(connection);
-        if beat.is_err() {
-            self.connection = None;
+            .arg(now_ms());
+        let replies = destination.exchange(lane_of(names.layout(), &heartbeat), &pipe, 1)?;
+        match replies.first() {
+            Some(redis::Value::ServerError(error)) => Err(format!("heartbeat: {error:?}")),
+            _ => Ok(()),
         }
     }
 
     /// The salt of every day the open tally has visitors for.
-    fn fetch_salts(&mut self, store: &ClickStore) -> Result<(), String> {
+    fn fetch_salts(&mut self, names: &CountNames) -> Result<(), String> {
         let days: HashSet<Day> = (self.open.links.values())
             .flat_map(|link| link.visitors.iter().map(|(day, _)| *day))
             .collect();
-        let connection = self.connection.as_mut().ok_or("no connection")?;
+        let destination = self.destination.as_mut().ok_or("no destination")?;
         for day in days {
             if self.salts.contains_key(&day) {
                 continue;
             }
-            let name = store.scheme.visitor_salt(day);
+            let name = names.visitor_salt(day);
             let fresh = hex(&random_bytes());
-            let (salt,): (String,) = redis::pipe()
-                .cmd("SET")
+            let mut pipe = redis::pipe();
+            pipe.cmd("SET")
                 .arg(&name)
-                .arg(fresh)
+                .arg(&fresh)
                 .arg("NX")
+                .arg("GET")
                 .arg("EX")
-                .arg(SALT_KEPT.as_secs())
-                .ignore()
-                .cmd("GET")
-                .arg(&name)
-                .query(connection)
-                .map_err(|e| format!("reading the visitor salt: {e}"))?;
+                .arg(SALT_KEPT.as_secs());
+            let replies = destination.exchange(lane_of(names.layout(), &name), &pipe, 1)?;
+            // The salt set before, or, if none was, this one.
+            let salt = match replies.into_iter().next() {
+                Some(redis::Value::Nil) => fresh,
+                Some(value) => redis::from_redis_value::<String>(value)
+                    .map_err(|e| format!("reading the visitor salt: {e}"))?,
+                None => return Err("no answer for the visitor salt".into()),
+            };
             self.salts.insert(day, salt);
         }
         // Yesterday's salt may still be needed for late clicks; older ones not.
@@ -772,10 +992,11 @@ impl Flusher {
         Ok(())
     }
 
-    /// Turns `tally` into batches of script arguments, numbered in order,
-    /// and leaves it empty, its map of links still allocated unless far
-    /// larger than this flush needed.
-    fn seal(&mut self, tally: &mut Tally, scheme: &KeyScheme, settings: &CountSettings) {
+    /// Turns `tally` into batches of script arguments, numbered in order
+    /// in each lane, and leaves it empty, its map of links still allocated
+    /// unless far larger than this flush needed.
+    fn seal(&mut self, tally: &mut Tally, counts: &CountNames, settings: &CountSettings) {
+        let scheme = counts.scheme();
         let days_kept = settings.days_kept.as_secs().to_string();
         let hours_kept = settings.hours_kept.as_secs().to_string();
         let minutes_kept = ((MINUTES_KEPT + 1) * 60).to_string();
@@ -791,23 +1012,23 @@ impl Flusher {
             for total in Total::ALL {
                 let n = link.totals[total_slot(total)];
                 if n > 0 {
-                    ops.pair(Letter::Hash, scheme.total_hash(total, head), "0", field, n);
+                    ops.pair(Letter::Hash, counts.total_hash(total, head), "0", field, n);
                 }
             }
             for (day, n) in link.days {
-                let hash = scheme.day_hash(day, head);
+                let hash = counts.day_hash(day, head);
                 ops.pair(Letter::Hash, hash, &days_kept, field, n);
             }
             for (hour, n) in link.hours {
-                let hash = scheme.hour_hash(hour, head);
+                let hash = counts.hour_hash(hour, head);
                 ops.pair(Letter::Hash, hash, &hours_kept, field, n);
             }
             for (minute, n) in link.minutes {
-                let set = scheme.minute_set(minute);
+                let set = counts.minute_set(minute);
                 ops.pair(Letter::SortedSet, set, &minutes_kept, key.as_str(), n);
             }
             if !link.sources.is_empty() {
-                let op = ops.get(Letter::Details, scheme.details(key.as_str()), "0");
+                let op = ops.get(Letter::Details, counts.details(key.as_str()), "0");
                 for (source, n) in link.sources {
                     for (kind, value) in names.details(source) {
                         *details.entry(kind.field(value)).or_default() += n;
@@ -817,48 +1038,83 @@ impl Flusher {
                     op.args.extend([field, n.to_string()]);
                 }
             }
-            self.add_visitors(&mut ops, &key, link.visitors, names, scheme, &days_kept);
+            self.add_visitors(&mut ops, &key, link.visitors, names, counts, &days_kept);
         }
-        let mut batches: Vec<Batch> = Vec::new();
-        let mut args: Vec<String> = Vec::new();
-        let mut entries = 0;
+        let mut by_lane: BTreeMap<Lane, Vec<(String, Op)>> = BTreeMap::new();
         for (key, op) in ops.by_key {
-            let width = op.letter.width();
-            let mut rest = op.args;
-            while !rest.is_empty() {
-                let room = BATCH_ARGS.saturating_sub(args.len() + 4).min(OP_ARGS) / width * width;
-                if room == 0 {
-                    batches.push(self.batch(std::mem::take(&mut args), entries, scheme));
-                    entries = 0;
-                    continue;
+            by_lane
+                .entry(lane_of(counts.layout(), &key))
+                .or_default()
+                .push((key, op));
+        }
+        self.next_tally += 1;
+        let mut sealed = SealedTally {
+            batches: 0,
+            clicks: std::mem::take(&mut tally.clicks),
+            limited: std::mem::take(&mut tally.limited),
+        };
+        let today = ClickTime::now().day();
+        for (lane, ops) in by_lane {
+            let mut batch = self.batch(lane, counts, today);
+            for (key, op) in ops {
+                let width = op.letter.width();
+                let mut rest = op.args;
+                while !rest.is_empty() {
+                    // The call's own arguments, the batch's, this operation's.
+                    let used = CALL_ARGS + batch.keys.len() + batch.args.len() + 1 + 4;
+                    let room = BATCH_ARGS.saturating_sub(used).min(OP_ARGS) / width * width;
+                    if room == 0 {
+                        let next = self.batch(lane, counts, today);
+                        self.sealed.push_back(std::mem::replace(&mut batch, next));
+                        sealed.batches += 1;
+                        continue;
+                    }
+                    let part: Vec<String> = rest.drain(..room.min(rest.len())).collect();
+                    batch.entries += part.len() / width;
+                    batch.keys.push(key.clone());
+                    batch.args.extend([
+                        op.letter.name().to_owned(),
+                        (batch.keys.len() + 1).to_string(),
+                        op.ttl.clone(),
+                        part.len().to_string(),
+                    ]);
+                    batch.args.extend(part);
                 }
-                let part: Vec<String> = rest.drain(..room.min(rest.len())).collect();
-                entries += part.len() / width;
-                args.extend([
-                    op.letter.name().to_owned(),
-                    key.clone(),
-                    op.ttl.clone(),
-                    part.len().to_string(),
-                ]);
-                args.extend(part);
+            }
+            if batch.keys.is_empty() {
+                // Nothing went in: its number is given back.
+                if let Some(numbers) = self.lanes.get_mut(&lane) {
+                    numbers.sealed -= 1;
+                }
+            } else {
+                self.sealed.push_back(batch);
+                sealed.batches += 1;
             }
         }
-        if !args.is_empty() {
-            batches.push(self.batch(args, entries, scheme));
-        }
-        // The clicks are counted as flushed with the last of their batches.
-        if let Some(last) = batches.last_mut() {
-            last.clicks = tally.clicks;
-            last.limited = std::mem::take(&mut tally.limited);
-        }
-        tally.clicks = 0;
+        // A tally of no batches (clicks that wrote nothing) is done at the
+        // next send.
+        self.tallies.insert(self.next_tally, sealed);
         tally.entries = 0;
         tally.names.clear();
         // A burst of links is not kept allocated for good.
         if tally.links.capacity() > 4 * links.max(1024) {
             tally.links.shrink_to(links);
         }
-        self.sealed.extend(batches);
+    }
+
+    /// An empty batch, numbered next in `lane`.
+    fn batch(&mut self, lane: Lane, counts: &CountNames, today: Day) -> Batch {
+        let numbers = self.lanes.entry(lane).or_default();
+        numbers.sealed += 1;
+        Batch {
+            lane,
+            seq: numbers.sealed,
+            applied: counts.applied(today, lane.map(slot_tag)),
+            keys: Vec::new(),
+            args: Vec::new(),
+            entries: 0,
+            tally: self.next_tally,
+        }
     }
 
     /// Adds the visitors of `key` not sealed yet to `ops`, salted.
@@ -868,7 +1124,7 @@ impl Flusher {
         key: &Key,
         visitors: Vec<(Day, Set<(IpAddr, u32)>)>,
         names: &Names,
-        scheme: &KeyScheme,
+        counts: &CountNames,
         days_kept: &str,
     ) {
         for (day, people) in visitors {
@@ -890,7 +1146,7 @@ impl Flusher {
             }
             let op = ops.get(
                 Letter::Visitors,
-                scheme.visitors(day, key.as_str()),
+                counts.visitors(day, key.as_str()),
                 days_kept,
             );
             op.args.extend(new.map(|digest| {
@@ -899,17 +1155,6 @@ impl Flusher {
                 hash.update(&digest);
                 hash.digest().to_string()[..16].to_owned()
             }));
-        }
-    }
-
-    fn batch(&mut self, args: Vec<String>, entries: usize, scheme: &KeyScheme) -> Batch {
-        self.next_batch += 1;
-        Batch {
-            marker: scheme.flush_marker(self.id, self.next_batch),
-            args,
-            clicks: 0,
-            entries,
-            limited: HashMap::new(),
         }
     }
 }
@@ -936,17 +1181,11 @@ fn random_bytes() -> [u8; 16] {
     bytes
 }
 
-/// Bounds how long one exchange with Redis may take, both ways.
-fn set_timeouts(connection: &redis::Connection, timeout: Duration) -> Result<(), String> {
-    connection
-        .set_read_timeout(Some(timeout))
-        .and_then(|()| connection.set_write_timeout(Some(timeout)))
-        .map_err(|e| e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redis_target::cluster::key_slot;
+    use shortlink_core::clicks::Layout;
 
     const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
 
@@ -983,7 +1222,7 @@ mod tests {
         );
         // Sealed batches waiting for Redis take their share of the backlog.
         let mut tally = std::mem::take(&mut flusher.open);
-        flusher.seal(&mut tally, &store.scheme, &store.settings());
+        flusher.seal(&mut tally, &store.names, &store.settings());
         flusher.tally(&clicks[..10], &store.settings(), &store);
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), dropped + 10);
     }
@@ -1024,7 +1263,7 @@ mod tests {
         for _ in 0..2 {
             flusher.tally(&clicks, &store.settings(), &store);
             let mut tally = std::mem::take(&mut flusher.open);
-            flusher.seal(&mut tally, &store.scheme, &store.settings());
+            flusher.seal(&mut tally, &store.names, &store.settings());
             assert_eq!((tally.clicks, tally.entries, tally.links.len()), (0, 0, 0));
             flusher.open = tally;
             sealed_flushes.push(sealed_args(&mut flusher));
@@ -1060,7 +1299,7 @@ mod tests {
         let seal = |clicks: &[Click], flusher: &mut Flusher| {
             flusher.tally(clicks, &store.settings(), &store);
             let mut tally = std::mem::take(&mut flusher.open);
-            flusher.seal(&mut tally, &store.scheme, &store.settings());
+            flusher.seal(&mut tally, &store.names, &store.settings());
             flusher.open = tally;
             sealed_args(flusher)
                 .into_iter()
@@ -1106,30 +1345,138 @@ mod tests {
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 5);
     }
 
-    #[test]
-    fn batches_are_numbered_and_bounded() {
+    /// Seals 3,000 clicks on as many links in `layout`, and checks what
+    /// every layout needs: batches numbered 1, 2, ... in each lane, none
+    /// past the bound, every click in the tally's count, no address sent.
+    fn seal_many(layout: Layout) -> Flusher {
         let store = ClickStore::detached(1_000_000);
+        let counts = CountNames::new(store.names.scheme(), layout).unwrap();
         let mut flusher = Flusher::new();
+        // 3,000 links of as many heads (split 2).
+        let letters: Vec<char> = ('a'..='z').chain('A'..='Z').chain('0'..='9').collect();
         let clicks: Vec<Click> = (0..3000)
-            .map(|n| click(&format!("Key{n}"), u8::try_from(n % 200).unwrap()))
+            .map(|n| {
+                let key = format!("{}{}Key", letters[n % 62], letters[n / 62]);
+                click(&key, u8::try_from(n % 200).unwrap())
+            })
             .collect();
         flusher.tally(&clicks, &store.settings(), &store);
         flusher
             .salts
             .insert(ClickTime::now().day(), "salt".to_owned());
         let mut tally = std::mem::take(&mut flusher.open);
-        flusher.seal(&mut tally, &store.scheme, &store.settings());
-        assert!(flusher.sealed.len() > 1);
-        let markers: HashSet<&str> = flusher.sealed.iter().map(|b| b.marker.as_str()).collect();
-        assert_eq!(markers.len(), flusher.sealed.len(), "one marker per batch");
-        assert!(flusher.sealed.iter().all(|b| b.args.len() <= BATCH_ARGS));
-        let clicks: u64 = flusher.sealed.iter().map(|b| b.clicks).sum();
-        assert_eq!(clicks, 3000);
+        flusher.seal(&mut tally, &counts, &store.settings());
+        let mut numbers: BTreeMap<Lane, Vec<u64>> = BTreeMap::new();
+        for batch in &flusher.sealed {
+            numbers.entry(batch.lane).or_default().push(batch.seq);
+            assert!(CALL_ARGS + batch.keys.len() + batch.args.len() <= BATCH_ARGS);
+        }
+        for (lane, seqs) in &numbers {
+            let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+            assert_eq!(seqs, &expected, "lane {lane:?}");
+            assert_eq!(flusher.lanes[lane].sealed, seqs.len() as u64);
+        }
+        let tally = &flusher.tallies[&flusher.next_tally];
+        assert_eq!((tally.clicks, tally.batches), (3000, flusher.sealed.len()));
         // Visitor hashes are salted digests: no address in any argument.
         assert!(flusher
             .sealed
             .iter()
             .flat_map(|b| &b.args)
             .all(|arg| !arg.contains("192.0.2.")));
+        flusher
+    }
+
+    #[test]
+    fn batches_are_numbered_and_bounded() {
+        let flusher = seal_many(Layout::Plain);
+        assert!(flusher.sealed.len() > 1);
+        assert!(flusher.sealed.iter().all(|b| b.lane.is_none()));
+        let day = ClickTime::now().day();
+        assert!(flusher
+            .sealed
+            .iter()
+            .all(|b| b.applied == format!("short:applied:{day}")));
+    }
+
+    /// In a cluster, each batch writes keys of its lane's slot only, with
+    /// the lane's note of applied batches in that slot too; a link's
+    /// counts share a slot, so a flush makes a call per slot, not per key.
+    #[test]
+    fn cluster_batches_stay_in_their_slot() {
+        let flusher = seal_many(Layout::Cluster);
+        let mut lanes = HashSet::new();
+        for batch in &flusher.sealed {
+            let slot = batch.lane.expect("a cluster's lanes are slots");
+            lanes.insert(slot);
+            assert_eq!(
+                key_slot(batch.applied.as_bytes()),
+                slot,
+                "{}",
+                batch.applied
+            );
+            for key in &batch.keys {
+                assert_eq!(key_slot(key.as_bytes()), slot, "{key}");
+            }
+        }
+        // 3,000 heads' counts, and the minute set: some share a slot.
+        assert!(lanes.len() > 2000 && lanes.len() <= 3001, "{}", lanes.len());
+        let keys: usize = flusher.sealed.iter().map(|b| b.keys.len()).sum();
+        assert!(
+            keys >= 3 * 3000,
+            "totals, day, hour, details, visitors per link"
+        );
+    }
+
+    /// The script against a real Redis: each lane's batches are applied in
+    /// order and once, whatever order and however often they arrive.
+    #[test]
+    fn the_script_applies_a_lane_in_order_and_once() {
+        let dir = test_support::work_dir("flush-script").unwrap();
+        let redis =
+            test_support::Redis::start(&dir, test_support::Persistence::Scratch, "").unwrap();
+        let mut connection = redis.connection().unwrap();
+        let flusher = Flusher::new();
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(&flusher.script)
+            .query(&mut connection)
+            .unwrap();
+        assert_eq!(sha, flusher.script_sha);
+        let mut apply = |applied: &str, seq: u64, confirmed: u64| -> i64 {
+            redis::cmd("EVALSHA")
+                .arg(&sha)
+                .arg(2)
+                .arg(applied)
+                .arg("short:clicks:Lm")
+                .arg("cafe")
+                .arg(seq)
+                .arg(confirmed)
+                .arg(APPLIED_KEPT.as_secs())
+                .arg(&["h", "2", "0", "2", "25", "1"])
+                .query(&mut connection)
+                .unwrap()
+        };
+        let today = "short:applied:20261124";
+        assert_eq!(apply(today, 2, 0), -1, "the first batch is not in yet");
+        assert_eq!(apply(today, 1, 0), 1);
+        assert_eq!(apply(today, 1, 0), 0, "sent again after a lost answer");
+        assert_eq!(apply(today, 3, 0), -1, "the second is not in yet");
+        assert_eq!(apply(today, 2, 0), 1);
+        // A new day's note starts after the last batch Redis confirmed.
+        let tomorrow = "short:applied:20261125";
+        assert_eq!(apply(tomorrow, 4, 2), -1);
+        assert_eq!(apply(tomorrow, 3, 2), 1);
+        let mut connection = redis.connection().unwrap();
+        let clicks: u64 = redis::cmd("HGET")
+            .arg("short:clicks:Lm")
+            .arg("25")
+            .query(&mut connection)
+            .unwrap();
+        assert_eq!(clicks, 3, "three batches, each applied once");
+        let kept: u64 = redis::cmd("TTL").arg(today).query(&mut connection).unwrap();
+        assert!(kept > 0 && kept <= APPLIED_KEPT.as_secs(), "{kept}");
+        drop(redis);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -7,6 +7,7 @@ mod backend;
 mod changes;
 mod clicks;
 mod cluster;
+mod destination;
 mod flush;
 mod pool;
 mod stats;

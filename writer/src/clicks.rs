@@ -9,8 +9,8 @@ use crate::master::Connection;
 
 use crate::master::MasterConnection;
 use serde::Serialize;
-use shortlink_core::clicks::{ClickTime, Detail, Total, MINUTES_KEPT};
-use shortlink_core::{Key, KeyScheme};
+use shortlink_core::clicks::{ClickTime, CountNames, Detail, Total, MINUTES_KEPT};
+use shortlink_core::Key;
 
 use crate::store::{scan, StoreError};
 
@@ -91,18 +91,18 @@ pub struct Trending {
 #[derive(Clone)]
 pub struct ClickReader {
     connection: MasterConnection,
-    scheme: KeyScheme,
+    names: CountNames,
 }
 
 impl ClickReader {
-    pub fn new(connection: MasterConnection, scheme: KeyScheme) -> Self {
-        Self { connection, scheme }
+    pub fn new(connection: MasterConnection, names: CountNames) -> Self {
+        Self { connection, names }
     }
 
     /// `key`'s counts, with `days` days and `hours` hours of history, in
     /// one round trip.
     pub async fn link(&self, key: &Key, days: u64, hours: u64) -> Result<LinkStats, StoreError> {
-        let scheme = &self.scheme;
+        let (names, scheme) = (&self.names, self.names.scheme());
         let (head, field) = (scheme.head(key), scheme.field(key));
         let now = ClickTime::now();
         let day_list: Vec<_> = (0..days)
@@ -115,23 +115,23 @@ impl ClickReader {
             .collect();
         let visitor_keys: Vec<String> = day_list
             .iter()
-            .map(|day| scheme.visitors(*day, key.as_str()))
+            .map(|day| names.visitors(*day, key.as_str()))
             .collect();
         let mut pipe = redis::pipe();
         for total in Total::ALL {
-            pipe.hget(scheme.total_hash(total, head), field);
+            pipe.hget(names.total_hash(total, head), field);
         }
         for day in &day_list {
-            pipe.hget(scheme.day_hash(*day, head), field);
+            pipe.hget(names.day_hash(*day, head), field);
         }
         for hour in &hour_list {
-            pipe.hget(scheme.hour_hash(*hour, head), field);
+            pipe.hget(names.hour_hash(*hour, head), field);
         }
         for visitors in &visitor_keys {
             pipe.cmd("PFCOUNT").arg(visitors);
         }
         pipe.cmd("PFCOUNT").arg(&visitor_keys);
-        pipe.hgetall(scheme.details(key.as_str()));
+        pipe.hgetall(names.details(key.as_str()));
         let mut connection = self.connection.get()?;
         let answers: Vec<redis::Value> = pipe.query_async(&mut connection).await?;
         let mut answers = answers.into_iter();
@@ -221,7 +221,7 @@ impl ClickReader {
     async fn recent_clicks(&self, minutes: u64) -> Result<Vec<Trending>, StoreError> {
         let now = ClickTime::now();
         let sets: Vec<String> = (0..minutes.clamp(1, MINUTES_KEPT))
-            .map(|n| self.scheme.minute_set(now.before(n * 60).minute()))
+            .map(|n| self.names.minute_set(now.before(n * 60).minute()))
             .collect();
         let (pieces, mut arrived) = tokio::sync::mpsc::channel(READERS);
         let connection = self.connection.get()?;
@@ -275,9 +275,9 @@ impl ClickReader {
         // The `wanted` best by all-time clicks: a heap whose top is the
         // least of them, so each newcomer is compared with that alone.
         let mut best: BinaryHeap<Reverse<(u64, String)>> = BinaryHeap::with_capacity(wanted + 1);
-        let totals_prefix = self.scheme.total_hash(Total::People, "");
         let mut connection = self.connection.get()?;
-        let names = scan(&mut connection, &format!("{totals_prefix}*"), "hash").await?;
+        let pattern = self.names.total_hashes(Total::People);
+        let names = scan(&mut connection, &pattern, "hash").await?;
         for names in names.chunks(HASHES_PER_TRIP) {
             let mut pipe = redis::pipe();
             for name in names {
@@ -285,10 +285,12 @@ impl ClickReader {
             }
             let hashes: Vec<HashMap<String, u64>> = pipe.query_async(&mut connection).await?;
             for (name, fields) in names.iter().zip(hashes) {
-                let head = &name[totals_prefix.len()..];
+                let Some(head) = self.names.head_of(Total::People, name) else {
+                    continue;
+                };
                 for (field, clicks) in fields {
                     let key = format!("{head}{field}");
-                    if taken.contains(&key) || self.scheme.key(&key).is_err() {
+                    if taken.contains(&key) || self.names.scheme().key(&key).is_err() {
                         continue;
                     }
                     best.push(Reverse((clicks, key)));
@@ -310,7 +312,7 @@ impl ClickReader {
     pub async fn flush_lag(&self) -> Result<Option<f64>, StoreError> {
         let mut connection = self.connection.get()?;
         let beats: HashMap<String, u64> = redis::cmd("HGETALL")
-            .arg(self.scheme.flushers())
+            .arg(self.names.flushers())
             .query_async(&mut connection)
             .await?;
         let now_ms = std::time::SystemTime::now()

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use shortlink_core::clicks::{CountNames, Layout};
 use shortlink_core::{
     ClickBacklog, FlushInterval, HeaderValue, KeyScheme, Owner, PoolSize, RecordError,
     RedirectStatus, ReplicasToAck, Retention, Timeout, Ttl, DIGEST_KEY_LEN,
@@ -403,6 +404,8 @@ impl std::error::Error for ConfigError {}
 pub struct Settings {
     pub config: Config,
     pub scheme: KeyScheme,
+    /// The names of click counts, in the layout of the clicks' Redis.
+    pub count_names: CountNames,
     pub public_base: Url,
     /// Path of short links, from `public_base_url`: `/l/` by default.
     pub link_path: String,
@@ -484,7 +487,17 @@ impl Settings {
         check_redis(&config.redis)?;
         check_redirect(&config.redirect)?;
         check_varnish(&config.varnish, &public_base)?;
-        check_clicks(&config.clicks, &config.redis.url)?;
+        check_clicks(&config.clicks)?;
+        let clicks_url =
+            shortlink_core::clicks::own_redis(&config.clicks.redis_url, &config.redis.url)
+                .unwrap_or(&config.redis.url);
+        let layout = if redis_target::names_a_cluster(clicks_url) {
+            Layout::Cluster
+        } else {
+            Layout::Plain
+        };
+        let count_names =
+            CountNames::new(&scheme, layout).map_err(|e| ConfigError(format!("redis.{e}")))?;
         check_access(&config.access)?;
         if config.rate_limit.links_per_minute > 0 && config.rate_limit.burst == 0 {
             return Err(ConfigError(
@@ -494,6 +507,7 @@ impl Settings {
         Ok(Self {
             config,
             scheme,
+            count_names,
             public_base,
             link_path,
         })
@@ -611,11 +625,6 @@ fn check_redis_url(name: &str, url: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Whether `url` names a Redis Cluster.
-fn is_cluster(url: &str) -> bool {
-    matches!(url.parse(), Ok(redis_target::Target::Cluster(_)))
-}
-
 fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
     check_redis_url("redis.url", &redis.url)?;
     for (name, value) in [
@@ -629,7 +638,7 @@ fn check_redis(redis: &RedisConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn check_clicks(clicks: &ClicksConfig, links_url: &str) -> Result<(), ConfigError> {
+fn check_clicks(clicks: &ClicksConfig) -> Result<(), ConfigError> {
     FlushInterval::try_from(clicks.flush_interval())
         .map_err(|e| ConfigError(format!("clicks.flush_interval_ms {e}")))?;
     for (name, value) in [
@@ -641,11 +650,6 @@ fn check_clicks(clicks: &ClicksConfig, links_url: &str) -> Result<(), ConfigErro
     }
     if !clicks.redis_url.is_empty() {
         check_redis_url("clicks.redis_url", &clicks.redis_url)?;
-    }
-    let clicks_url =
-        shortlink_core::clicks::own_redis(&clicks.redis_url, links_url).unwrap_or(links_url);
-    if is_cluster(clicks_url) {
-        return Err(ConfigError(shortlink_core::clicks::NOT_IN_A_CLUSTER.into()));
     }
     if !vcl_safe(&clicks.geoip) || !(clicks.geoip.is_empty() || clicks.geoip.starts_with('/')) {
         return Err(ConfigError(format!(
@@ -860,18 +864,19 @@ mod tests {
     }
 
     #[test]
-    fn clicks_are_refused_in_a_cluster() {
+    fn clicks_in_a_cluster_take_the_cluster_layout() {
+        let layout = |text: &str| parse(text).unwrap().count_names.layout();
         let cluster = "[redis]\nurl = \"redis+cluster://10.0.0.1:7000\"\n";
-        let without_clicks = parse(cluster).unwrap_err().to_string();
-        assert!(without_clicks.contains("clicks_redis"), "{without_clicks}");
-        let clicks_in_it = parse(&format!(
-            "{cluster}[clicks]\nredis_url = \"redis+cluster://10.0.0.2:7000\"\n"
-        ))
-        .unwrap_err()
-        .to_string();
-        assert!(clicks_in_it.contains("Redis Cluster"), "{clicks_in_it}");
+        assert_eq!(layout(cluster), Layout::Cluster, "with the links");
         let apart = format!("{cluster}[clicks]\nredis_url = \"redis://10.0.0.9:6379/0\"\n");
-        assert!(parse(&apart).is_ok());
+        assert_eq!(layout(&apart), Layout::Plain);
+        let only_clicks = "[clicks]\nredis_url = \"redis+cluster://10.0.0.2:7000\"\n";
+        assert_eq!(layout(only_clicks), Layout::Cluster);
+        assert_eq!(layout(""), Layout::Plain);
+        let braces = parse(&format!("{cluster}hash_prefix = \"{{s}}:\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(braces.contains("without braces"), "{braces}");
     }
 
     #[test]

@@ -164,6 +164,7 @@ pub struct LinkStore {
     /// Replicas that must hold a change before it is acknowledged.
     replicas_to_ack: u32,
     scheme: KeyScheme,
+    count_names: shortlink_core::clicks::CountNames,
     min_generated_len: usize,
     claim: Script,
     index: Script,
@@ -187,6 +188,7 @@ impl LinkStore {
             click_connection,
             replicas_to_ack: settings.config.redis.replicas_to_ack.get(),
             scheme: settings.scheme.clone(),
+            count_names: settings.count_names.clone(),
             min_generated_len: settings.config.min_generated_key_length,
             claim: Script::new(CLAIM_SCRIPT),
             index: Script::new(INDEX_SCRIPT),
@@ -234,7 +236,7 @@ impl LinkStore {
 
     /// A reader of the click counts, in the clicks' Redis.
     pub fn clicks(&self) -> crate::clicks::ClickReader {
-        crate::clicks::ClickReader::new(self.click_connection.clone(), self.scheme.clone())
+        crate::clicks::ClickReader::new(self.click_connection.clone(), self.count_names.clone())
     }
 
     /// The owner of each of `keys` that holds a link (`None` inside for a

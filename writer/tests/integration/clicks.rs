@@ -318,7 +318,7 @@ pub fn varnish_exporter_carries_the_click_counters(suite: &Suite) -> Result<(), 
 /// their clicks then, then the rest by their clicks of all time.
 pub fn hottest_are_recent_then_all_time(suite: &Suite) -> Result<(), String> {
     let prefix = "t-hot:";
-    let scheme = suite.settings(prefix, 2).scheme;
+    let names = suite.settings(prefix, 2).count_names;
     // Written as Varnish writes them (the layout is the contract).
     for (key, clicks) in [("Aaaa", "50"), ("Bbbb", "5"), ("Cccc", "30"), ("Dddd", "1")] {
         suite.redis.query::<()>(&[
@@ -328,7 +328,7 @@ pub fn hottest_are_recent_then_all_time(suite: &Suite) -> Result<(), String> {
             clicks,
         ])?;
     }
-    let minute = scheme.minute_set(ClickTime::now().minute());
+    let minute = names.minute_set(ClickTime::now().minute());
     suite
         .redis
         .query::<()>(&["ZADD", &minute, "3", "Bbbb", "1", "Eeee"])?;
@@ -354,7 +354,7 @@ pub fn clicks_apart_are_read_in_their_redis(suite: &Suite) -> Result<(), String>
     let settings = suite.settings_with(prefix, 2, |config| {
         config.clicks.redis_url.clone_from(&clicks_url);
     });
-    let scheme = settings.scheme.clone();
+    let (scheme, names) = (settings.scheme.clone(), settings.count_names.clone());
     let admin = Identity {
         owner: shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?,
         admin: true,
@@ -377,11 +377,7 @@ pub fn clicks_apart_are_read_in_their_redis(suite: &Suite) -> Result<(), String>
             .map_err(|e| e.to_string())?;
         redis::pipe()
             .hset(&totals, field, 7)
-            .zadd(
-                scheme.minute_set(ClickTime::now().minute()),
-                key.as_str(),
-                7,
-            )
+            .zadd(names.minute_set(ClickTime::now().minute()), key.as_str(), 7)
             .query::<()>(&mut clicks)
             .map_err(|e| e.to_string())?;
         // Counts in the links' Redis are no longer read.
@@ -418,7 +414,7 @@ pub fn clicks_apart_are_read_in_their_redis(suite: &Suite) -> Result<(), String>
 /// key. Sets larger than a piece, overlapping, with many ties.
 pub fn ranking_in_pieces_equals_the_union(suite: &Suite) -> Result<(), String> {
     let prefix = "t-rank:";
-    let scheme = suite.settings(prefix, 2).scheme;
+    let names = suite.settings(prefix, 2).count_names;
     let now = ClickTime::now();
     let mut expected: HashMap<String, u64> = HashMap::new();
     // A fixed pseudo-random walk: reproducible, and no two runs differ.
@@ -432,7 +428,7 @@ pub fn ranking_in_pieces_equals_the_union(suite: &Suite) -> Result<(), String> {
     // The oldest is 58 minutes old: still in the hour's window if the
     // minute turns while the test runs.
     for minutes_ago in [0, 1, 30, 58] {
-        let set = scheme.minute_set(now.before(minutes_ago * 60).minute());
+        let set = names.minute_set(now.before(minutes_ago * 60).minute());
         let mut command = vec!["ZADD".to_owned(), set];
         let mut members = HashSet::new();
         for _ in 0..4000 {

@@ -1,11 +1,13 @@
-//! Links in a Redis Cluster of three primaries: written by the writer,
-//! listed across primaries, served by Varnish through the VMOD's per-node
-//! pipelines, through a slot migration under load and a primary's loss.
+//! Links and their clicks in a Redis Cluster of three primaries: written
+//! by the writer, listed across primaries, served by Varnish through the
+//! VMOD's per-node pipelines, counted in the cluster's layout, through a
+//! slot migration under load and a primary's loss.
 //!
 //! The tests share one cluster, writer and Varnish, one test at a time
 //! (they kill a node and move slots). Links are cached for no time
 //! (`ttl_s = 0`), so every request is a lookup in the cluster.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,9 +16,11 @@ use std::time::{Duration, Instant};
 
 use redis_target::cluster::key_slot;
 use serde_json::{json, Value};
+use shortlink_core::clicks::{CountNames, Layout, Total};
 use shortlink_core::KeyScheme;
 use test_support::{free_port, generate_vcl, release_dir, Redis, RedisCluster, Varnish, Writer};
 
+use crate::clicks::{click_on, FIREFOX};
 use crate::common::{
     api_at, create_at, ensure, get, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, WRITER,
 };
@@ -72,11 +76,9 @@ fn start(suite: &Suite) -> Result<Stack, String> {
              [access]\ntokens = [\n\
              {{ name = \"alice\", token = \"{ALICE_TOKEN}\" }},\n\
              {{ name = \"bob\", token = \"{BOB_TOKEN}\" }},\n\
-             {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }}]\n\
-             [clicks]\nredis_url = \"{}\"\n",
+             {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }}]\n",
             cluster.url,
             release_dir().join("libvmod_shortlink.so").display(),
-            suite.redis.url,
         ),
     )
     .map_err(|e| e.to_string())?;
@@ -117,6 +119,52 @@ fn create_links(
 fn hash_of(key: &str) -> String {
     let scheme = KeyScheme::new(PREFIX, SPLIT).expect("valid scheme");
     scheme.locate(key).expect("valid key").hash
+}
+
+/// The names of the cluster's click counts.
+fn count_names() -> CountNames {
+    let scheme = KeyScheme::new(PREFIX, SPLIT).expect("valid scheme");
+    CountNames::new(&scheme, Layout::Cluster).expect("a prefix without braces")
+}
+
+/// Every answer counted for `key` (people's and bots'), as the writer
+/// reads them.
+fn answers_counted(stack: &Stack, key: &str) -> Result<u64, String> {
+    let answer = api_at(
+        &stack.writer.base_url(),
+        "GET",
+        &format!("/api/links/{key}/stats"),
+        Some(ALICE_TOKEN),
+        None,
+        None,
+    )?;
+    ensure(answer.status == 200, || {
+        format!("stats of {key}: {} {}", answer.status, answer.body)
+    })?;
+    Ok(answer.body["clicks"].as_u64().unwrap_or(0) + answer.body["bots"].as_u64().unwrap_or(0))
+}
+
+/// Waits (15 s at most: flushes retried after a redirect or a failed node
+/// come a second later) until every link's answers counted equal
+/// `expected`'s, and says which do not.
+fn counted_exactly(stack: &Stack, expected: &[(String, u64)]) -> Result<(), String> {
+    let started = Instant::now();
+    loop {
+        let mut wrong = Vec::new();
+        for (key, answers) in expected {
+            let counted = answers_counted(stack, key)?;
+            if counted != *answers {
+                wrong.push(format!("{key}: {counted} counted of {answers}"));
+            }
+        }
+        if wrong.is_empty() {
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(15) {
+            return Err(format!("clicks not counted once each: {wrong:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 /// The status and `Location` Varnish answers for `key`.
@@ -264,10 +312,88 @@ fn changes_are_served(stack: &Stack, edited: &str, deleted: &str) -> Result<(), 
     )
 }
 
+/// Clicks on links of every primary are stored once each in the
+/// cluster's layout: each link head's counts under
+/// its hash tag, on the primary serving that tag's slot, where the writer
+/// reads them for the link's statistics and the trending links.
+pub fn clicks_are_counted_once_in_the_cluster_layout(suite: &Suite) -> Result<(), String> {
+    with_stack(suite, |stack| {
+        let links = create_links(stack, ALICE_TOKEN, "clicked", 24)?;
+        let names = count_names();
+        let scheme = names.scheme();
+        let mut expected = Vec::new();
+        for (n, (key, _)) in links.iter().enumerate() {
+            let clicks = n as u64 % 4 + 1;
+            for _ in 0..clicks {
+                click_on(
+                    &stack.varnish.base_url(),
+                    key,
+                    FIREFOX,
+                    Some("https://news.example/"),
+                )?;
+            }
+            expected.push((key.clone(), clicks));
+        }
+        counted_exactly(stack, &expected)?;
+        let mut primaries = Vec::new();
+        for (key, clicks) in &expected {
+            let key = scheme.key(key).map_err(|e| e.to_string())?;
+            let totals = names.total_hash(Total::People, scheme.head(&key));
+            let primary = stack.cluster.primary_for(&totals)?;
+            let stored: u64 = primary.query(&["HGET", &totals, scheme.field(&key)])?;
+            ensure(stored == *clicks, || {
+                format!(
+                    "HGET {totals} {}: {stored}, not {clicks}",
+                    scheme.field(&key)
+                )
+            })?;
+            primaries.push(primary.port);
+        }
+        primaries.sort_unstable();
+        primaries.dedup();
+        ensure(primaries.len() > 1, || {
+            "every link's counts landed on one primary".into()
+        })?;
+        let (key, clicks) = &expected[3];
+        let stats = api_at(
+            &stack.writer.base_url(),
+            "GET",
+            &format!("/api/links/{key}/stats"),
+            Some(ALICE_TOKEN),
+            None,
+            None,
+        )?
+        .body;
+        let today = stats["days"].as_array().and_then(|days| days.last());
+        ensure(
+            stats["visitors"] == 1
+                && today.is_some_and(|day| day["clicks"] == *clicks && day["visitors"] == 1)
+                && stats["referrers"][0]["name"] == "news.example",
+            || format!("the statistics of {key}, clicked {clicks} times: {stats}"),
+        )?;
+        let trending = api_at(
+            &stack.writer.base_url(),
+            "GET",
+            "/api/trending?minutes=5&limit=100",
+            Some(ALICE_TOKEN),
+            None,
+            None,
+        )?
+        .body;
+        let ranked = listed_keys(&trending);
+        ensure(expected.iter().all(|(key, _)| ranked.contains(key)), || {
+            format!("trending misses clicked links: {trending}")
+        })
+    })
+}
+
 /// While the slots of three hashes move to another primary (the `ASK`
 /// window between a key's move and the slot's, then `MOVED` for a stale
 /// slot map), requests for every link of those hashes never get a 404 or
-/// a wrong `Location`, and at most a few 503s.
+/// a wrong `Location`, and at most a few 503s. Then the slots of their
+/// click counts move too, under the same load: every redirect served is
+/// counted once, through the flushes that met `ASK`, `TRYAGAIN` and
+/// `MOVED` on the way.
 pub fn a_slot_migrated_under_load_answers_no_wrong_redirect(suite: &Suite) -> Result<(), String> {
     with_stack(suite, |stack| {
         let links = create_links(stack, ALICE_TOKEN, "migrated", 60)?;
@@ -279,29 +405,42 @@ pub fn a_slot_migrated_under_load_answers_no_wrong_redirect(suite: &Suite) -> Re
             .iter()
             .filter(|(key, _)| hashes.contains(&hash_of(key)))
             .collect();
+        // The counts of the moving links' heads: one slot per head.
+        let names = count_names();
+        let count_hashes: Vec<String> = hashes
+            .iter()
+            .map(|hash| names.total_hash(Total::Bots, &hash[PREFIX.len()..]))
+            .collect();
+        let failed_before = flush_failures(stack)?;
         let stop = AtomicBool::new(false);
-        let (answers, wrong, unavailable) = std::thread::scope(|scope| {
+        let (served, wrong, unavailable) = std::thread::scope(|scope| {
             let load = scope.spawn(|| {
-                let (mut answers, mut wrong, mut unavailable) = (0u32, Vec::new(), 0u32);
+                let mut served: HashMap<&str, u64> = HashMap::new();
+                let (mut wrong, mut unavailable) = (Vec::new(), 0u64);
                 while !stop.load(Ordering::Relaxed) {
                     for (key, url) in &moving {
                         match redirect(stack, key) {
-                            Ok((301, Some(location))) if location == *url => {}
+                            Ok((301, Some(location))) if location == *url => {
+                                *served.entry(key.as_str()).or_default() += 1;
+                            }
                             Ok((503, _)) => unavailable += 1,
                             other => wrong.push(format!("{key}: {other:?}")),
                         }
-                        answers += 1;
                     }
                 }
-                (answers, wrong, unavailable)
+                (served, wrong, unavailable)
             });
-            let migrated = migrate(&stack.cluster, &hashes);
+            let migrated = migrate(&stack.cluster, &hashes).and_then(|()| {
+                // Clicks were flushed meanwhile: their slots hold keys.
+                migrate_counts(&stack.cluster, &count_hashes)
+            });
             stop.store(true, Ordering::Relaxed);
             let counts = load
                 .join()
                 .map_err(|_| "the load thread panicked".to_owned());
             migrated.and(counts)
         })?;
+        let answers = served.values().sum::<u64>() + unavailable + wrong.len() as u64;
         eprintln!(
             "slot migration under load: {answers} answers, {} wrong, {unavailable} × 503",
             wrong.len()
@@ -319,8 +458,61 @@ pub fn a_slot_migrated_under_load_answers_no_wrong_redirect(suite: &Suite) -> Re
                 format!("after the migration, {key}: {served:?}")
             })?;
         }
+        let expected: Vec<(String, u64)> = moving
+            .iter()
+            .map(|(key, _)| {
+                (
+                    key.clone(),
+                    served.get(key.as_str()).copied().unwrap_or(0) + 1,
+                )
+            })
+            .collect();
+        counted_exactly(stack, &expected)?;
+        eprintln!(
+            "click counts after their slots moved: {} redirects of {} links, each counted \
+             once, through {} flushes sent again",
+            expected.iter().map(|(_, n)| n).sum::<u64>(),
+            expected.len(),
+            flush_failures(stack)? - failed_before,
+        );
         Ok(())
     })
+}
+
+/// Flushes of clicks that Redis did not wholly apply, sent again later.
+fn flush_failures(stack: &Stack) -> Result<u64, String> {
+    let stats = stack
+        .varnish
+        .tool("varnishstat", &["-1", "-f", "*click_flush_failures"])?;
+    Ok(stats
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum())
+}
+
+/// Moves the slot of each of `count_hashes` (a link head's counts) to the
+/// next primary, a key at a time, pausing in each step's `ASK` window.
+fn migrate_counts(cluster: &RedisCluster, count_hashes: &[String]) -> Result<(), String> {
+    for hash in count_hashes {
+        let from = cluster.primary_for(hash)?;
+        let to = cluster.nodes[..cluster.primaries]
+            .iter()
+            .find(|node| node.port != from.port)
+            .ok_or("no other primary")?;
+        let slot = key_slot(hash.as_bytes());
+        // The first flush of the links' clicks may be a second away.
+        let started = Instant::now();
+        while from.query::<u64>(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()])? < 2
+            && started.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let moved = cluster.migrate_slot(slot, from, to, 1, Duration::from_millis(300))?;
+        ensure(moved >= 2, || {
+            format!("slot {slot} of {hash}: moved {moved} keys, expected a link head's counts")
+        })?;
+    }
+    Ok(())
 }
 
 /// Moves the slot of each of `hashes` to the next primary, pausing in each

@@ -81,6 +81,10 @@ const TESTS: &[(&str, common::Test)] = &[
         cluster::links_are_written_listed_and_served_across_primaries,
     ),
     (
+        "cluster::clicks_are_counted_once_in_the_cluster_layout",
+        cluster::clicks_are_counted_once_in_the_cluster_layout,
+    ),
+    (
         "cluster::a_slot_migrated_under_load_answers_no_wrong_redirect",
         cluster::a_slot_migrated_under_load_answers_no_wrong_redirect,
     ),
