@@ -38,10 +38,14 @@ storm,storm-uncounted run those scenarios with counting off too, and
 BENCH_WRITER_PURGE=0 runs the writer without purging Varnish.
 BENCH_REDIS=cluster also loads the links into a Redis Cluster of three
 primaries (the shipped configuration, cluster-enabled) and runs `miss` on a
-VCL that looks them up there and counts their clicks there too
-(`miss-cluster`), against `miss` on one Redis of the same run: both over
-loopback TCP, as a cluster's nodes are reached. The clicks stored in the
-cluster must equal its requests.
+VCL that looks them up there (`miss-cluster`), against `miss` on one Redis
+of the same run: both over loopback TCP, as a cluster's nodes are reached,
+both counting clicks in the Redis for clicks. `miss-cluster-clicks` does
+the same counting the clicks in the cluster too; the clicks stored there
+must equal its requests.
+BENCH_CLICK_COUNTERS=1 says after each counted run where its clicks went:
+requests and clicks stored so far, and the click store's dropped, failed
+and pending counters.
 BENCH_REPLICA=1 gives the links' Redis a replica (on the shipped
 configuration), so that BENCH_REDIS_EXTRA="replicas_to_ack = 1" measures what
 waiting for it (WAIT) costs an insert.
@@ -458,6 +462,16 @@ def edit_scenario(base, writer_port, varnish_port, keys_file):
     return chosen
 
 
+def cluster_script_usec(ports):
+    """Microseconds the nodes at `ports` have spent running scripts so far."""
+    total = 0
+    for port in ports:
+        for line in redis_cli(port, "INFO", "commandstats").splitlines():
+            if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")):
+                total += int(line.split("usec=")[1].split(",")[0])
+    return total
+
+
 def stored_clicks(redis_port):
     """Every click stored so far: people's, bots' and gone answers, all links
     (those of a cluster's node: the keys of many slots, all its own)."""
@@ -608,9 +622,13 @@ def run(processes):
         for port, commands in by_node.items():
             load(port, commands)
         cluster_url = "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in cluster_ports)
-        # Links and clicks in the cluster, as one cluster deployment keeps them.
-        _, cluster_vcl = generated_vcl("cluster", counted=True, links_url=cluster_url, clicks=cluster_url)
+        # Clicks apart, as for `miss`: the lookups alone are compared.
+        _, cluster_vcl = generated_vcl("cluster", counted=True, links_url=cluster_url)
         varnishadm(workdir, "vcl.load", "cluster", str(cluster_vcl))
+        # Links and clicks in the cluster, as a deployment of one cluster keeps them.
+        _, cluster_clicks_vcl = generated_vcl("clusterclicks", counted=True, links_url=cluster_url,
+                                              clicks=cluster_url)
+        varnishadm(workdir, "vcl.load", "clusterclicks", str(cluster_clicks_vcl))
     processes.start([str(RELEASE / "shortlink"), "serve", "--config", str(config)], "writer.log",
                     env={**os.environ, "RUST_LOG": "warn"})
     wait_for_port(writer_port, "the writer")
@@ -673,6 +691,20 @@ def run(processes):
                 ports = cluster_ports if clicks_in == "cluster" else [clicks_port]
                 settled = sum(flushes_settle(port) for port in ports)
                 catch_up.setdefault(name, []).append(round(FLUSH_WAIT + settled, 1))
+                if os.environ.get("BENCH_CLICK_COUNTERS"):
+                    # Where clicks went, run by run: stored so far against
+                    # requests so far, and the store's own counters, which
+                    # an answer publishes (a 404: not a click).
+                    with socket.create_connection(("127.0.0.1", varnish_port)) as sock:
+                        sock.sendall(b"GET /l/NoSuchKeyHere HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                     b"Connection: close\r\n\r\n")
+                        sock.recv(4096)
+                    stored = sum(stored_clicks(p) for p in ports)
+                    lines = subprocess.run(["varnishstat", "-n", str(workdir), "-1", "-f", "shortlink.*"],
+                                           capture_output=True, text=True).stdout.splitlines()
+                    said = [" ".join(l.split()[:2]) for l in lines
+                            if any(w in l for w in ("dropped", "flush_failures", "pending")) and l.split()[1] != "0"]
+                    say(f"{name}: {counted_requests[clicks_in]} requests so far, {stored} stored; {said}")
             if pair and not run_id % 2:
                 paired_run()
         if pair:
@@ -697,9 +729,12 @@ def run(processes):
         s["clicks_redis_stalls"] = redis_stalls(clicks_port)
         non_3xx = "" if s.get("non_3xx") is None else f", non-3xx {s['non_3xx']}"
         kinds = {k: v for k, v in (s.get("socket_error_kinds") or {}).items() if v}
+        # Answers of 4xx and 5xx, which are not counted as clicks, and
+        # clicks dropped: what the click check's requests must allow for.
+        dropped = sum(v for k, v in counters.items() if k.endswith(".clicks_dropped"))
         say(f"{name}: {s['rps']:.0f} req/s, p99 {s['p99_ms']} ms, socket errors {s['socket_errors']} {kinds or ''}"
-            f"{non_3xx} (runs {s['runs_rps']}, p99 {s['runs_p99_ms']}); Redis stalls: links {s['redis_stalls']}, "
-            f"clicks {s['clicks_redis_stalls']}")
+            f"{non_3xx}, errors {s['errors']}, clicks dropped {dropped} (runs {s['runs_rps']}, "
+            f"p99 {s['runs_p99_ms']}); Redis stalls: links {s['redis_stalls']}, clicks {s['clicks_redis_stalls']}")
 
     def empty_cache():
         # Restarting the child empties the cache outright; a ban would leave
@@ -739,7 +774,12 @@ def run(processes):
     if CLUSTER:
         say(f"miss-cluster: the same, each key looked up in the cluster of {CLUSTER_PRIMARIES} primaries")
         scenario("miss-cluster", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="cluster",
-                 counted=True, clicks_in="cluster")
+                 counted=True)
+        say("miss-cluster-clicks: the same, counting the clicks in the cluster too")
+        scripts_before = cluster_script_usec(cluster_ports)
+        scenario("miss-cluster-clicks", links_wrk("fresh", fresh_keys), prepare=empty_cache,
+                 vcl_name="clusterclicks", counted=True, clicks_in="cluster")
+        script_usec = cluster_script_usec(cluster_ports) - scripts_before
     if "miss-uncounted" in ONLY:
         # For profiling only: what counting costs a miss.
         scenario("miss-uncounted", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="uncounted")
@@ -759,13 +799,15 @@ def run(processes):
             f"in hit, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice); "
             f"all sent {catch_up} s after each run")
     clicks_cluster = None
-    if CLUSTER and (not ONLY or "miss-cluster" in ONLY):
+    if CLUSTER and (not ONLY or "miss-cluster-clicks" in ONLY):
         requests = counted_requests["cluster"]
         stored = sum(stored_clicks(port) for port in cluster_ports)
         clicks_cluster = {"requests": requests, "stored": stored, "lost": max(0, requests - stored),
-                          "double": max(0, stored - requests)}
-        say(f"clicks in the cluster: {stored} stored for {requests} link requests in miss-cluster "
-            f"({clicks_cluster['lost']} lost, {clicks_cluster['double']} counted twice)")
+                          "double": max(0, stored - requests),
+                          "script_usec_per_click": round(script_usec / max(1, requests), 2)}
+        say(f"clicks in the cluster: {stored} stored for {requests} link requests in miss-cluster-clicks "
+            f"({clicks_cluster['lost']} lost, {clicks_cluster['double']} counted twice); "
+            f"{clicks_cluster['script_usec_per_click']} µs of the nodes' script time per click")
 
     # After the exactness check: neither the warm-up traffic nor the warming
     # fetches are in its request count.
@@ -1032,7 +1074,8 @@ def print_table(report):
           f"{report['connections']} connections, {report['duration_s']}s per run, median of {report['runs']}; "
           f"ceiling500 and storm: {st['connections']} connections, {st['duration_s']}s, {st['links']:,} links)\n")
     print(f"{'scenario':<14}{'req/s':>10}{'x ceiling':>11}{'p50 ms':>9}{'p99 ms':>9}{'socket err':>11}{'non-3xx':>9}")
-    for name in ("ceiling", "hit", "hit-uncounted", "origin-miss", "miss", "miss-cluster", "zipf", "zipf-restart",
+    for name in ("ceiling", "hit", "hit-uncounted", "origin-miss", "miss", "miss-cluster", "miss-cluster-clicks",
+                 "zipf", "zipf-restart",
                  "ceiling500",
                  "storm",
                  "origin-storm"):
@@ -1064,7 +1107,7 @@ def print_table(report):
     if "clicks_cluster" in report:
         c = report["clicks_cluster"]
         print(f"            {c['stored']:,} stored in the cluster for {c['requests']:,} link requests in "
-              f"miss-cluster: {c['lost']} lost, {c['double']} counted twice")
+              f"miss-cluster-clicks: {c['lost']} lost, {c['double']} counted twice")
     print(f"\n{'target':<20}{'value':>12}  {'limit':<26}{'':>10}{'ratio':>8}  {'target':<10}")
     for t in report["targets"]:
         verdict = "met" if t["met"] else "MISSED"

@@ -86,10 +86,10 @@ for port in "${node_ports[@]}"; do
 done
 [ "$holding" -ge 2 ] || fail "20 links landed on $holding primaries"
 
-# Each redirect was counted once (curl is a bot), under the link head's hash
-# tag, within a few flushes.
+# Each redirect was counted once (curl is a bot), in the cluster's layout
+# (the key's first character is the hash tag), within a few flushes.
 counted() { # key
-    redis-cli -c -p "${node_ports[0]}" HGET "short:bots:{${1:0:2}}" "${1:2}"
+    redis-cli -c -p "${node_ports[0]}" HGET "short:bots:{${1:0:1}}${1:1:1}" "${1:2}"
 }
 for key in "${keys[@]}"; do
     for _ in $(seq 50); do [ "$(counted "$key")" = 1 ] && break; sleep 0.1; done

@@ -19,18 +19,20 @@
 //! no `:`), so counts and links cannot collide.
 //!
 //! In a Redis Cluster ([`Layout::Cluster`]) the names about one link carry
-//! its head as a hash tag, so that all of them share one slot:
+//! its key's first character as a hash tag, so that they share one slot
+//! with those of every key starting alike: 64 slots in all.
 //!
 //! | plain | cluster |
 //! |---|---|
-//! | `short:clicks:Lm`, `short:bots:Lm`, `short:gone:Lm` | `short:clicks:{Lm}`, `short:bots:{Lm}`, `short:gone:{Lm}` |
-//! | `short:day:20261123:Lm`, `short:hour:2026112314:Lm` | `short:day:20261123:{Lm}`, `short:hour:2026112314:{Lm}` |
-//! | `short:visitors:20261123:Lm25`, `short:details:Lm25` | `short:visitors:20261123:{Lm}25`, `short:details:{Lm}25` |
+//! | `short:clicks:Lm`, `short:bots:Lm`, `short:gone:Lm` | `short:clicks:{L}m`, `short:bots:{L}m`, `short:gone:{L}m` |
+//! | `short:day:20261123:Lm`, `short:hour:2026112314:Lm` | `short:day:20261123:{L}m`, `short:hour:2026112314:{L}m` |
+//! | `short:visitors:20261123:Lm25`, `short:details:Lm25` | `short:visitors:20261123:{L}m25`, `short:details:{L}m25` |
 //! | `short:applied:20261123` | `short:applied:20261123:{<tag>}`, one per slot |
 //!
 //! Minute sets, salts and the flushers' heartbeats keep their names.
 //! `short:applied:<day>` notes, per flusher, the last batch of counts it
-//! applied (see the VMOD's `flush.rs`), and expires two days after `day`.
+//! sealed on `day` and applied (see the VMOD's `flush.rs`); it is kept two
+//! days from its first note.
 
 use std::fmt;
 
@@ -239,12 +241,16 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 pub enum Layout {
     /// One Redis, or a Sentinel group: the names of the module's table.
     Plain,
-    /// A Redis Cluster: each name about one link carries the link's head
-    /// as a hash tag (`short:clicks:{Lm}`, `short:details:{Lm}25`), so every
-    /// count of a head shares one slot, and a flush writes them all in one
-    /// call there; a link's visitors over several days can be counted
-    /// together (`PFCOUNT` of keys in one slot). Names of no one link
-    /// (minutes, salts, heartbeats) stay as they are, each a slot of its own.
+    /// A Redis Cluster: each name about one link carries the key's first
+    /// character as a hash tag (`short:clicks:{L}m`, `short:details:{L}m25`),
+    /// so the counts of all keys starting alike share one slot, 64 slots
+    /// in all. A flush writes each slot's counts in calls of thousands of
+    /// arguments, as few calls as on one Redis, where a tag per head (4,096
+    /// with split 2) makes a call of a few dozen arguments per head, and a
+    /// script call costs Redis more per click the fewer it carries. A
+    /// link's visitors over several days are counted together (`PFCOUNT` of
+    /// keys in one slot). Names of no one link (minutes, salts, heartbeats)
+    /// stay as they are, a slot each.
     Cluster,
 }
 
@@ -292,15 +298,14 @@ impl CountNames {
         self.scheme.prefix()
     }
 
-    /// `text` (a link's head, or a key whose head leads it) as it ends a
-    /// name: tagged by its head in a cluster.
+    /// `text` (a link's head, or a key) as it ends a name: in a cluster,
+    /// its first character is the hash tag.
     fn of_link(&self, text: &str) -> String {
-        match self.layout {
-            Layout::Plain => text.to_owned(),
-            Layout::Cluster => {
-                let split = self.scheme.split().min(text.len());
-                format!("{{{}}}{}", &text[..split], &text[split..])
+        match (self.layout, text.chars().next()) {
+            (Layout::Cluster, Some(first)) => {
+                format!("{{{first}}}{}", &text[first.len_utf8()..])
             }
+            _ => text.to_owned(),
         }
     }
 
@@ -318,14 +323,17 @@ impl CountNames {
 
     /// The head a `total` hash's name counts for, if it names one.
     #[must_use]
-    pub fn head_of<'n>(&self, total: Total, name: &'n str) -> Option<&'n str> {
+    pub fn head_of(&self, total: Total, name: &str) -> Option<String> {
         let rest = name
             .strip_prefix(self.prefix())?
             .strip_prefix(total.word())?
             .strip_prefix(':')?;
         match self.layout {
-            Layout::Plain => Some(rest),
-            Layout::Cluster => rest.strip_prefix('{')?.strip_suffix('}'),
+            Layout::Plain => Some(rest.to_owned()),
+            Layout::Cluster => {
+                let (tag, after) = rest.strip_prefix('{')?.split_once('}')?;
+                (tag.chars().count() == 1).then(|| [tag, after].concat())
+            }
         }
     }
 
@@ -440,36 +448,36 @@ mod tests {
         assert_eq!(scheme.field(&key), "25");
         assert_eq!(
             both(&|n| n.total_hash(Total::People, head)),
-            ("short:clicks:Lm".into(), "short:clicks:{Lm}".into())
+            ("short:clicks:Lm".into(), "short:clicks:{L}m".into())
         );
         assert_eq!(
             both(&|n| n.total_slot(Total::Bots, "Lm25").hash),
-            ("short:bots:Lm".into(), "short:bots:{Lm}".into())
+            ("short:bots:Lm".into(), "short:bots:{L}m".into())
         );
         assert_eq!(
             both(&|n| n.day_hash(at.day(), head)),
             (
                 "short:day:20261123:Lm".into(),
-                "short:day:20261123:{Lm}".into()
+                "short:day:20261123:{L}m".into()
             )
         );
         assert_eq!(
             both(&|n| n.hour_hash(at.hour(), head)),
             (
                 "short:hour:2026112314:Lm".into(),
-                "short:hour:2026112314:{Lm}".into()
+                "short:hour:2026112314:{L}m".into()
             )
         );
         assert_eq!(
             both(&|n| n.visitors(at.day(), "Lm25")),
             (
                 "short:visitors:20261123:Lm25".into(),
-                "short:visitors:20261123:{Lm}25".into()
+                "short:visitors:20261123:{L}m25".into()
             )
         );
         assert_eq!(
             both(&|n| n.details("Lm25")),
-            ("short:details:Lm25".into(), "short:details:{Lm}25".into())
+            ("short:details:Lm25".into(), "short:details:{L}m25".into())
         );
         assert_eq!(
             both(&|n| n.applied(at.day(), None)),
@@ -485,7 +493,7 @@ mod tests {
         for names in [&plain, &cluster] {
             assert_eq!(names.minute_set(at.minute()), "short:minute:202611231405");
             let total = names.total_hash(Total::Gone, "Lm");
-            assert_eq!(names.head_of(Total::Gone, &total), Some("Lm"));
+            assert_eq!(names.head_of(Total::Gone, &total).as_deref(), Some("Lm"));
             assert_eq!(names.head_of(Total::People, &total), None);
             for name in [
                 total,
@@ -498,6 +506,32 @@ mod tests {
             ] {
                 let rest = name.strip_prefix(scheme.prefix()).unwrap();
                 assert!(rest.contains(':'), "{name} could be a link's hash");
+            }
+        }
+    }
+
+    /// The README's table of both layouts spells the names as they are.
+    #[test]
+    fn the_readme_spells_both_layouts() {
+        let readme = include_str!("../../README.md");
+        let scheme = KeyScheme::default();
+        let at = ClickTime(1_795_442_709);
+        for layout in [Layout::Plain, Layout::Cluster] {
+            let names = CountNames::new(&scheme, layout).unwrap();
+            for name in [
+                names.total_hash(Total::People, "Lm"),
+                names.total_hash(Total::Bots, "Lm"),
+                names.total_hash(Total::Gone, "Lm"),
+                names.day_hash(at.day(), "Lm"),
+                names.hour_hash(at.hour(), "Lm"),
+                names.visitors(at.day(), "Lm25"),
+                names.details("Lm25"),
+                names.applied(at.day(), None),
+            ] {
+                assert!(
+                    readme.contains(&format!("`{name}`")),
+                    "README.md lacks `{name}`"
+                );
             }
         }
     }

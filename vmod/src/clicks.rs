@@ -240,7 +240,12 @@ impl ClickStore {
     }
 
     /// A store with empty queues; [`store_for`] starts its flusher.
-    fn new(redis_url: &str, reach: Reach, names: CountNames, settings: CountSettings) -> Self {
+    pub(crate) fn new(
+        redis_url: &str,
+        reach: Reach,
+        names: CountNames,
+        settings: CountSettings,
+    ) -> Self {
         Self {
             redis_url: redis_url.to_owned(),
             reach,

@@ -51,11 +51,39 @@ impl Destination {
         }
     }
 
-    /// Readies the way to Redis for an exchange of up to `timeout`: a
+    /// Readies the way to Redis for exchanges of up to `timeout`: a
     /// connection to the master as it is now, or a fresh slot map if the
     /// last one proved wrong. Answers whether a new connection was made,
     /// to a Redis that may have lost what it held.
     pub fn prepare(&mut self, store: &ClickStore, timeout: Duration) -> Result<bool, String> {
+        let fresh = self.connect(store)?;
+        self.arm(timeout)?;
+        if let Self::Cluster(nodes) = self {
+            nodes.refresh_map();
+        }
+        Ok(fresh)
+    }
+
+    /// Bounds each exchange from now on by `timeout`.
+    pub fn arm(&mut self, timeout: Duration) -> Result<(), String> {
+        match self {
+            Self::Master { connection, .. } => {
+                let opened = connection.as_ref().ok_or("no connection to Redis")?;
+                opened
+                    .set_read_timeout(Some(timeout))
+                    .and_then(|()| opened.set_write_timeout(Some(timeout)))
+                    .map_err(|e| e.to_string())
+            }
+            Self::Cluster(nodes) => {
+                nodes.set_command_timeout(timeout);
+                Ok(())
+            }
+        }
+    }
+
+    /// Connects to the master the locator names now, unless connected to
+    /// it already; answers whether it did.
+    fn connect(&mut self, store: &ClickStore) -> Result<bool, String> {
         match (self, &store.reach) {
             (
                 Self::Master {
@@ -74,18 +102,9 @@ impl Destination {
                     *connection = Some(opened);
                     *generation = opened_in;
                 }
-                let opened = connection.as_ref().ok_or("no connection")?;
-                opened
-                    .set_read_timeout(Some(timeout))
-                    .and_then(|()| opened.set_write_timeout(Some(timeout)))
-                    .map_err(|e| e.to_string())?;
                 Ok(fresh)
             }
-            (Self::Cluster(nodes), _) => {
-                nodes.set_command_timeout(timeout);
-                nodes.refresh_map();
-                Ok(false)
-            }
+            (Self::Cluster(_), _) => Ok(false),
             (Self::Master { .. }, Reach::Cluster(_)) => Err("a master for a cluster".into()),
         }
     }
@@ -157,25 +176,29 @@ impl Destination {
         pipeline: &redis::Pipeline,
         count: usize,
     ) -> Result<Vec<redis::Value>, String> {
+        if let Self::Cluster(nodes) = self {
+            // A heartbeat may come before any flush asked for the map.
+            nodes.refresh_map();
+        }
         let node = self.node_of(lane)?;
         self.send(&node, &pipeline.get_packed_pipeline())?;
         let replies = self.receive(&node, count)?;
-        if let Some(address) = &node {
-            for reply in &replies {
-                if let redis::Value::ServerError(error) = reply {
-                    if let Some(Redirect::Moved { slot, node }) = Redirect::of(error, address) {
-                        self.moved(slot, &node);
-                    }
-                }
-            }
-        }
+        self.take_redirects(&node, &replies);
         Ok(replies)
     }
 
-    /// Takes what a `MOVED` reply says.
-    pub fn moved(&mut self, slot: u16, node: &Address) {
-        if let Self::Cluster(nodes) = self {
-            nodes.moved(slot, node);
+    /// Takes what any `MOVED` among `node`'s `replies` says: the slot map
+    /// sends that slot's commands to the node named, from now on.
+    pub fn take_redirects(&mut self, node: &Node, replies: &[redis::Value]) {
+        let (Self::Cluster(nodes), Some(address)) = (self, node) else {
+            return;
+        };
+        for reply in replies {
+            if let redis::Value::ServerError(error) = reply {
+                if let Some(Redirect::Moved { slot, node }) = Redirect::of(error, address) {
+                    nodes.moved(slot, &node);
+                }
+            }
         }
     }
 

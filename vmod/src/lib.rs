@@ -98,11 +98,13 @@ mod shortlink {
             /// Each batch of lookups is then split by node and sent to all
             /// of them at once, one connection per node; `MOVED` and `ASK`
             /// are followed, and a node that is down fails only the keys of
-            /// its own slots. Clicks cannot be kept in a cluster yet: give
-            /// them their own Redis with `clicks_redis`.
+            /// its own slots. Clicks are counted there too unless
+            /// `clicks_redis` names another Redis.
             redis: &str,
             /// Start of every hash name: key `Lm25` lives in hash
-            /// `<prefix>Lm`. Letters, digits and `: . _ - / { }` only.
+            /// `<prefix>Lm`. Letters, digits and `: . _ - / { }` only;
+            /// no braces when clicks are counted in a Redis Cluster, whose
+            /// names carry hash tags of their own.
             #[default("short:")]
             prefix: &str,
             /// How many leading characters of a key name its hash (1 to 4);
@@ -171,8 +173,9 @@ mod shortlink {
             /// a rare one that must survive a crash: a Redis of their own
             /// may sync its file once a second (`appendfsync everysec`)
             /// while the links' Redis syncs every write, and lookups never
-            /// wait behind a flush of clicks or its sync. It must be a single
-            /// Redis or a Sentinel group, not a cluster.
+            /// wait behind a flush of clicks or its sync. In a Redis Cluster
+            /// (`redis+cluster://`), counts take the cluster layout: a key's
+            /// first character is their hash tag, `short:clicks:{L}m`.
             #[default("")]
             clicks_redis: &str,
             /// Replicas that must confirm a flush of clicks (Redis `WAIT`,

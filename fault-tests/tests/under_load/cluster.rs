@@ -1,8 +1,9 @@
 //! A Redis Cluster failover under load: one of three primaries, each with
 //! two replicas (so that the promoted one still has a replica to confirm
 //! writes), is killed (`SIGKILL`) while Varnish serves cached and fresh
-//! links and clients insert through the writer, both following the
-//! cluster through its `redis+cluster://` URL.
+//! links, counting each answer in the cluster, and clients insert through
+//! the writer, all following the cluster through its `redis+cluster://`
+//! URL.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,12 +13,12 @@ use std::time::{Duration, Instant};
 use redis_target::cluster::key_slot;
 use test_support::{free_port, Redis, RedisCluster, Varnish, Writer, NODE_TIMEOUT};
 
-use crate::failover::insert_recovery;
+use crate::failover::{counted_exactly, insert_recovery};
 use crate::inserts::{acknowledged, compare, count, inserter};
 use crate::links::{self, Class, Recovery};
 use crate::load::{ms, Load};
 use crate::stack::{
-    configure, dump_links, public_base, start_redis, start_writer, writer_config, TestDir, PREFIX,
+    configure, dump_links, public_base, start_writer, writer_config, TestDir, PREFIX,
 };
 
 /// Uncached keys and inserts must work again within this of the kill: the
@@ -33,7 +34,6 @@ struct Stack {
     /// Removed when the test passes; kept, with the servers' logs, when it fails.
     _dir: TestDir,
     cluster: RedisCluster,
-    _clicks: Redis,
     varnish: Varnish,
     _writer: Writer,
     writer_port: u16,
@@ -44,13 +44,13 @@ struct Stack {
 
 impl Stack {
     /// Three primaries with two replicas each, the links stored on them (and
-    /// on their replicas), clicks in a Redis of their own, Varnish on the
-    /// VCL generated for the cluster with the cached links warmed, and the
-    /// writer acknowledging inserts once a replica has them.
+    /// on their replicas), Varnish on the VCL generated for the cluster with
+    /// the cached links warmed, counting clicks in the cluster, and the
+    /// writer acknowledging inserts (and Varnish flushes of clicks) once a
+    /// replica has them.
     fn start() -> Result<Self, String> {
         let dir = TestDir::new("cluster-failover")?;
         let cluster = RedisCluster::start(&dir.join("cluster"), 3, 2)?;
-        let clicks = start_redis(&dir.join("clicks"))?;
         let cached = links::make("c", CACHED_LINKS);
         let fresh = links::make("f", FRESH_LINKS);
         store(&cluster, &cached)?;
@@ -60,7 +60,7 @@ impl Stack {
             "[redis]\n",
             "[redis]\nreplicas_to_ack = 1\n",
             1,
-        ) + &format!("[clicks]\nredis_url = \"{}\"\n", clicks.url);
+        );
         let (config_file, vcl) = configure(&dir.path, &config)?;
         let varnish = Varnish::start_on(&dir.join("varnish"), &vcl, varnish_port)?;
         links::warm(varnish.port, &cached)?;
@@ -68,7 +68,6 @@ impl Stack {
         Ok(Self {
             _dir: dir,
             cluster,
-            _clicks: clicks,
             varnish,
             _writer: writer,
             writer_port,
@@ -168,13 +167,14 @@ pub fn cluster_failover() -> Result<(), String> {
     }
     let acked = acknowledged(&writes)?;
     let mut stored = BTreeMap::new();
-    for port in RedisCluster::slot_map_of(survivor)
+    let primaries = RedisCluster::slot_map_of(survivor)
         .ok_or("no slot map after the failover")?
         .nodes()
         .iter()
-        .map(|node| node.port)
-    {
-        stored.extend(dump_links(cluster.node_on(port)?, PREFIX)?);
+        .map(|node| cluster.node_on(node.port))
+        .collect::<Result<Vec<&Redis>, String>>()?;
+    for primary in &primaries {
+        stored.extend(dump_links(primary, PREFIX)?);
     }
     let (lost, _) = compare(&acked, &stored);
     if let Some(example) = lost.first() {
@@ -188,12 +188,19 @@ pub fn cluster_failover() -> Result<(), String> {
         .iter()
         .filter(|r| r.what.class == Class::Fresh && r.what.status == 503)
         .count();
+    // Every redirect served is counted once in the cluster: the warming
+    // requests (two per cached link) and every 301 of the run, whichever
+    // node served its slot when Varnish flushed it.
+    let redirected =
+        2 * CACHED_LINKS as u64 + hits.iter().filter(|r| r.what.status == 301).count() as u64;
+    let counted = counted_exactly(&primaries, redirected, "the cluster's primaries")?;
     println!(
         "    cluster_failover: primary (port {}) of 3 killed with SIGKILL, a replica of it promoted \
          +{} after the kill; node timeout {} | uncached keys: {} (last failure +{}), {} | \
          cached links: {} requests, every one a 301 from cache | inserts (WAIT for 1 replica): \
          {}, acknowledged again at +{} | {} acknowledged links, 0 lost ({} on the killed \
-         primary's slots) | {fresh_failed} uncached requests failed",
+         primary's slots) | {fresh_failed} uncached requests failed | {counted} redirects \
+         served, {counted} clicks counted (flushes WAIT for 1 replica)",
         victim.port,
         ms(promoted_after),
         ms(NODE_TIMEOUT),

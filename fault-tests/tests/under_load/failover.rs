@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread::sleep;
 use std::time::Duration;
 
-use test_support::{free_port, Persistence, SentinelGroup, Varnish, Writer};
+use test_support::{free_port, Persistence, Redis, SentinelGroup, Varnish, Writer};
 
 use crate::inserts::{acknowledged, compare, count, inserter, Insert, Outcome};
 use crate::links::{self, Class, Recovery};
@@ -262,12 +262,21 @@ fn counted_once(stack: &Stack, new_master: u16, served: u64) -> Result<u64, Stri
         .iter()
         .find(|server| server.port == new_master)
         .ok_or("the new master is none of the group's servers")?;
+    counted_exactly(&[master], served, "the new master")
+}
+
+/// Waits (5 s at most) until the clicks and bots' clicks stored on
+/// `servers` (every primary of a cluster, say) add up to `served`, and
+/// answers them; fails if they never do, or if more were counted.
+pub fn counted_exactly(servers: &[&Redis], served: u64, which: &str) -> Result<u64, String> {
     let counted = || -> Result<u64, String> {
-        let mut names: Vec<String> = master.query(&["KEYS", &format!("{PREFIX}clicks:*")])?;
-        names.extend(master.query::<Vec<String>>(&["KEYS", &format!("{PREFIX}bots:*")])?);
-        names.iter().try_fold(0, |sum, name| {
-            let fields: BTreeMap<String, u64> = master.query(&["HGETALL", name])?;
-            Ok(sum + fields.values().sum::<u64>())
+        servers.iter().try_fold(0, |sum, server| {
+            let mut names: Vec<String> = server.query(&["KEYS", &format!("{PREFIX}clicks:*")])?;
+            names.extend(server.query::<Vec<String>>(&["KEYS", &format!("{PREFIX}bots:*")])?);
+            names.iter().try_fold(sum, |sum, name| {
+                let fields: BTreeMap<String, u64> = server.query(&["HGETALL", name])?;
+                Ok(sum + fields.values().sum::<u64>())
+            })
         })
     };
     let mut last = 0;
@@ -277,7 +286,7 @@ fn counted_once(stack: &Stack, new_master: u16, served: u64) -> Result<u64, Stri
     });
     if !settled || last != served {
         return Err(format!(
-            "{served} redirects served, {last} clicks counted on the new master"
+            "{served} redirects served, {last} clicks counted on {which}"
         ));
     }
     Ok(last)
