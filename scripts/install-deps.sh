@@ -85,6 +85,8 @@ want pkg-config libclang-dev clang redis-server redis-tools curl python3 ca-cert
 case "$purpose" in
     test|bench) want chromium chromium-driver python3-venv wrk prometheus-varnish-exporter ;;
 esac
+# zbarimg reads the writer's QR codes back in the tests.
+if [ "$purpose" = test ]; then want zbar-tools; fi
 
 if ! varnish_ok; then
     if [ "$codename" = bookworm ]; then

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod page;
 pub mod purge;
 pub mod purge_queue;
+pub mod qr;
 pub mod shortener;
 pub mod stats_page;
 pub mod store;

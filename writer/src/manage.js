@@ -138,9 +138,14 @@ function row(link) {
   var stats = element('a', 'stats-link', 'Statistics');
   stats.href = '/manage/stats/' + encodeURIComponent(link.key);
   stats.setAttribute('aria-label', 'Statistics of ' + link.key);
+  var qr = element('a', 'qr-link', 'QR code');
+  qr.href = '/api/links/' + encodeURIComponent(link.key) + '/qr.png?size=512';
+  qr.download = link.key + '.png';
+  qr.setAttribute('aria-label', 'Download the QR code of ' + link.key);
   actions.appendChild(edit);
   actions.appendChild(remove);
   actions.appendChild(stats);
+  actions.appendChild(qr);
   item.appendChild(actions);
   return item;
 }

@@ -29,7 +29,7 @@ button:disabled { opacity: .5; cursor: wait; }
 .meta { font-size: .85rem; opacity: .75; }
 .row-actions { display: flex; gap: .5rem; margin-top: .5rem; }
 .row-actions button { padding: .3rem .8rem; font-size: .9rem; }
-.row-actions .stats-link { align-self: center; margin-left: .25rem; color: var(--accent); font-size: .9rem; }
+.row-actions .stats-link, .row-actions .qr-link { align-self: center; margin-left: .25rem; color: var(--accent); font-size: .9rem; }
 #status { min-height: 1.5rem; }
 .notice { opacity: .85; }
 dialog { border: 1px solid var(--line); border-radius: .75rem; padding: 1.5rem; width: min(34rem, 92vw);

@@ -23,6 +23,7 @@ pub struct FormView {
 
 #[derive(Debug)]
 pub struct Outcome {
+    pub key: String,
     pub short_url: String,
     pub long_url: String,
     pub created: bool,
@@ -51,6 +52,8 @@ button { font: inherit; font-weight: 600; padding: .7rem 1.4rem; border: 0; bord
 .result { margin-top: 2rem; padding: 1.1rem 1.25rem; border: 1px solid var(--line); border-radius: .75rem; }
 .result p { margin: 0 0 .5rem; }
 .link-row { display: flex; flex-wrap: wrap; gap: .75rem; align-items: center; }
+.qr { display: flex; flex-wrap: wrap; gap: .75rem; align-items: center; margin-top: .75rem; }
+.qr img { background: #fff; border-radius: .5rem; }
 .link-row a { font-size: 1.2rem; font-weight: 600; color: var(--accent); word-break: break-all; }
 .copy { padding: .4rem .9rem; font-size: .9rem; background: transparent; color: var(--accent);
         border: 1px solid var(--accent); }
@@ -158,8 +161,14 @@ pub fn render(view: &FormView, keys: &KeyScheme) -> String {
             "<section class=\"result\" aria-live=\"polite\">\n<p>{status}</p>\n\
              <div class=\"link-row\"><a id=\"short-link\" href=\"{short}\">{short}</a>\
              <button type=\"button\" class=\"copy js-only\" data-copy=\"{short}\">Copy</button></div>\n\
-             <p class=\"hint\">Leads to <span class=\"target\">{}</span></p>\n</section>\n",
-            escape(&outcome.long_url)
+             <p class=\"hint\">Leads to <span class=\"target\">{}</span></p>\n\
+             <div class=\"qr\"><img src=\"{qr}.svg\" width=\"160\" height=\"160\" \
+             alt=\"QR code of {short}\"><a href=\"{qr}.png?size=512\" download=\"{key}.png\">\
+             Download the QR code (PNG)</a> <a href=\"{qr}.svg\" download=\"{key}.svg\">SVG</a></div>\n\
+             </section>\n",
+            escape(&outcome.long_url),
+            key = escape(&outcome.key),
+            qr = escape(&qr_path(&outcome.key)),
         );
     }
     let _ = write!(
@@ -167,6 +176,12 @@ pub fn render(view: &FormView, keys: &KeyScheme) -> String {
         "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
     );
     page
+}
+
+/// The path of `key`'s QR code, without its `.svg` or `.png`.
+#[must_use]
+pub fn qr_path(key: &str) -> String {
+    format!("/api/links/{key}/qr")
 }
 
 struct Field<'a> {
@@ -267,6 +282,7 @@ mod tests {
         let page = render(
             &FormView {
                 outcome: Some(Outcome {
+                    key: "abcd".into(),
                     short_url: "http://s/l/abcd".into(),
                     long_url: "https://example.org/?a=1&b=2".into(),
                     created: true,
@@ -278,5 +294,7 @@ mod tests {
         assert!(page.contains("<a id=\"short-link\" href=\"http://s/l/abcd\">http://s/l/abcd</a>"));
         assert!(page.contains("data-copy=\"http://s/l/abcd\""));
         assert!(page.contains("https://example.org/?a=1&amp;b=2"));
+        assert!(page.contains("<img src=\"/api/links/abcd/qr.svg\""));
+        assert!(page.contains("href=\"/api/links/abcd/qr.png?size=512\" download=\"abcd.png\""));
     }
 }

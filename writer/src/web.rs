@@ -46,6 +46,8 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
                 .route("/api/links/{key}", web::patch().to(edit_link))
                 .route("/api/links/{key}", web::delete().to(delete_link))
                 .route("/api/links/{key}/stats", web::get().to(link_stats))
+                .route("/api/links/{key}/qr.svg", web::get().to(link_qr_svg))
+                .route("/api/links/{key}/qr.png", web::get().to(link_qr_png))
                 .route(
                     "/api/links/{key}/stats/report",
                     web::get().to(link_stats_report),
@@ -513,6 +515,61 @@ async fn link_stats_report(
     Ok(html_page(StatusCode::OK).body(body))
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QrParams {
+    size: Option<u64>,
+}
+
+/// How long a link's QR code may be kept: its short URL never changes,
+/// but the link may be deleted.
+const QR_CACHE_CONTROL: &str = "public, max-age=3600";
+
+/// The short URL of `key`, a link that exists (404 or 410 otherwise, as
+/// for the link itself): what its QR code holds.
+async fn qr_target(shortener: &Shortener, key: &str) -> Result<String, ApiError> {
+    let (link, _) = shortener.show(key).await?;
+    Ok(shortener.short_url(&link.key))
+}
+
+fn qr_failed(error: &crate::qr::QrError) -> ApiError {
+    log::error!("QR code: {error}");
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+}
+
+/// The short link of `key` as an SVG QR code, for anyone (the link is).
+async fn link_qr_svg(
+    shortener: web::Data<Shortener>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let url = qr_target(&shortener, &key).await?;
+    let svg = crate::qr::svg(&url).map_err(|e| qr_failed(&e))?;
+    Ok(HttpResponse::Ok()
+        .content_type("image/svg+xml")
+        .insert_header((header::CACHE_CONTROL, QR_CACHE_CONTROL))
+        .body(svg))
+}
+
+/// The short link of `key` as a PNG QR code of `?size=N` pixels (128 to
+/// 2048; 512 by default).
+async fn link_qr_png(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let params = query::<QrParams>(&request, "size")?;
+    let size = params.size.map_or(Ok(crate::qr::QrSize::DEFAULT), |size| {
+        crate::qr::QrSize::try_from(size)
+            .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
+    })?;
+    let url = qr_target(&shortener, &key).await?;
+    let png = crate::qr::png(&url, size).map_err(|e| qr_failed(&e))?;
+    Ok(HttpResponse::Ok()
+        .content_type("image/png")
+        .insert_header((header::CACHE_CONTROL, QR_CACHE_CONTROL))
+        .body(png))
+}
+
 /// A link's statistics page; like the management page, it holds no data
 /// and asks the API for everything.
 async fn stats_page() -> HttpResponse {
@@ -653,6 +710,7 @@ async fn form_submit(
             let link = inserted.link();
             view = FormView {
                 outcome: Some(Outcome {
+                    key: link.key.clone(),
                     short_url: shortener.short_url(&link.key),
                     long_url: link.record.url.to_string(),
                     created,

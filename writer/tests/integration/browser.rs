@@ -145,6 +145,15 @@ async fn form_steps(
     if !short.starts_with(&format!("{}/l/", suite.varnish.base_url())) {
         return Err(format!("the short link {short:?} is not served by Varnish"));
     }
+    // Its QR code is drawn, with a link to download it.
+    wait_js(
+        client,
+        "(() => { const img = document.querySelector('.qr img'); \
+           return img && img.complete && img.naturalWidth > 0; })() && \
+         document.querySelector('.qr a[download]').getAttribute('href').endsWith('qr.png?size=512')",
+        "the QR code on the result page",
+    )
+    .await?;
 
     // Follow it: Varnish redirects, Chromium lands on the test's page.
     link.click().await.map_err(fail("follow the short link"))?;
@@ -300,6 +309,16 @@ pub fn statistics_page_draws_the_clicks(suite: &Suite) -> Result<(), String> {
             Some(("#token", ALICE_TOKEN)),
             "#sign-in-form button[type=submit]",
             "document.querySelectorAll('li.link').length >= 1",
+        )
+        .await?;
+        // Each link offers its QR code for download.
+        wait_js(
+            client,
+            &format!(
+                "document.querySelector('li.link[data-key=\"{key}\"] a.qr-link[download]')\
+                 .getAttribute('href') === '/api/links/{key}/qr.png?size=512'"
+            ),
+            "the QR code link of the management page",
         )
         .await?;
         click(client, &format!("li.link[data-key=\"{key}\"] a.stats-link")).await?;

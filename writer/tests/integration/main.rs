@@ -15,6 +15,7 @@ mod e2e;
 mod form;
 mod lifecycle;
 mod nodes;
+mod qr;
 mod security;
 mod store;
 mod writers;
@@ -76,6 +77,14 @@ const TESTS: &[(&str, common::Test)] = &[
         api::metrics_count_writes_by_outcome,
     ),
     ("store::same_url_same_key", store::same_url_same_key),
+    (
+        "qr::qr_code_decodes_to_the_short_url",
+        qr::qr_code_decodes_to_the_short_url,
+    ),
+    (
+        "qr::qr_code_refuses_bad_sizes_and_missing_links",
+        qr::qr_code_refuses_bad_sizes_and_missing_links,
+    ),
     (
         "cluster::links_are_written_listed_and_served_across_primaries",
         cluster::links_are_written_listed_and_served_across_primaries,
