@@ -496,10 +496,7 @@ fn flush_failures(stack: &Stack) -> Result<u64, String> {
 fn migrate_counts(cluster: &RedisCluster, count_hashes: &[String]) -> Result<(), String> {
     for hash in count_hashes {
         let from = cluster.primary_for(hash)?;
-        let to = cluster.nodes[..cluster.primaries]
-            .iter()
-            .find(|node| node.port != from.port)
-            .ok_or("no other primary")?;
+        let to = another_primary(cluster, from)?;
         let slot = key_slot(hash.as_bytes());
         // The first flush of the links' clicks may be a second away.
         let started = Instant::now();
@@ -518,15 +515,20 @@ fn migrate_counts(cluster: &RedisCluster, count_hashes: &[String]) -> Result<(),
     Ok(())
 }
 
+/// A primary of `cluster` other than `from`.
+fn another_primary<'c>(cluster: &'c RedisCluster, from: &Redis) -> Result<&'c Redis, String> {
+    cluster.nodes[..cluster.primaries]
+        .iter()
+        .find(|node| node.port != from.port)
+        .ok_or_else(|| "no other primary".to_owned())
+}
+
 /// Moves the slot of each of `hashes` to the next primary, pausing in each
 /// migration's `ASK` window.
 fn migrate(cluster: &RedisCluster, hashes: &[String]) -> Result<(), String> {
     for hash in hashes {
         let from = cluster.primary_for(hash)?;
-        let to = cluster.nodes[..cluster.primaries]
-            .iter()
-            .find(|node| node.port != from.port)
-            .ok_or("no other primary")?;
+        let to = another_primary(cluster, from)?;
         let moved = cluster.migrate_slot(
             key_slot(hash.as_bytes()),
             from,
