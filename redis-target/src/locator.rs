@@ -37,9 +37,14 @@ impl Timeouts {
     /// [`Timeouts::open`] for a client already made.
     fn open_client(self, client: &redis::Client) -> RedisResult<redis::Connection> {
         let connection = client.get_connection_with_timeout(self.connect)?;
-        connection.set_read_timeout(Some(self.command))?;
-        connection.set_write_timeout(Some(self.command))?;
+        Self::arm(&connection, self.command)?;
         Ok(connection)
+    }
+
+    /// Bounds each read and write of `connection` by `command`.
+    pub fn arm(connection: &redis::Connection, command: Duration) -> RedisResult<()> {
+        connection.set_read_timeout(Some(command))?;
+        connection.set_write_timeout(Some(command))
     }
 }
 

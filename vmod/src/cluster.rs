@@ -132,11 +132,8 @@ impl ClusterNodes {
         }
         self.timeouts.command = timeout;
         for node in self.nodes.values_mut() {
-            let armed = node.connection.as_ref().map(|connection| {
-                connection
-                    .set_read_timeout(Some(timeout))
-                    .and_then(|()| connection.set_write_timeout(Some(timeout)))
-            });
+            let armed =
+                (node.connection.as_ref()).map(|connection| Timeouts::arm(connection, timeout));
             if matches!(armed, Some(Err(_))) {
                 node.connection = None;
             }

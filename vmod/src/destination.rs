@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis_target::cluster::key_slot;
 use redis_target::cluster::Redirect;
-use redis_target::Address;
+use redis_target::{Address, Timeouts};
 use shortlink_core::clicks::Layout;
 
 use crate::clicks::{ClickStore, Reach};
@@ -69,10 +69,7 @@ impl Destination {
         match self {
             Self::Master { connection, .. } => {
                 let opened = connection.as_ref().ok_or("no connection to Redis")?;
-                opened
-                    .set_read_timeout(Some(timeout))
-                    .and_then(|()| opened.set_write_timeout(Some(timeout)))
-                    .map_err(|e| e.to_string())
+                Timeouts::arm(opened, timeout).map_err(|e| e.to_string())
             }
             Self::Cluster(nodes) => {
                 nodes.set_command_timeout(timeout);
