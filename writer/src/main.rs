@@ -126,6 +126,14 @@ enum Command {
         #[arg(long)]
         include: bool,
     },
+    /// Write the man pages and the bash, zsh and fish completions into a
+    /// directory (`make deb` packages them).
+    #[command(hide = true)]
+    Generate {
+        /// The directory to write them into.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -180,6 +188,7 @@ fn main() -> ExitCode {
             )
         }
         Command::Serve => serve(settings),
+        Command::Generate { out } => generate(&out),
         command => with_shortener(settings, |shortener| manage(shortener, command)),
     };
     match result {
@@ -189,6 +198,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes `shortlink.1` (and a page per command) and the completions into
+/// `out`. A build step could not do it: `Cli` lives in this binary, and
+/// generating from it keeps them from drifting from the real options.
+fn generate(out: &std::path::Path) -> Result<(), String> {
+    use clap::CommandFactory;
+    let failed = |e: std::io::Error| format!("{}: {e}", out.display());
+    std::fs::create_dir_all(out).map_err(failed)?;
+    // The crate's name is `shortlink-writer`; the pages and the shells know
+    // the command by its binary's.
+    let mut command = Cli::command().name("shortlink");
+    clap_mangen::generate_to(command.clone(), out).map_err(failed)?;
+    for shell in [
+        clap_complete::Shell::Bash,
+        clap_complete::Shell::Zsh,
+        clap_complete::Shell::Fish,
+    ] {
+        clap_complete::generate_to(shell, &mut command, "shortlink", out).map_err(failed)?;
+    }
+    Ok(())
 }
 
 /// A part of a change: `remove` it, set it to `value`, or leave it.
@@ -295,7 +325,7 @@ async fn manage(shortener: Shortener, command: Command) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Serve | Command::Vcl { .. } | Command::Add { .. } => {
+        Command::Serve | Command::Vcl { .. } | Command::Add { .. } | Command::Generate { .. } => {
             unreachable!("handled by main")
         }
     }
