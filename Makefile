@@ -5,7 +5,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps deps-test build run test faults bench bench-scale vcl vcl/shortlink.vcl clean
+.PHONY: all deps deps-test build run test faults bench bench-scale vcl vcl/shortlink.vcl deb clean
 
 all: build
 
@@ -30,6 +30,12 @@ vcl: build
 ## vcl/shortlink.vcl: the VCL for the default configuration, as shipped
 vcl/shortlink.vcl: build
 	target/release/shortlink vcl > $@
+
+## deb: the Debian package target/debian/shortlink_<version>_<arch>.deb: the writer and its systemd unit, the VMOD in Varnish's VMOD directory, the configuration in /etc/shortlink, man pages, completions, example VCL
+deb:
+	@scripts/install-deps.sh deb
+	@$(CARGO) build --release --workspace
+	scripts/deb.sh
 
 ## test: every test: unit and integration tests, VTC suites, `make run` smoke tests (one Redis, Sentinel, Cluster), `make faults`, hadolint, compose schema, rustfmt, clippy
 test: deps-test

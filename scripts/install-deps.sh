@@ -2,7 +2,7 @@
 # Installs what building, running and testing need, and nothing that is
 # already there. Safe to run again: with everything present it only checks.
 #
-#   scripts/install-deps.sh [run|test|bench]
+#   scripts/install-deps.sh [run|test|bench|deb]
 #
 # Varnish must be 7.5 or newer (the varnish crate 0.5 supports 6.0 to 8.0,
 # but Debian 12's 7.1 lacks what it builds against). Debian 12 gets it from
@@ -87,6 +87,11 @@ case "$purpose" in
 esac
 # zbarimg reads the writer's QR codes back in the tests.
 if [ "$purpose" = test ]; then want zbar-tools; fi
+# cargo-deb (below) reads shared-library dependencies with dpkg-shlibdeps
+# and strips with binutils, both through dpkg-dev.
+case "$purpose" in
+    test|deb) want dpkg-dev ;;
+esac
 
 if ! varnish_ok; then
     if [ "$codename" = bookworm ]; then
@@ -131,4 +136,17 @@ fi
 if ! command -v cargo >/dev/null; then
     say "cargo not found: install a Rust toolchain (https://rustup.rs), then run this again"
     exit 1
+fi
+
+# cargo-deb builds the Debian package (`make deb`; `make test` installs it).
+# A fixed version, so that a new release cannot change the package unseen;
+# in the project's target/tools, like the Python tools. Built once (about a
+# minute).
+if [ "$purpose" = test ] || [ "$purpose" = deb ]; then
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    cargo_deb_version=3.8.0
+    if [ "$("$root/target/tools/bin/cargo-deb" --version 2>/dev/null)" != "cargo-deb $cargo_deb_version" ]; then
+        say "installing cargo-deb $cargo_deb_version into $root/target/tools"
+        cargo install cargo-deb --version "$cargo_deb_version" --locked --root "$root/target/tools" --quiet
+    fi
 fi
