@@ -37,9 +37,10 @@ deb:
 	@$(CARGO) build --release --workspace
 	scripts/deb.sh
 
-## test: every test: unit and integration tests, VTC suites, `make run` smoke tests (one Redis, Sentinel, Cluster), `make faults`, hadolint, compose schema, rustfmt, clippy
+## test: every test: unit and integration tests, VTC suites, the Debian package (installed, used, purged), `make run` smoke tests (one Redis, Sentinel, Cluster), `make faults`, hadolint, compose schema, rustfmt, clippy
 test: deps-test
 	@$(CARGO) build --release --workspace
+	scripts/test-deb.sh
 	$(CARGO) test --release --workspace --exclude fault-tests --no-fail-fast
 	scripts/smoke-run.sh
 	scripts/smoke-run-sentinel.sh

@@ -85,8 +85,9 @@ want pkg-config libclang-dev clang redis-server redis-tools curl python3 ca-cert
 case "$purpose" in
     test|bench) want chromium chromium-driver python3-venv wrk prometheus-varnish-exporter ;;
 esac
-# zbarimg reads the writer's QR codes back in the tests.
-if [ "$purpose" = test ]; then want zbar-tools; fi
+# zbarimg reads the writer's QR codes back in the tests; man, the Debian
+# package's man page.
+if [ "$purpose" = test ]; then want zbar-tools man-db; fi
 # cargo-deb (below) reads shared-library dependencies with dpkg-shlibdeps
 # and strips with binutils, both through dpkg-dev.
 case "$purpose" in
