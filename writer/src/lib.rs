@@ -2,8 +2,10 @@
 //! and generates the VCL Varnish serves them with.
 
 pub mod access;
+pub mod bulk;
 pub mod clicks;
 pub mod config;
+pub mod export;
 pub mod manage;
 pub mod master;
 pub mod metrics;

@@ -1,13 +1,19 @@
 //! `shortlink`: the writer daemon and its command line.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use actix_web::{middleware, web, App, HttpServer};
 use clap::{Parser, Subcommand};
+use futures_util::StreamExt as _;
+use indicatif::{ProgressBar, ProgressStyle};
 use shortlink_core::Owner;
 use shortlink_writer::access::{Gatekeeper, Identity};
+use shortlink_writer::bulk::{create_all, CsvRows, Format, RowOutcome, Summary};
 use shortlink_writer::config::Settings;
+use shortlink_writer::export::ExportFormat;
 use shortlink_writer::metrics::Metrics;
 use shortlink_writer::shortener::{Change, ListQuery, NewLink, Shortener, Written};
 use shortlink_writer::store::{Inserted, Link};
@@ -17,7 +23,9 @@ use shortlink_writer::{vcl, web as routes};
 /// Short links served by Varnish from Redis: insert them, and generate the
 /// VCL that serves them.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+// The crate is `shortlink-writer`; `--version`, the man pages and the
+// completions name the command.
+#[command(name = "shortlink", version, about)]
 struct Cli {
     /// Configuration file (TOML); without one, every default applies.
     #[arg(long, short, env = "SHORTLINK_CONFIG", global = true)]
@@ -117,6 +125,33 @@ enum Command {
         #[arg(long)]
         node: Option<String>,
     },
+    /// Create the links of a CSV file: this writer's own (`url[,key]`, or
+    /// an export of it), or another shortener's export, keeping its short
+    /// codes as keys. Prints each row refused (a code taken by another URL,
+    /// a code these keys cannot be...), then a summary; exits 1 if any was.
+    Import {
+        /// The CSV file (`-` reads standard input).
+        file: PathBuf,
+        /// Whose export the file is.
+        #[arg(long, value_enum, default_value_t = Format::Csv)]
+        format: Format,
+        /// Record the links as this token's, so that its holder may change
+        /// them; otherwise they belong to no token (admins may change them).
+        #[arg(long)]
+        owner: Option<String>,
+    },
+    /// Write every link (or one owner's) as CSV or JSON lines, with its
+    /// expiry and click limit: `import --format csv` reads the CSV back.
+    Export {
+        #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
+        format: ExportFormat,
+        /// Only the links of the token with this name.
+        #[arg(long)]
+        owner: Option<String>,
+        /// Write into this file instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
     /// Print the VCL for this configuration: a whole VCL for a Varnish that
     /// serves short links only.
     Vcl {
@@ -187,6 +222,20 @@ fn main() -> ExitCode {
                 |shortener| async move { add(&shortener, &new).await },
             )
         }
+        Command::Import {
+            file,
+            format,
+            owner,
+        } => with_shortener(settings, |shortener| async move {
+            import(&shortener, &file, format, owner.as_deref()).await
+        }),
+        Command::Export {
+            format,
+            owner,
+            output,
+        } => with_shortener(settings, |shortener| async move {
+            export(&shortener, format, owner.as_deref(), output.as_deref()).await
+        }),
         Command::Serve => serve(settings),
         Command::Generate { out } => generate(&out),
         command => with_shortener(settings, |shortener| manage(shortener, command)),
@@ -203,7 +252,7 @@ fn main() -> ExitCode {
 /// Writes `shortlink.1` (and a page per command) and the completions into
 /// `out`. A build step could not do it: `Cli` lives in this binary, and
 /// generating from it keeps them from drifting from the real options.
-fn generate(out: &std::path::Path) -> Result<(), String> {
+fn generate(out: &Path) -> Result<(), String> {
     use clap::CommandFactory;
     let failed = |e: std::io::Error| format!("{}: {e}", out.display());
     std::fs::create_dir_all(out).map_err(failed)?;
@@ -325,10 +374,113 @@ async fn manage(shortener: Shortener, command: Command) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Serve | Command::Vcl { .. } | Command::Add { .. } | Command::Generate { .. } => {
-            unreachable!("handled by main")
-        }
+        other => unreachable!("{other:?} is handled by main"),
     }
+}
+
+/// Creates the links of `file`, showing progress on a terminal.
+async fn import(
+    shortener: &Shortener,
+    file: &Path,
+    format: Format,
+    owner: Option<&str>,
+) -> Result<(), String> {
+    let owner = owner
+        .map(|name| Owner::try_from(name).map_err(|e| format!("--owner: {e}")))
+        .transpose()?;
+    let (input, size): (Box<dyn Read>, Option<u64>) = if file == Path::new("-") {
+        (Box::new(std::io::stdin().lock()), None)
+    } else {
+        let opened = File::open(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let size = opened.metadata().ok().map(|m| m.len());
+        (Box::new(BufReader::new(opened)), size)
+    };
+    let rows = CsvRows::new(input, format).map_err(|e| format!("{}: {e}", file.display()))?;
+    let progress = size.map_or_else(ProgressBar::no_length, ProgressBar::new);
+    progress.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {bar:30} {bytes}/{total_bytes} {msg} ({elapsed}, {eta} left)",
+        )
+        .map_err(|e| e.to_string())?,
+    );
+    let read = std::cell::Cell::new(0u64);
+    let rows = std::iter::from_fn({
+        let mut rows = rows;
+        let read = &read;
+        move || {
+            let next = rows.next();
+            read.set(rows.bytes_read());
+            next
+        }
+    });
+    let mut summary = Summary::default();
+    let mut outcomes = std::pin::pin!(create_all(shortener, owner, rows));
+    while let Some((line, outcome)) = outcomes.next().await {
+        summary.add(&outcome);
+        if let RowOutcome::Refused(refused) = &outcome {
+            let what = if refused.is_conflict() {
+                "conflict"
+            } else {
+                "refused"
+            };
+            progress
+                .suspend(|| eprintln!("line {line}: {what} ({}): {}", refused.code, refused.error));
+        }
+        progress.set_position(read.get());
+        progress.set_message(format!(
+            "{} created, {} existing, {} refused",
+            summary.created, summary.existing, summary.refused
+        ));
+    }
+    progress.finish_and_clear();
+    println!(
+        "imported {}: {} created, {} already there, {} refused ({} of them conflicts: the key \
+         holds another URL)",
+        file.display(),
+        summary.created,
+        summary.existing,
+        summary.refused,
+        summary.conflicts
+    );
+    if summary.refused > 0 {
+        return Err(format!(
+            "{} rows were not imported; the lines above say why",
+            summary.refused
+        ));
+    }
+    Ok(())
+}
+
+/// Writes every link `owner` (or anyone) has, a page at a time.
+async fn export(
+    shortener: &Shortener,
+    format: ExportFormat,
+    owner: Option<&str>,
+    output: Option<&Path>,
+) -> Result<(), String> {
+    let mut out: Box<dyn Write> = match output {
+        Some(path) => Box::new(BufWriter::new(
+            File::create(path).map_err(|e| format!("{}: {e}", path.display()))?,
+        )),
+        None => Box::new(BufWriter::new(std::io::stdout().lock())),
+    };
+    let failed = |e: std::io::Error| format!("cannot write the export: {e}");
+    let mut export = shortener
+        .export(&operator(), owner)
+        .await
+        .map_err(|e| e.to_string())?;
+    out.write_all(&format.head()).map_err(failed)?;
+    let mut links = 0usize;
+    while let Some(page) = export.next_page().await.map_err(|e| e.to_string())? {
+        links += page.len();
+        out.write_all(&format.page(&page, shortener))
+            .map_err(failed)?;
+    }
+    out.flush().map_err(failed)?;
+    if output.is_some() {
+        eprintln!("exported {links} links");
+    }
+    Ok(())
 }
 
 /// Runs `work` with a shortener on a runtime of its own.

@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 
 use shortlink_core::{escape_html as escape, KeyScheme, MAX_KEY_LEN};
 
+use crate::bulk::{RowOutcome, Summary, MAX_BULK_LINKS};
+
 /// What the page shows: the inputs as typed, and the result or the errors.
 #[derive(Debug, Default)]
 pub struct FormView {
@@ -19,6 +21,17 @@ pub struct FormView {
     pub csrf: String,
     /// Ask for an access token: the writer needs one to create links.
     pub ask_token: bool,
+    /// What an uploaded CSV file's rows became.
+    pub bulk: Option<BulkView>,
+    /// Why an uploaded file was refused as a whole.
+    pub bulk_error: Option<String>,
+}
+
+/// The rows of an uploaded CSV file, each with its line and outcome.
+#[derive(Debug, Default)]
+pub struct BulkView {
+    pub summary: Summary,
+    pub rows: Vec<(u64, RowOutcome)>,
 }
 
 #[derive(Debug)]
@@ -62,6 +75,13 @@ button { font: inherit; font-weight: 600; padding: .7rem 1.4rem; border: 0; bord
 .js .js-only { display: inline-block; }
 .nav { margin: -1.25rem 0 2rem; font-size: .95rem; }
 .nav a { color: var(--accent); }
+.bulk { margin-top: 3rem; padding-top: 1.5rem; border-top: 1px solid var(--line); }
+h2 { font-size: 1.25rem; margin: 0 0 .5rem; }
+input[type=file] { padding: .5rem; }
+table { width: 100%; border-collapse: collapse; margin-top: .75rem; font-size: .9rem; }
+th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid var(--line);
+         vertical-align: top; word-break: break-all; }
+td.refused { color: var(--error); }
 ";
 
 const SCRIPT: &str = r"
@@ -171,11 +191,78 @@ pub fn render(view: &FormView, keys: &KeyScheme) -> String {
             qr = escape(&qr_path(&outcome.key)),
         );
     }
+    bulk_section(&mut page, view);
     let _ = write!(
         page,
         "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
     );
     page
+}
+
+/// The CSV upload, and what the last one's rows became.
+fn bulk_section(page: &mut String, view: &FormView) {
+    let _ = write!(
+        page,
+        "<section class=\"bulk\">\n<h2>Many links at once</h2>\n\
+         <p class=\"hint\">A CSV file of up to {MAX_BULK_LINKS} lines <code>url,key</code> \
+         (the key may be left out), or with a header naming any of url, key, expires_at, \
+         expired_url and max_clicks. Each line is checked like a single link; a bad line \
+         does not stop the others.</p>\n\
+         <form method=\"post\" action=\"/bulk\" enctype=\"multipart/form-data\">\n\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\n",
+        escape(&view.csrf)
+    );
+    field(
+        page,
+        &Field {
+            name: "csv",
+            label: "CSV file",
+            kind: "file",
+            value: "",
+            error: view.bulk_error.as_deref(),
+            hint: "One link a line.",
+            extra: " accept=\".csv,text/csv,text/plain\" required",
+        },
+    );
+    if view.ask_token {
+        let _ = write!(
+            page,
+            "<div class=\"field\">\n<label for=\"bulk-token\">Access token</label>\n\
+             <input id=\"bulk-token\" name=\"token\" type=\"password\" value=\"\" \
+             autocomplete=\"current-password\" required>\n</div>\n"
+        );
+    }
+    page.push_str("<button type=\"submit\">Upload and shorten</button>\n</form>\n");
+    if let Some(bulk) = &view.bulk {
+        let summary = &bulk.summary;
+        let _ = write!(
+            page,
+            "<div class=\"result\" id=\"bulk-result\" aria-live=\"polite\">\n\
+             <p id=\"bulk-summary\">{} created, {} already there, {} refused.</p>\n\
+             <table>\n<thead><tr><th>Line</th><th>Result</th><th>Short link or reason</th></tr></thead>\n<tbody>\n",
+            summary.created, summary.existing, summary.refused
+        );
+        for (line, outcome) in &bulk.rows {
+            let (status, class, detail) = match outcome {
+                RowOutcome::Created(made) => ("created", "", link_cell(&made.short_url)),
+                RowOutcome::Existing(made) => ("already there", "", link_cell(&made.short_url)),
+                RowOutcome::Refused(refused) => {
+                    ("refused", " class=\"refused\"", escape(&refused.error))
+                }
+            };
+            let _ = writeln!(
+                page,
+                "<tr><td>{line}</td><td{class}>{status}</td><td{class}>{detail}</td></tr>"
+            );
+        }
+        page.push_str("</tbody>\n</table>\n</div>\n");
+    }
+    page.push_str("</section>\n");
+}
+
+fn link_cell(short_url: &str) -> String {
+    let short = escape(short_url);
+    format!("<a href=\"{short}\">{short}</a>")
 }
 
 /// The path of `key`'s QR code, without its `.svg` or `.png`.

@@ -15,7 +15,7 @@ use crate::clicks::{LinkStats, Trending};
 use crate::config::Settings;
 use crate::purge::{Nodes, Purger};
 use crate::purge_queue::{PurgeQueue, RETRY_INTERVAL};
-use crate::store::{Current, Inserted, Link, LinkStore, StoreError};
+use crate::store::{Current, Export, Inserted, Link, LinkStore, StoreError};
 use crate::validate::{
     check_click_limit, check_custom_key, normalize_expired_url, normalize_url, parse_expiry, Field,
     Invalid,
@@ -419,6 +419,24 @@ impl Shortener {
         })
     }
 
+    /// Every link `who` may change, a page at a time: an admin's export
+    /// holds every link in the store (written by hand too), or `owner`'s
+    /// alone; anyone else's the links of its token.
+    pub async fn export(
+        &self,
+        who: &Identity,
+        owner: Option<&str>,
+    ) -> Result<Export, ShortenError> {
+        Ok(match (who.admin, owner) {
+            (true, None) => self.store.export_all().await?,
+            (true, Some(owner)) => self.store.export_owned(Some(&owner_named(owner)?)),
+            (false, Some(owner)) if owner != who.owner.as_str() => {
+                return Err(ShortenError::NotYours)
+            }
+            (false, _) => self.store.export_owned(Some(&who.owner)),
+        })
+    }
+
     pub fn short_url(&self, key: &str) -> String {
         self.settings.short_url(key)
     }
@@ -688,7 +706,7 @@ fn etag_matches(if_match: &str, etag: &str) -> bool {
 }
 
 fn owner_named(name: &str) -> Result<Owner, Invalid> {
-    Owner::try_from(name).map_err(|e| Invalid::new(Field::Cursor, e.to_string()))
+    Owner::try_from(name).map_err(|e| Invalid::new(Field::Owner, e.to_string()))
 }
 
 /// A listing's cursor: the owner, then the index position to go on below

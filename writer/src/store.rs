@@ -382,6 +382,36 @@ impl LinkStore {
         Ok(page)
     }
 
+    /// Every link in the store, a page at a time (see [`Export`]).
+    pub async fn export_all(&self) -> Result<Export, StoreError> {
+        let nodes = match &self.connection.get()? {
+            Connection::Cluster(cluster) => {
+                cluster.primaries().await?.into_iter().map(Some).collect()
+            }
+            Connection::Master(_) => vec![None],
+        };
+        Ok(Export {
+            store: self.clone(),
+            from: ExportFrom::Hashes {
+                nodes,
+                scan_cursor: 0,
+                hashes: std::collections::VecDeque::new(),
+                reading: None,
+            },
+        })
+    }
+
+    /// `owner`'s links (those in its index), oldest first, a page at a time.
+    pub fn export_owned(&self, owner: Option<&Owner>) -> Export {
+        Export {
+            store: self.clone(),
+            from: ExportFrom::Index {
+                index: self.scheme.index(owner),
+                position: 0,
+            },
+        }
+    }
+
     async fn claim(
         &self,
         first: &Key,
@@ -500,6 +530,158 @@ impl LinkStore {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_millis())
     }
+}
+
+/// Links read for an export, a page at a time: however many there are,
+/// only one page is held.
+pub struct Export {
+    store: LinkStore,
+    from: ExportFrom,
+}
+
+/// Entries (hash fields or index positions) one export page reads.
+const EXPORT_PAGE: usize = 1000;
+
+enum ExportFrom {
+    /// Every link hash, found by `SCAN` on each primary in turn, each read
+    /// with `HSCAN`: links written by hand too, whoever owns them.
+    Hashes {
+        /// A slot of each primary still to scan (`None`: the one server).
+        nodes: Vec<Option<u16>>,
+        /// Where `SCAN` goes on on the last of `nodes`; 0 before it starts.
+        scan_cursor: u64,
+        /// Link hashes found and not read yet.
+        hashes: std::collections::VecDeque<String>,
+        /// The hash being read, and where `HSCAN` goes on in it.
+        reading: Option<(String, u64)>,
+    },
+    /// One owner's index, oldest first.
+    Index { index: String, position: usize },
+}
+
+impl Export {
+    /// The next page of links (deleted ones left out), `None` once done.
+    /// A page may be empty while more follow.
+    pub async fn next_page(&mut self) -> Result<Option<Vec<Link>>, StoreError> {
+        let mut connection = self.store.connection.get()?;
+        match &mut self.from {
+            ExportFrom::Index { index, position } => {
+                let keys: Vec<String> = redis::cmd("LRANGE")
+                    .arg(&*index)
+                    .arg(*position)
+                    .arg(*position + EXPORT_PAGE - 1)
+                    .query_async(&mut connection)
+                    .await?;
+                if keys.is_empty() {
+                    return Ok(None);
+                }
+                *position += keys.len();
+                let keys: Vec<Key> = keys
+                    .iter()
+                    .filter_map(|key| self.store.scheme.key(key).ok())
+                    .collect();
+                let mut lookups = redis::pipe();
+                for key in &keys {
+                    let slot = self.store.scheme.slot(key);
+                    lookups.cmd("HGET").arg(&slot.hash).arg(slot.field);
+                }
+                let values: Vec<Option<String>> = lookups.query_async(&mut connection).await?;
+                Ok(Some(
+                    keys.into_iter()
+                        .zip(values)
+                        .filter_map(|(key, value)| link_of(key.to_string(), &value?))
+                        .collect(),
+                ))
+            }
+            ExportFrom::Hashes {
+                nodes,
+                scan_cursor,
+                hashes,
+                reading,
+            } => {
+                if reading.is_none() {
+                    *reading = hashes.pop_front().map(|hash| (hash, 0));
+                }
+                if let Some((hash, cursor)) = reading {
+                    let (next, entries): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+                        .arg(&*hash)
+                        .arg(*cursor)
+                        .arg("COUNT")
+                        .arg(EXPORT_PAGE)
+                        .query_async(&mut connection)
+                        .await?;
+                    let head = hash
+                        .strip_prefix(self.store.scheme.prefix())
+                        .unwrap_or_default()
+                        .to_owned();
+                    if next == 0 {
+                        *reading = None;
+                    } else {
+                        *cursor = next;
+                    }
+                    return Ok(Some(
+                        entries
+                            .into_iter()
+                            .filter_map(|(field, value)| link_of(format!("{head}{field}"), &value))
+                            .collect(),
+                    ));
+                }
+                let Some(node) = nodes.last().copied() else {
+                    return Ok(None);
+                };
+                let pattern = format!(
+                    "{}{}",
+                    glob_escape(self.store.scheme.prefix()),
+                    "?".repeat(self.store.scheme.split())
+                );
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(*scan_cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(EXPORT_PAGE)
+                    .arg("TYPE")
+                    .arg("hash");
+                let (next, found): (u64, Vec<String>) = match (&connection, node) {
+                    (Connection::Cluster(cluster), Some(slot)) => {
+                        cluster.on_primary_of(slot, &scan).await?
+                    }
+                    _ => scan.query_async(&mut connection).await?,
+                };
+                hashes.extend(found);
+                if next == 0 {
+                    nodes.pop();
+                }
+                *scan_cursor = next;
+                Ok(Some(Vec::new()))
+            }
+        }
+    }
+}
+
+/// The link `value` stores under `key`; `None` for a deleted link, and for
+/// a value that is no link (logged: fix it with redis-cli).
+fn link_of(key: String, value: &str) -> Option<Link> {
+    match Stored::parse(value) {
+        Ok(Stored::Link(record)) => Some(Link { key, record }),
+        Ok(Stored::Deleted) => None,
+        Err(error) => {
+            log::warn!("export: {key:?} holds no link ({error}); left out");
+            None
+        }
+    }
+}
+
+/// `text` as a `SCAN` pattern that matches it alone.
+fn glob_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }
 
 fn current(key: &Key, raw: String) -> Result<Current, StoreError> {

@@ -22,6 +22,7 @@ pub enum Field {
     Limit,
     Days,
     Minutes,
+    Owner,
     /// A field the API does not know.
     Unknown,
 }
@@ -39,6 +40,7 @@ impl Field {
             Self::Limit => "limit",
             Self::Days => "days",
             Self::Minutes => "minutes",
+            Self::Owner => "owner",
             Self::Unknown => "unknown",
         }
     }

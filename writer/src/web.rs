@@ -3,18 +3,25 @@
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::error::{JsonPayloadError, UrlencodedError};
 use actix_web::http::{header, StatusCode};
-use actix_web::{middleware, web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{guard, middleware, web, HttpRequest, HttpResponse, ResponseError};
 use serde::{Deserialize, Serialize};
 
 use serde_json::{Map, Value};
 use shortlink_core::ClickLimit;
 
-use crate::access::{is_form_cookie, new_form_cookie, Gatekeeper, Refusal, CSRF_COOKIE};
+use crate::access::{is_form_cookie, new_form_cookie, Admitted, Gatekeeper, Refusal, CSRF_COOKIE};
+use crate::bulk::{
+    create_all, CsvRows, Format, Item, Refused, Row, RowOutcome, Summary, MAX_BULK_LINKS,
+};
+use crate::config::Settings;
+use crate::export::ExportFormat;
 use crate::metrics::{count_writes, serve_metrics, Metrics};
-use crate::page::{render, FormView, Outcome};
+use crate::page::{render, BulkView, FormView, Outcome};
 use crate::shortener::{Change, ListQuery, NewLink, ShortenError, Shortener, Written};
 use crate::store::{Current, Inserted, Link};
 use crate::validate::{format_expiry, Field, Invalid};
+use actix_multipart::Multipart;
+use futures_util::StreamExt as _;
 
 /// Routes of the writer, for `App::configure`; bodies over `max_body_bytes`
 /// get 413. The app must also hold a `Shortener`, a `Gatekeeper` and the
@@ -37,11 +44,24 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
                 .wrap(middleware::from_fn(count_writes))
                 .route("/", web::get().to(form_page))
                 .route("/", web::post().to(form_submit))
+                .route("/bulk", web::post().to(form_upload))
                 .route("/manage", web::get().to(manage_page))
                 .route("/metrics", web::get().to(serve_metrics))
                 .route("/api/whoami", web::get().to(whoami))
                 .route("/api/links", web::post().to(create_link))
                 .route("/api/links", web::get().to(list_links))
+                // Before `{key}`, guarded by method, so that a link whose key
+                // is `bulk` or `export` is still read, changed and deleted.
+                .service(
+                    web::resource("/api/links/bulk")
+                        .guard(guard::Post())
+                        .to(create_links_in_bulk),
+                )
+                .service(
+                    web::resource("/api/links/export")
+                        .guard(guard::Get())
+                        .to(export_links),
+                )
                 .route("/api/links/{key}", web::get().to(get_link))
                 .route("/api/links/{key}", web::patch().to(edit_link))
                 .route("/api/links/{key}", web::delete().to(delete_link))
@@ -81,7 +101,7 @@ pub struct LinkBody {
 }
 
 impl LinkBody {
-    fn new(link: &Link, shortener: &Shortener) -> Self {
+    pub fn new(link: &Link, shortener: &Shortener) -> Self {
         let record = &link.record;
         Self {
             key: link.key.clone(),
@@ -307,27 +327,11 @@ async fn create_link(
     body: web::Json<Map<String, Value>>,
 ) -> Result<HttpResponse, ApiError> {
     let caller = guard.admit(&request, None).await?;
-    let mut fields = Fields(body.into_inner());
-    let url = fields
-        .text(Field::Url, false)?
-        .flatten()
-        .ok_or_else(|| Invalid::new(Field::Url, "send the long URL: {\"url\": \"https://...\"}"))?;
-    let key = fields.text(Field::Key, true)?.flatten();
-    let expires_at = fields.text(Field::ExpiresAt, true)?.flatten();
-    let expired_url = fields.text(Field::ExpiredUrl, true)?.flatten();
-    let max_clicks = fields.count(Field::MaxClicks)?.flatten();
-    fields.done()?;
-    let new = NewLink {
-        url: &url,
-        key: key.as_deref(),
-        expires_at: expires_at.as_deref(),
-        expired_url: expired_url.as_deref(),
-        max_clicks,
-    };
+    let row = row_of(body.into_inner())?;
     let Written {
         outcome: inserted,
         purge_warning,
-    } = shortener.create(&new, caller.owner()).await?;
+    } = shortener.create(&row.new_link(), caller.owner()).await?;
     note_purge_failure(&request, purge_warning.as_ref());
     let status = match inserted {
         Inserted::Created(_) => StatusCode::CREATED,
@@ -337,6 +341,192 @@ async fn create_link(
     Ok(HttpResponse::build(status)
         .insert_header((header::LOCATION, format!("/api/links/{}", link.key)))
         .json(LinkBody::new(link, &shortener).warned(purge_warning)))
+}
+
+/// The link a JSON object describes, as a single insert and each item of
+/// a bulk one take it.
+fn row_of(object: Map<String, Value>) -> Result<Row, Invalid> {
+    let mut fields = Fields(object);
+    let url = fields
+        .text(Field::Url, false)?
+        .flatten()
+        .ok_or_else(|| Invalid::new(Field::Url, "send the long URL: {\"url\": \"https://...\"}"))?;
+    let row = Row {
+        url,
+        key: fields.text(Field::Key, true)?.flatten(),
+        expires_at: fields.text(Field::ExpiresAt, true)?.flatten(),
+        expired_url: fields.text(Field::ExpiredUrl, true)?.flatten(),
+        max_clicks: fields.count(Field::MaxClicks)?.flatten(),
+    };
+    fields.done()?;
+    Ok(row)
+}
+
+/// The rows of a bulk request's body: a JSON array of links, or CSV.
+fn bulk_rows(request: &HttpRequest, body: &[u8]) -> Result<Vec<(Option<u64>, Item)>, ApiError> {
+    let too_many = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "a bulk request holds at most {MAX_BULK_LINKS} links; send the rest in another"
+            ),
+        )
+    };
+    let media_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .map(|value| value.trim().to_ascii_lowercase());
+    match media_type.as_deref() {
+        Some("application/json") => {
+            let items: Vec<Value> = serde_json::from_slice(body).map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "the body is not a JSON array of links: {e}; send \
+                         [{{\"url\": \"https://...\", \"key\": \"optional\"}}, ...]"
+                    ),
+                )
+            })?;
+            if items.len() > MAX_BULK_LINKS {
+                return Err(too_many());
+            }
+            Ok(items
+                .into_iter()
+                .map(|item| {
+                    let row = match item {
+                        Value::Object(object) => row_of(object).map_err(Refused::from),
+                        other => Err(Refused::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            format!("each item must be a link object like {{\"url\": \"https://...\"}}, not {other}"),
+                            None,
+                        )),
+                    };
+                    (None, row)
+                })
+                .collect())
+        }
+        Some("text/csv") => {
+            let rows = CsvRows::new(body, Format::Csv)
+                .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+            let rows: Vec<(Option<u64>, Item)> = rows
+                .take(MAX_BULK_LINKS + 1)
+                .map(|(line, item)| (Some(line), item))
+                .collect();
+            if rows.len() > MAX_BULK_LINKS {
+                return Err(too_many());
+            }
+            Ok(rows)
+        }
+        _ => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the links as a JSON array (Content-Type: application/json) or as CSV \
+             lines url[,key] (Content-Type: text/csv)"
+                .to_owned(),
+        )),
+    }
+}
+
+/// Reads a request body of at most `limit` bytes, or answers 413.
+async fn body_within(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("the request body could not be read: {e}"),
+            )
+        })?;
+        if body.len() + chunk.len() > limit {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a bulk request's body is at most {limit} bytes; send the rest in another"),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// One row's outcome in a bulk answer: its place in the input (and its
+/// CSV line), then what became of it.
+#[derive(Serialize)]
+struct Numbered<'a> {
+    index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u64>,
+    #[serde(flatten)]
+    outcome: &'a RowOutcome,
+}
+
+/// Creates up to [`MAX_BULK_LINKS`] links from one JSON array or CSV body,
+/// each under the rules of a single insert: anonymous clients spend their
+/// rate limit row by row, and rows past it are refused with 429.
+async fn create_links_in_bulk(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let limit = bulk_body_limit(&shortener.settings);
+    let body = body_within(payload, limit).await?;
+    let rows = bulk_rows(&request, &body)?;
+    drop(body);
+    let admitted = guard.admit_many(&request, None, rows.len()).await?;
+    let (summary, outcomes) = create_admitted(&shortener, admitted, rows).await;
+    let results: Vec<Numbered<'_>> = outcomes
+        .iter()
+        .enumerate()
+        .map(|(index, (line, outcome))| Numbered {
+            index,
+            line: *line,
+            outcome,
+        })
+        .collect();
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(serde_json::json!({ "summary": summary, "results": results })))
+}
+
+/// Creates the rows `admitted` lets through, refusing the rest as the
+/// rate limit did; the outcomes in row order, and how many went which way.
+async fn create_admitted<T>(
+    shortener: &Shortener,
+    admitted: Admitted,
+    rows: Vec<(T, Item)>,
+) -> (Summary, Vec<(T, RowOutcome)>) {
+    let refusal = admitted.refusal.as_ref().map(rate_refusal);
+    let items = rows
+        .into_iter()
+        .enumerate()
+        .map(|(n, (tag, item))| match &refusal {
+            Some(refused) if n >= admitted.rows => (tag, Err(refused.clone())),
+            _ => (tag, item),
+        });
+    let outcomes: Vec<(T, RowOutcome)> = create_all(shortener, admitted.caller.owner(), items)
+        .collect()
+        .await;
+    let mut summary = Summary::default();
+    for (_, outcome) in &outcomes {
+        summary.add(outcome);
+    }
+    (summary, outcomes)
+}
+
+/// A row refused by the rate limit, as a single insert would be.
+fn rate_refusal(refusal: &Refusal) -> Refused {
+    let error = ApiError::from(refusal.clone());
+    Refused {
+        retry_after_s: error.retry_after_s,
+        ..Refused::new(error.status, error.message, None)
+    }
+}
+
+/// The largest bulk body: [`MAX_BULK_LINKS`] rows of the longest URL
+/// allowed, with room for a key, an expiry and the JSON around them.
+pub fn bulk_body_limit(settings: &Settings) -> usize {
+    MAX_BULK_LINKS * (settings.config.max_url_length + 512)
 }
 
 /// Counts a change that was stored but not purged.
@@ -475,6 +665,70 @@ async fn list_links(
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(serde_json::json!({ "links": links, "next_cursor": listing.next_cursor })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportParams {
+    format: Option<ExportFormat>,
+    owner: Option<String>,
+}
+
+/// Every link the caller may change (for an admin: every link), streamed a
+/// page at a time as CSV or JSON lines. A failure before the first page
+/// answers its status; one after cuts the answer short, which the client
+/// sees as an incomplete chunked body.
+async fn export_links(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify(&request)?;
+    let params = query::<ExportParams>(&request, "format (csv or jsonl) and owner")?;
+    let format = params.format.unwrap_or_default();
+    let owner = params.owner.as_deref().filter(|owner| !owner.is_empty());
+    let mut export = shortener.export(&who, owner).await?;
+    let mut head = format.head();
+    let first = export.next_page().await.map_err(ShortenError::from)?;
+    if let Some(links) = &first {
+        head.extend(format.page(links, &shortener));
+    }
+    let shortener = shortener.into_inner();
+    let rest =
+        futures_util::stream::try_unfold((export, first.is_some()), move |(mut export, more)| {
+            let shortener = std::sync::Arc::clone(&shortener);
+            async move {
+                if !more {
+                    return Ok(None);
+                }
+                loop {
+                    match export.next_page().await {
+                        Ok(None) => return Ok(None),
+                        Ok(Some(links)) if links.is_empty() => {}
+                        Ok(Some(links)) => {
+                            let part = web::Bytes::from(format.page(&links, &shortener));
+                            return Ok(Some((part, (export, true))));
+                        }
+                        Err(error) => {
+                            log::error!("export cut short: {error}");
+                            return Err(std::io::Error::other(error));
+                        }
+                    }
+                }
+            }
+        });
+    let body = futures_util::stream::once(std::future::ready(Ok::<_, std::io::Error>(
+        web::Bytes::from(head),
+    )))
+    .chain(rest);
+    Ok(HttpResponse::Ok()
+        .content_type(format.content_type())
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header((
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"links.{}\"", format.extension()),
+        ))
+        .streaming(body))
 }
 
 #[derive(Debug, Deserialize)]
@@ -735,6 +989,102 @@ async fn form_submit(
         }
     };
     form_response(&request, &shortener, &guard, status, view)
+}
+
+/// What the CSV upload form sent.
+#[derive(Default)]
+struct Upload {
+    csrf: String,
+    token: String,
+    csv: Vec<u8>,
+}
+
+/// Reads the upload form's parts; the file may be as large as a bulk
+/// request's body, the other parts a few hundred bytes.
+async fn read_upload(mut multipart: Multipart, limit: usize) -> Result<Upload, String> {
+    const SMALL_PART: usize = 1024;
+    let mut upload = Upload::default();
+    while let Some(part) = multipart.next().await {
+        let mut part = part.map_err(|e| format!("the upload could not be read: {e}"))?;
+        let name = part.name().unwrap_or_default().to_owned();
+        let (into, most) = match name.as_str() {
+            "csv" => (&mut upload.csv, limit),
+            "csrf" | "token" => (&mut Vec::new(), SMALL_PART),
+            _ => continue,
+        };
+        while let Some(chunk) = part.next().await {
+            let chunk = chunk.map_err(|e| format!("the upload could not be read: {e}"))?;
+            if into.len() + chunk.len() > most {
+                return Err(format!(
+                    "the file is over {most} bytes; split it, {MAX_BULK_LINKS} links at most each"
+                ));
+            }
+            into.extend_from_slice(&chunk);
+        }
+        let text = || String::from_utf8_lossy(into).into_owned();
+        match name.as_str() {
+            "csrf" => upload.csrf = text(),
+            "token" => upload.token = text(),
+            _ => {}
+        }
+    }
+    Ok(upload)
+}
+
+/// The form's CSV upload: each line created as the form creates one link,
+/// then the page again with each line's outcome.
+async fn form_upload(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    multipart: Multipart,
+) -> HttpResponse {
+    let mut view = FormView::default();
+    let upload = match read_upload(multipart, bulk_body_limit(&shortener.settings)).await {
+        Ok(upload) => upload,
+        Err(message) => {
+            view.bulk_error = Some(message);
+            return form_response(&request, &shortener, &guard, StatusCode::BAD_REQUEST, view);
+        }
+    };
+    if let Err(refusal) = guard.check_form_post(&request, &upload.csrf) {
+        return refused_form(&request, &shortener, &guard, view, &refusal);
+    }
+    let rows: Vec<(u64, Item)> = match CsvRows::new(&upload.csv[..], Format::Csv) {
+        Ok(rows) => rows.take(MAX_BULK_LINKS + 1).collect(),
+        Err(error) => {
+            view.bulk_error = Some(error.to_string());
+            return form_response(
+                &request,
+                &shortener,
+                &guard,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                view,
+            );
+        }
+    };
+    if rows.len() > MAX_BULK_LINKS {
+        view.bulk_error = Some(format!(
+            "the file holds over {MAX_BULK_LINKS} links; split it into files of {MAX_BULK_LINKS} at most"
+        ));
+        return form_response(
+            &request,
+            &shortener,
+            &guard,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            view,
+        );
+    }
+    let admitted = match guard
+        .admit_many(&request, Some(&upload.token), rows.len())
+        .await
+    {
+        Ok(admitted) => admitted,
+        Err(refusal) => return refused_form(&request, &shortener, &guard, view, &refusal),
+    };
+    let (summary, rows) = create_admitted(&shortener, admitted, rows).await;
+    view.bulk = Some(BulkView { summary, rows });
+    form_response(&request, &shortener, &guard, StatusCode::OK, view)
 }
 
 /// The form again, saying why its post was refused.

@@ -70,6 +70,26 @@ impl Caller {
     }
 }
 
+/// What a request that creates links may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted {
+    pub caller: Caller,
+    /// How many of its links, the first ones, may be created.
+    pub rows: usize,
+    /// Why the others may not.
+    pub refusal: Option<Refusal>,
+}
+
+impl Admitted {
+    fn all(caller: Caller, rows: usize) -> Self {
+        Self {
+            caller,
+            rows,
+            refusal: None,
+        }
+    }
+}
+
 /// Checks every request that creates a link. One per writer, shared by all
 /// workers.
 pub struct Gatekeeper {
@@ -99,24 +119,52 @@ impl Gatekeeper {
         request: &HttpRequest,
         form_token: Option<&str>,
     ) -> Result<Caller, Refusal> {
+        let admitted = self.admit_many(request, form_token, 1).await?;
+        match admitted.refusal {
+            Some(refusal) => Err(refusal),
+            None => Ok(admitted.caller),
+        }
+    }
+
+    /// Admits a request that creates up to `rows` links: a token holder's
+    /// all, an anonymous client's as many as its rate limit allows now,
+    /// the first ones. A token that is missing or invalid refuses them all.
+    pub async fn admit_many(
+        &self,
+        request: &HttpRequest,
+        form_token: Option<&str>,
+        rows: usize,
+    ) -> Result<Admitted, Refusal> {
         let presented = match bearer(request)? {
             Some(token) => Some(token),
             None => form_token.map(str::trim).filter(|t| !t.is_empty()),
         };
         if let Some(token) = presented {
-            return self
+            let caller = self
                 .tokens
                 .identify(token)
                 .map(Caller::TokenHolder)
-                .ok_or(Refusal::TokenInvalid);
+                .ok_or(Refusal::TokenInvalid)?;
+            return Ok(Admitted::all(caller, rows));
         }
         if self.tokens.required() {
             return Err(Refusal::TokenMissing);
         }
-        match &self.rate_limit {
-            Some(limit) => limit.check(request).await.map(|()| Caller::Anonymous),
-            None => Ok(Caller::Anonymous),
+        let Some(limit) = &self.rate_limit else {
+            return Ok(Admitted::all(Caller::Anonymous, rows));
+        };
+        // One link at a time from the bucket, as single inserts take them,
+        // until it is empty: a bucket holds a burst, so this stops soon.
+        for admitted in 0..rows {
+            if let Err(refusal) = limit.check(request).await {
+                return Ok(Admitted {
+                    caller: Caller::Anonymous,
+                    rows: admitted,
+                    refusal: Some(refusal),
+                });
+            }
         }
+        Ok(Admitted::all(Caller::Anonymous, rows))
     }
 
     /// Who sent the request's bearer token: changing a link always needs

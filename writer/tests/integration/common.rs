@@ -24,6 +24,9 @@ pub const ALICE_TOKEN: &str = "alice-token-0123456789abcdef0123456789";
 pub const BOB_TOKEN: &str = "bob-token-0123456789abcdef0123456789ab";
 pub const ADMIN_TOKEN: &str = "ops-token-0123456789abcdef0123456789ab";
 
+/// A token of its own for the export test, whose links no other test lists.
+pub const CAROL_TOKEN: &str = "carol-token-0123456789abcdef0123456789";
+
 pub const WRITER: &str = env!("CARGO_BIN_EXE_shortlink");
 
 /// Redis, Varnish, the writer and a landing page, shared by every test.
@@ -61,6 +64,7 @@ impl Suite {
                  [access]\ntokens = [\"{TEST_TOKEN}\",\n\
                  {{ name = \"alice\", token = \"{ALICE_TOKEN}\" }},\n\
                  {{ name = \"bob\", token = \"{BOB_TOKEN}\" }},\n\
+                 {{ name = \"carol\", token = \"{CAROL_TOKEN}\" }},\n\
                  {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }}]\n\
                  [clicks]\ngeoip = \"{}\"\n",
                 redis.url,

@@ -9,10 +9,12 @@
 mod common;
 mod api;
 mod browser;
+mod bulk;
 mod clicks;
 mod cluster;
 mod e2e;
 mod form;
+mod import_export;
 mod lifecycle;
 mod nodes;
 mod qr;
@@ -68,6 +70,38 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
 
 /// Every test of the suite, by name.
 const TESTS: &[(&str, common::Test)] = &[
+    (
+        "import_export::import_reads_each_tools_export",
+        import_export::import_reads_each_tools_export,
+    ),
+    (
+        "import_export::export_streams_every_link_the_caller_may_see",
+        import_export::export_streams_every_link_the_caller_may_see,
+    ),
+    (
+        "import_export::export_imports_back_into_another_store",
+        import_export::export_imports_back_into_another_store,
+    ),
+    (
+        "bulk::bulk_json_answers_each_item_in_order",
+        bulk::bulk_json_answers_each_item_in_order,
+    ),
+    (
+        "bulk::bulk_csv_answers_each_line",
+        bulk::bulk_csv_answers_each_line,
+    ),
+    (
+        "bulk::bulk_takes_ten_thousand_links_and_refuses_more",
+        bulk::bulk_takes_ten_thousand_links_and_refuses_more,
+    ),
+    (
+        "bulk::bulk_spends_the_rate_limit_row_by_row",
+        bulk::bulk_spends_the_rate_limit_row_by_row,
+    ),
+    (
+        "bulk::form_uploads_a_csv_file",
+        bulk::form_uploads_a_csv_file,
+    ),
     (
         "security::pages_refuse_frames",
         security::pages_refuse_frames,

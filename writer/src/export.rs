@@ -1,0 +1,97 @@
+//! Links written out for another tool or a backup: CSV in the columns
+//! `shortlink import --format csv` and the bulk API read back, or JSON
+//! lines in the API's own shape, a page at a time.
+
+use serde::Deserialize;
+use shortlink_core::Owner;
+
+use crate::shortener::Shortener;
+use crate::store::Link;
+use crate::validate::format_expiry;
+use crate::web::LinkBody;
+
+/// How exported links are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ExportFormat {
+    /// A header, then one link a line.
+    #[default]
+    Csv,
+    /// One JSON object a line, as `GET /api/links/{key}` shows a link.
+    Jsonl,
+}
+
+/// The CSV columns, in order: the first five are what an import reads back.
+pub const CSV_COLUMNS: [&str; 8] = [
+    "url",
+    "key",
+    "expires_at",
+    "expired_url",
+    "max_clicks",
+    "short_url",
+    "expired",
+    "owner",
+];
+
+impl ExportFormat {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::Csv => "text/csv; charset=utf-8",
+            Self::Jsonl => "application/jsonl; charset=utf-8",
+        }
+    }
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Csv => "csv",
+            Self::Jsonl => "jsonl",
+        }
+    }
+
+    /// What comes before the first link.
+    pub fn head(self) -> Vec<u8> {
+        match self {
+            Self::Csv => format!("{}\n", CSV_COLUMNS.join(",")).into_bytes(),
+            Self::Jsonl => Vec::new(),
+        }
+    }
+
+    /// `links` written out, as the next part of the file.
+    pub fn page(self, links: &[Link], shortener: &Shortener) -> Vec<u8> {
+        match self {
+            Self::Csv => {
+                let mut writer = csv::WriterBuilder::new()
+                    .has_headers(false)
+                    .from_writer(Vec::with_capacity(links.len() * 128));
+                for link in links {
+                    let record = &link.record;
+                    let max_clicks = record.max_clicks.map(|limit| limit.get().to_string());
+                    let expired = record
+                        .expires
+                        .is_some_and(|e| e.has_passed(std::time::SystemTime::now()));
+                    // Writing into memory cannot fail.
+                    let _ = writer.write_record([
+                        record.url.as_str(),
+                        &link.key,
+                        &record.expires.map(format_expiry).unwrap_or_default(),
+                        record.expired_url.as_ref().map_or("", |url| url.as_str()),
+                        max_clicks.as_deref().unwrap_or_default(),
+                        &shortener.short_url(&link.key),
+                        if expired { "true" } else { "false" },
+                        record.owner.as_ref().map_or("", Owner::as_str),
+                    ]);
+                }
+                writer.into_inner().unwrap_or_default()
+            }
+            Self::Jsonl => {
+                let mut out = Vec::with_capacity(links.len() * 160);
+                for link in links {
+                    // A struct of strings and numbers always serializes.
+                    let _ = serde_json::to_writer(&mut out, &LinkBody::new(link, shortener));
+                    out.push(b'\n');
+                }
+                out
+            }
+        }
+    }
+}
