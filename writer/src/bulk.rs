@@ -46,13 +46,14 @@ impl Row {
 }
 
 /// Why one row was not stored; the rows around it are not affected.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Refused {
     /// The status a single insert would have answered.
     pub code: u16,
     pub error: String,
     /// The input to blame, if one is.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     pub field: Option<&'static str>,
     /// For 429: when the client may send the row again.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -89,7 +90,7 @@ impl From<Invalid> for Refused {
 pub type Item = Result<Row, Refused>;
 
 /// What became of one row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum RowOutcome {
     /// Stored now.
@@ -101,7 +102,7 @@ pub enum RowOutcome {
 }
 
 /// A link a row names, stored now or before.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Made {
     pub key: String,
     pub short_url: String,
@@ -109,7 +110,7 @@ pub struct Made {
 }
 
 /// How many rows went which way.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Summary {
     pub created: usize,
     pub existing: usize,

@@ -32,7 +32,7 @@ const READERS: usize = 2;
 const _: () = assert!(MINUTES_KEPT <= u64::BITS as u64);
 
 /// A link's counts, as `GET /api/links/{key}/stats` answers them.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct LinkStats {
     pub key: String,
     /// Redirects delivered to people, all time.
@@ -60,28 +60,28 @@ pub struct LinkStats {
     pub os: Vec<Share>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct DayCount {
     pub date: String,
     pub clicks: u64,
     pub visitors: u64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct HourCount {
     pub hour: String,
     pub clicks: u64,
 }
 
 /// One value of a detail and its clicks.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct Share {
     pub name: String,
     pub clicks: u64,
 }
 
 /// A link with many clicks lately.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct Trending {
     pub key: String,
     pub clicks: u64,

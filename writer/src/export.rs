@@ -11,7 +11,9 @@ use crate::validate::format_expiry;
 use crate::web::LinkBody;
 
 /// How exported links are written.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum, utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ExportFormat {
     /// A header, then one link a line.

@@ -9,6 +9,7 @@ pub mod export;
 pub mod manage;
 pub mod master;
 pub mod metrics;
+pub mod openapi;
 pub mod page;
 pub mod purge;
 pub mod purge_queue;

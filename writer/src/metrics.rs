@@ -152,7 +152,13 @@ pub async fn count_writes(
     Ok(response)
 }
 
-/// `GET /metrics`.
+/// The writer's counters in Prometheus's text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain; version=0.0.4"))
+)]
 pub async fn serve_metrics(
     metrics: web::Data<Metrics>,
     shortener: web::Data<Shortener>,

@@ -1,10 +1,21 @@
 //! HTTP interfaces: the JSON API under `/api/links` and the web form at `/`.
 
+// `#[utoipa::path]` writes the `params(...)` types out with their module
+// path, which this lint flags in the code it generates.
+#![allow(unused_qualifications)]
+
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::error::{JsonPayloadError, UrlencodedError};
 use actix_web::http::{header, StatusCode};
 use actix_web::{guard, middleware, web, HttpRequest, HttpResponse, ResponseError};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::clicks::LinkStats;
+use crate::openapi::{
+    BulkAnswer, BulkResult, Deleted, ErrorBody, LinkChange, LinkInput, LinkPage, TrendingLinks,
+    WhoAmI,
+};
 
 use serde_json::{Map, Value};
 use shortlink_core::ClickLimit;
@@ -48,6 +59,8 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
                 .route("/manage", web::get().to(manage_page))
                 .route("/metrics", web::get().to(serve_metrics))
                 .route("/api/whoami", web::get().to(whoami))
+                .route("/api/openapi.json", web::get().to(openapi_json))
+                .route("/api/docs", web::get().to(api_docs_page))
                 .route("/api/links", web::post().to(create_link))
                 .route("/api/links", web::get().to(list_links))
                 // Before `{key}`, guarded by method, so that a link whose key
@@ -78,7 +91,7 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
 }
 
 /// A link as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct LinkBody {
     key: String,
     url: String,
@@ -123,6 +136,17 @@ impl LinkBody {
         self
     }
 }
+
+/// The fields a link's JSON object may hold: what [`row_of`] and
+/// `edit_link` read (the latter all but the key), and the OpenAPI
+/// document's `LinkInput` lists.
+pub const LINK_FIELDS: [Field; 5] = [
+    Field::Url,
+    Field::Key,
+    Field::ExpiresAt,
+    Field::ExpiredUrl,
+    Field::MaxClicks,
+];
 
 /// The fields of a JSON object, each taken at most once by name; whatever
 /// is left is an unknown field, answered 422 with its name.
@@ -171,8 +195,8 @@ impl Fields {
             Some(unknown) => Err(Invalid {
                 field: Field::Unknown,
                 message: format!(
-                    "unknown field {unknown:?}; a link has url, key, expires_at, expired_url \
-                     and max_clicks"
+                    "unknown field {unknown:?}; a link has {}",
+                    LINK_FIELDS.map(Field::name).join(", ")
                 ),
             }),
         }
@@ -215,19 +239,18 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        let mut body = serde_json::json!({ "error": self.message });
-        if let Some(field) = self.field {
-            body["field"] = field.name().into();
-        }
         let mut response = HttpResponse::build(self.status);
         if let Some(seconds) = self.retry_after_s {
-            body["retry_after_s"] = seconds.into();
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
         if let Some(challenge) = self.challenge {
             response.insert_header((header::WWW_AUTHENTICATE, challenge));
         }
-        response.json(body)
+        response.json(ErrorBody {
+            error: self.message.clone(),
+            field: self.field.map(|field| field.name().to_owned()),
+            retry_after_s: self.retry_after_s,
+        })
     }
 }
 
@@ -320,6 +343,28 @@ fn form_error(error: &UrlencodedError, max_body_bytes: usize) -> ApiError {
     }
 }
 
+/// Creates a link: with a token it is the token's, without one it
+/// spends the address's rate limit.
+#[utoipa::path(
+    post,
+    path = "/api/links",
+    tag = "links",
+    request_body = LinkInput,
+    responses(
+        (status = 201, description = "Created; `Location` names it", body = LinkBody,
+         headers(("Location" = String, description = "/api/links/{key}"))),
+        (status = 200, description = "The same URL, owner and expiry already had this link", body = LinkBody),
+        (status = 400, description = "The body is not a JSON object", body = ErrorBody),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 409, description = "The custom key holds another link (or every generated key is taken)", body = ErrorBody),
+        (status = 413, description = "The body is over max_body_bytes", body = ErrorBody),
+        (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
+        (status = 422, description = "A field is not valid, or unknown; `field` names it", body = ErrorBody),
+        (status = 429, description = "Too many links from this address without a token; `Retry-After` says when to come back", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security((), ("token" = []))
+)]
 async fn create_link(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -449,20 +494,32 @@ async fn body_within(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>,
     Ok(body)
 }
 
-/// One row's outcome in a bulk answer: its place in the input (and its
-/// CSV line), then what became of it.
-#[derive(Serialize)]
-struct Numbered<'a> {
-    index: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    line: Option<u64>,
-    #[serde(flatten)]
-    outcome: &'a RowOutcome,
-}
-
 /// Creates up to [`MAX_BULK_LINKS`] links from one JSON array or CSV body,
 /// each under the rules of a single insert: anonymous clients spend their
 /// rate limit row by row, and rows past it are refused with 429.
+#[utoipa::path(
+    post,
+    path = "/api/links/bulk",
+    tag = "many",
+    request_body(
+        description = "Up to 10,000 links: a JSON array of link objects, or CSV lines \
+                       `url[,key]` (or with a header naming any of url, key, expires_at, \
+                       expired_url and max_clicks)",
+        content(
+            (Vec<LinkInput> = "application/json"),
+            (String = "text/csv", example = "https://example.org/a,docs\nhttps://example.org/b\n")
+        )
+    ),
+    responses(
+        (status = 200, description = "One result per row, in input order; a bad row does not stop the others", body = BulkAnswer),
+        (status = 400, description = "The body is not a JSON array", body = ErrorBody),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 413, description = "Over 10,000 links, or a body over 10,000 × (max_url_length + 512) bytes", body = ErrorBody),
+        (status = 415, description = "Neither application/json nor text/csv", body = ErrorBody),
+        (status = 422, description = "The CSV's header names no url column", body = ErrorBody),
+    ),
+    security((), ("token" = []))
+)]
 async fn create_links_in_bulk(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -475,18 +532,18 @@ async fn create_links_in_bulk(
     drop(body);
     let admitted = guard.admit_many(&request, None, rows.len()).await?;
     let (summary, outcomes) = create_admitted(&shortener, admitted, rows).await;
-    let results: Vec<Numbered<'_>> = outcomes
-        .iter()
+    let results = outcomes
+        .into_iter()
         .enumerate()
-        .map(|(index, (line, outcome))| Numbered {
+        .map(|(index, (line, outcome))| BulkResult {
             index,
-            line: *line,
+            line,
             outcome,
         })
         .collect();
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
-        .json(serde_json::json!({ "summary": summary, "results": results })))
+        .json(BulkAnswer { summary, results }))
 }
 
 /// Creates the rows `admitted` lets through, refusing the rest as the
@@ -551,6 +608,22 @@ fn link_response(
         .json(LinkBody::new(link, shortener).warned(warning))
 }
 
+/// A link: where it leads, its expiry, click limit and owner.
+#[utoipa::path(
+    get,
+    path = "/api/links/{key}",
+    tag = "links",
+    params(("key" = String, Path, description = "The link's key")),
+    responses(
+        (status = 200, description = "The link; its `ETag` makes a later change conditional", body = LinkBody,
+         headers(("ETag" = String))),
+        (status = 404, description = "No link has this key", body = ErrorBody),
+        (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
+        (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
+        (status = 422, description = "The key is not one this store's keys can be", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    )
+)]
 async fn get_link(
     shortener: web::Data<Shortener>,
     key: web::Path<String>,
@@ -566,6 +639,34 @@ fn if_match(request: &HttpRequest) -> Option<&str> {
         .map(|value| value.to_str().unwrap_or("\"unreadable\""))
 }
 
+/// Changes a link's target, expiry, expired URL or click limit; Varnish
+/// serves the change at once.
+#[utoipa::path(
+    patch,
+    path = "/api/links/{key}",
+    tag = "links",
+    params(
+        ("key" = String, Path, description = "The link's key"),
+        ("If-Match" = Option<String>, Header, description = "Change only if the link still has this ETag")
+    ),
+    request_body = LinkChange,
+    responses(
+        (status = 200, description = "The changed link; Varnish serves the change at once", body = LinkBody,
+         headers(("ETag" = String))),
+        (status = 400, description = "The body is not a JSON object", body = ErrorBody),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 403, description = "The link belongs to another token; only that token or an admin token may do this", body = ErrorBody),
+        (status = 404, description = "No link has this key", body = ErrorBody),
+        (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
+        (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
+        (status = 412, description = "The link changed since the ETag in If-Match was read", body = ErrorBody),
+        (status = 413, description = "The body is over max_body_bytes", body = ErrorBody),
+        (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
+        (status = 422, description = "A field is not valid, unknown, or the key; or nothing to change", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security(("token" = []))
+)]
 async fn edit_link(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -613,6 +714,30 @@ async fn edit_link(
     ))
 }
 
+/// Deletes a link: it answers 410 from now on, and its key is never
+/// given to another link.
+#[utoipa::path(
+    delete,
+    path = "/api/links/{key}",
+    tag = "links",
+    params(
+        ("key" = String, Path, description = "The link's key"),
+        ("If-Match" = Option<String>, Header, description = "Delete only if the link still has this ETag")
+    ),
+    responses(
+        (status = 204, description = "Deleted: it answers 410 from now on"),
+        (status = 200, description = "Deleted, but Varnish could not be told: it may redirect until its TTL", body = Deleted),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 403, description = "The link belongs to another token; only that token or an admin token may do this", body = ErrorBody),
+        (status = 404, description = "No link has this key", body = ErrorBody),
+        (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
+        (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
+        (status = 412, description = "The link changed since the ETag in If-Match was read", body = ErrorBody),
+        (status = 422, description = "The key is not one this store's keys can be", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security(("token" = []))
+)]
 async fn delete_link(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -625,14 +750,15 @@ async fn delete_link(
     Ok(match written.purge_warning {
         None => HttpResponse::NoContent().finish(),
         // Deleted, but Varnish may still redirect: say so.
-        Some(warning) => HttpResponse::Ok().json(serde_json::json!({
-            "deleted": key.as_str(),
-            "warning": warning,
-        })),
+        Some(warning) => HttpResponse::Ok().json(Deleted {
+            deleted: key.into_inner(),
+            warning,
+        }),
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
     limit: Option<usize>,
@@ -643,6 +769,22 @@ pub struct ListParams {
 
 use crate::shortener::DEFAULT_PAGE;
 
+/// A page of the links the token may change, newest first: its own, or
+/// for an admin everyone's (one owner's with `owner`).
+#[utoipa::path(
+    get,
+    path = "/api/links",
+    tag = "links",
+    params(ListParams),
+    responses(
+        (status = 200, description = "A page of links, newest first", body = LinkPage),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 403, description = "Only admins may list another owner's links", body = ErrorBody),
+        (status = 422, description = "A parameter is not valid (limit 1 to 100, a cursor this API gave)", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security(("token" = []))
+)]
 async fn list_links(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -664,10 +806,14 @@ async fn list_links(
         .collect();
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
-        .json(serde_json::json!({ "links": links, "next_cursor": listing.next_cursor })))
+        .json(LinkPage {
+            links,
+            next_cursor: listing.next_cursor,
+        }))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ExportParams {
     format: Option<ExportFormat>,
@@ -678,6 +824,24 @@ pub struct ExportParams {
 /// page at a time as CSV or JSON lines. A failure before the first page
 /// answers its status; one after cuts the answer short, which the client
 /// sees as an incomplete chunked body.
+#[utoipa::path(
+    get,
+    path = "/api/links/export",
+    tag = "many",
+    params(ExportParams),
+    responses(
+        (status = 200, description = "Every link the token may change (an admin's: every link), streamed; CSV reads back through the bulk API and `shortlink import`",
+         content(
+            (String = "text/csv", example = "url,key,expires_at,expired_url,max_clicks,short_url,expired,owner\nhttps://example.org/,Lm25,,,,http://127.0.0.1:6081/l/Lm25,false,alice\n"),
+            (String = "application/jsonl")
+         )),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 403, description = "Only admins may export another owner's links", body = ErrorBody),
+        (status = 422, description = "format is not csv or jsonl, or owner is not a token name", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security(("token" = []))
+)]
 async fn export_links(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -731,13 +895,30 @@ async fn export_links(
         .streaming(body))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct StatsParams {
     days: Option<u64>,
 }
 
 /// A link's click counts, for its owner or an admin.
+#[utoipa::path(
+    get,
+    path = "/api/links/{key}/stats",
+    tag = "clicks",
+    params(("key" = String, Path, description = "The link's key"), StatsParams),
+    responses(
+        (status = 200, description = "The link's click counts", body = LinkStats),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 403, description = "The link belongs to another token; only that token or an admin token may do this", body = ErrorBody),
+        (status = 404, description = "No link has this key", body = ErrorBody),
+        (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
+        (status = 422, description = "days is out of bounds, or the key is not one this store's keys can be", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security(("token" = []))
+)]
 async fn link_stats(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -754,6 +935,22 @@ async fn link_stats(
 
 /// A link's click counts drawn as HTML (charts and tables), for the
 /// statistics page; the same rules as [`link_stats`].
+#[utoipa::path(
+    get,
+    path = "/api/links/{key}/stats/report",
+    tag = "clicks",
+    params(("key" = String, Path, description = "The link's key"), StatsParams),
+    responses(
+        (status = 200, description = "The counts drawn as HTML, for the statistics page", content_type = "text/html"),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 403, description = "The link belongs to another token; only that token or an admin token may do this", body = ErrorBody),
+        (status = 404, description = "No link has this key", body = ErrorBody),
+        (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
+        (status = 422, description = "days is out of bounds, or the key is not one this store's keys can be", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security(("token" = []))
+)]
 async fn link_stats_report(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -769,7 +966,8 @@ async fn link_stats_report(
     Ok(html_page(StatusCode::OK).body(body))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct QrParams {
     size: Option<u64>,
@@ -792,6 +990,21 @@ fn qr_failed(error: &crate::qr::QrError) -> ApiError {
 }
 
 /// The short link of `key` as an SVG QR code, for anyone (the link is).
+#[utoipa::path(
+    get,
+    path = "/api/links/{key}/qr.svg",
+    tag = "links",
+    params(("key" = String, Path, description = "The link's key")),
+    responses(
+        (status = 200, description = "The short URL as a QR code", content_type = "image/svg+xml", body = String),
+        (status = 404, description = "No link has this key", body = ErrorBody),
+        (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
+        (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
+        (status = 422, description = "The key is not one this store's keys can be", body = ErrorBody),
+        (status = 500, description = "The QR code could not be drawn", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    )
+)]
 async fn link_qr_svg(
     shortener: web::Data<Shortener>,
     key: web::Path<String>,
@@ -806,6 +1019,21 @@ async fn link_qr_svg(
 
 /// The short link of `key` as a PNG QR code of `?size=N` pixels (128 to
 /// 2048; 512 by default).
+#[utoipa::path(
+    get,
+    path = "/api/links/{key}/qr.png",
+    tag = "links",
+    params(("key" = String, Path, description = "The link's key"), QrParams),
+    responses(
+        (status = 200, description = "The short URL as a QR code", content_type = "image/png", body = Vec<u8>),
+        (status = 404, description = "No link has this key", body = ErrorBody),
+        (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
+        (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
+        (status = 422, description = "size is out of bounds, or the key is not one this store's keys can be", body = ErrorBody),
+        (status = 500, description = "The QR code could not be drawn", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    )
+)]
 async fn link_qr_png(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -826,11 +1054,19 @@ async fn link_qr_png(
 
 /// A link's statistics page; like the management page, it holds no data
 /// and asks the API for everything.
+#[utoipa::path(
+    get,
+    path = "/manage/stats/{key}",
+    tag = "pages",
+    params(("key" = String, Path, description = "The link's key")),
+    responses((status = 200, description = "The statistics page; it asks the API for the counts", content_type = "text/html"))
+)]
 async fn stats_page() -> HttpResponse {
     html_page(StatusCode::OK).body(crate::stats_page::render())
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TrendingParams {
     minutes: Option<u64>,
@@ -838,6 +1074,19 @@ pub struct TrendingParams {
 }
 
 /// The links with the most clicks in the last minutes.
+#[utoipa::path(
+    get,
+    path = "/api/trending",
+    tag = "clicks",
+    params(TrendingParams),
+    responses(
+        (status = 200, description = "The links with the most people's clicks lately: the token's own, or for an admin everyone's", body = TrendingLinks),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 422, description = "minutes or limit is out of bounds", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security(("token" = []))
+)]
 async fn trending(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -850,7 +1099,7 @@ async fn trending(
         .await?;
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
-        .json(serde_json::json!({ "links": links })))
+        .json(TrendingLinks { links }))
 }
 
 /// The request's query string as `T`, or a 422 naming what it may hold.
@@ -870,6 +1119,16 @@ fn query<T: serde::de::DeserializeOwned>(
 
 /// Who the bearer token belongs to: lets a client check a token before
 /// using it, and the management page greet its user.
+#[utoipa::path(
+    get,
+    path = "/api/whoami",
+    tag = "operations",
+    responses(
+        (status = 200, description = "The token's name and whether it is an admin's", body = WhoAmI),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+    ),
+    security(("token" = []))
+)]
 async fn whoami(
     request: HttpRequest,
     guard: web::Data<Gatekeeper>,
@@ -877,10 +1136,43 @@ async fn whoami(
     let who = guard.identify(&request)?;
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
-        .json(serde_json::json!({ "name": who.owner.to_string(), "admin": who.admin })))
+        .json(WhoAmI {
+            name: who.owner.to_string(),
+            admin: who.admin,
+        }))
+}
+
+/// This API described as OpenAPI 3.1: every endpoint, its parameters,
+/// bodies, statuses and error bodies.
+#[utoipa::path(
+    get,
+    path = "/api/openapi.json",
+    tag = "operations",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json"))
+)]
+async fn openapi_json() -> HttpResponse {
+    HttpResponse::Ok().json(crate::openapi::document())
+}
+
+/// The OpenAPI document drawn for people, with nothing loaded from other
+/// sites.
+#[utoipa::path(
+    get,
+    path = "/api/docs",
+    tag = "pages",
+    responses((status = 200, description = "The API's documentation page", content_type = "text/html"))
+)]
+async fn api_docs_page() -> HttpResponse {
+    html_page(StatusCode::OK).body(crate::openapi::page())
 }
 
 /// The management page; it holds no data and asks the API for everything.
+#[utoipa::path(
+    get,
+    path = "/manage",
+    tag = "pages",
+    responses((status = 200, description = "The management page", content_type = "text/html"))
+)]
 async fn manage_page() -> HttpResponse {
     html_page(StatusCode::OK).body(crate::manage::render())
 }
@@ -911,6 +1203,13 @@ pub struct FormInput {
     token: String,
 }
 
+/// The web form.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "pages",
+    responses((status = 200, description = "The form, with a form cookie and token", content_type = "text/html"))
+)]
 async fn form_page(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -925,6 +1224,27 @@ async fn form_page(
     )
 }
 
+/// The web form's post: shortens one URL.
+#[utoipa::path(
+    post,
+    path = "/",
+    tag = "pages",
+    request_body(content_type = "application/x-www-form-urlencoded", content = String,
+                 description = "url, key, csrf (the page's form token) and token (an access token, when needed)"),
+    responses(
+        (status = 201, description = "The page with the new short link", content_type = "text/html"),
+        (status = 200, description = "The page with the link the URL already had", content_type = "text/html"),
+        (status = 401, description = "The page asking for a (valid) access token", content_type = "text/html"),
+        (status = 403, description = "Posted from another site, or without the page's form token", content_type = "text/html"),
+        (status = 409, description = "The page saying the key is taken", content_type = "text/html"),
+        (status = 400, description = "The form could not be read", body = ErrorBody),
+        (status = 413, description = "The form is over max_body_bytes", body = ErrorBody),
+        (status = 415, description = "The form is not sent as application/x-www-form-urlencoded", body = ErrorBody),
+        (status = 422, description = "The page saying what is wrong with the URL or key", content_type = "text/html"),
+        (status = 429, description = "The page saying when to come back", content_type = "text/html"),
+        (status = 503, description = "The page saying the store is unreachable", content_type = "text/html"),
+    )
+)]
 async fn form_submit(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -1033,6 +1353,21 @@ async fn read_upload(mut multipart: Multipart, limit: usize) -> Result<Upload, S
 
 /// The form's CSV upload: each line created as the form creates one link,
 /// then the page again with each line's outcome.
+#[utoipa::path(
+    post,
+    path = "/bulk",
+    tag = "pages",
+    request_body(content_type = "multipart/form-data", content = String,
+                 description = "csv (the file), csrf (the page's form token) and token (an access token, when needed)"),
+    responses(
+        (status = 200, description = "The page with each line's outcome", content_type = "text/html"),
+        (status = 400, description = "The upload could not be read", content_type = "text/html"),
+        (status = 401, description = "The page asking for a (valid) access token", content_type = "text/html"),
+        (status = 403, description = "Posted from another site, or without the page's form token", content_type = "text/html"),
+        (status = 413, description = "Over 10,000 links", content_type = "text/html"),
+        (status = 422, description = "The CSV's header names no url column", content_type = "text/html"),
+    )
+)]
 async fn form_upload(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
@@ -1155,4 +1490,28 @@ fn form_response(
         );
     }
     response.body(render(&view, &shortener.settings.scheme))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_object_may_hold_every_link_field() {
+        let mut object = Map::new();
+        for field in LINK_FIELDS {
+            let value = match field {
+                Field::MaxClicks => Value::from(3),
+                _ => Value::from("https://example.org/"),
+            };
+            object.insert(field.name().to_owned(), value);
+        }
+        assert!(row_of(object.clone()).is_ok());
+        object.insert("colour".into(), "blue".into());
+        let refused = row_of(object).unwrap_err();
+        assert_eq!(refused.field, Field::Unknown);
+        assert!(refused
+            .message
+            .contains("url, key, expires_at, expired_url, max_clicks"));
+    }
 }

@@ -794,3 +794,48 @@ async fn wait_js(client: &fantoccini::Client, condition: &str, what: &str) -> Re
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The API's documentation page draws every operation of the OpenAPI
+/// document in Chromium, having loaded nothing from another origin.
+pub fn api_docs_page_draws_every_operation(suite: &Suite) -> Result<(), String> {
+    let document = api(suite, "GET", "/api/openapi.json", None, None, None)?.body;
+    let operations: usize = document["paths"]
+        .as_object()
+        .ok_or("the document has no paths")?
+        .values()
+        .filter_map(serde_json::Value::as_object)
+        .map(serde_json::Map::len)
+        .sum();
+    let page = format!("{}/api/docs", suite.writer_url);
+    in_chromium(suite, "docs", |client| async move {
+        open(&client, &page).await?;
+        wait_js(
+            &client,
+            &format!("document.querySelectorAll('#operations details').length === {operations}"),
+            &format!("{operations} operations drawn"),
+        )
+        .await?;
+        let create = text(&client, "#create_link summary").await?;
+        ensure(
+            create.contains("POST") && create.contains("/api/links"),
+            || format!("the create operation reads {create:?}"),
+        )?;
+        wait_js(
+            &client,
+            "document.querySelectorAll('#schemas details').length > 10",
+            "the schemas drawn",
+        )
+        .await?;
+        let foreign = client
+            .execute(
+                "return performance.getEntriesByType('resource')\
+                 .map(e => e.name).filter(n => !n.startsWith(location.origin + '/'))",
+                vec![],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        ensure(foreign == json!([]), || {
+            format!("the page loaded from other origins: {foreign}")
+        })
+    })
+}

@@ -17,6 +17,7 @@ mod form;
 mod import_export;
 mod lifecycle;
 mod nodes;
+mod openapi;
 mod qr;
 mod security;
 mod store;
@@ -70,6 +71,18 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
 
 /// Every test of the suite, by name.
 const TESTS: &[(&str, common::Test)] = &[
+    (
+        "openapi::openapi_document_is_valid",
+        openapi::openapi_document_is_valid,
+    ),
+    (
+        "openapi::every_documented_route_answers_as_documented",
+        openapi::every_documented_route_answers_as_documented,
+    ),
+    (
+        "browser::api_docs_page_draws_every_operation",
+        browser::api_docs_page_draws_every_operation,
+    ),
     (
         "import_export::import_reads_each_tools_export",
         import_export::import_reads_each_tools_export,
