@@ -46,6 +46,9 @@ must equal its requests.
 BENCH_CLICK_COUNTERS=1 says after each counted run where its clicks went:
 requests and clicks stored so far, and the click store's dropped, failed
 and pending counters.
+`export` streams every link out of the writer as CSV (GET /api/links/export)
+while sampling the writer's resident memory: its growth against the bytes
+streamed must stay under EXPORT_HELD_LIMIT.
 BENCH_REPLICA=1 gives the links' Redis a replica (on the shipped
 configuration), so that BENCH_REDIS_EXTRA="replicas_to_ack = 1" measures what
 waiting for it (WAIT) costs an insert.
@@ -63,6 +66,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from edits import EDITORS, KEYS_PER_EDITOR, run_editors
@@ -113,6 +117,9 @@ OWNED_BY = "alice"
 OWNED_BYTES_LIMIT = 64
 # Issue target: a link's click total costs at most this.
 CLICK_TOTALS_BYTES_LIMIT = 24
+# Issue target: the writer's memory grows by at most this share of what an
+# export of every link streams.
+EXPORT_HELD_LIMIT = 0.05
 VARNISHD_PARAMS = ROOT / "vcl" / "varnishd.params"
 # The writer's claim script: its deadline prologue, then the claim.
 CLAIM_SCRIPT = [ROOT / "writer" / "src" / "deadline.lua", ROOT / "writer" / "src" / "claim.lua"]
@@ -492,6 +499,50 @@ return total
     return total
 
 
+def resident_kib(pid):
+    """The process's resident memory now, in KiB (VmRSS)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def export_scenario(writer_pid, writer_port):
+    """Streams every link out of the writer as CSV (the admin's export),
+    sampling the writer's resident memory meanwhile: the export must not
+    hold the links it writes."""
+    before = resident_kib(writer_pid)
+    peak = [before]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], resident_kib(writer_pid))
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    started = time.time()
+    size = lines = 0
+    request = urllib.request.Request(f"http://127.0.0.1:{writer_port}/api/links/export?format=csv",
+                                     headers={"Authorization": f"Bearer {BENCH_TOKEN}"})
+    try:
+        with urllib.request.urlopen(request, timeout=600) as answer:
+            while chunk := answer.read(1 << 16):
+                size += len(chunk)
+                lines += chunk.count(b"\n")
+    finally:
+        done.set()
+        sampler.join()
+    seconds = time.time() - started
+    growth = peak[0] - before
+    return {"links": lines - 1, "bytes": size, "seconds": round(seconds, 2),
+            "links_per_s": round((lines - 1) / seconds), "rss_before_kib": before,
+            "rss_peak_kib": peak[0], "growth_kib": growth,
+            "held_ratio": round(growth * 1024 / size, 4) if size else float("inf")}
+
+
 def write_keys(name, keys):
     path = WORK / f"{name}.keys"
     path.write_text("".join(f"{key}\n" for key in keys))
@@ -629,8 +680,8 @@ def run(processes):
         _, cluster_clicks_vcl = generated_vcl("clusterclicks", counted=True, links_url=cluster_url,
                                               clicks=cluster_url)
         varnishadm(workdir, "vcl.load", "clusterclicks", str(cluster_clicks_vcl))
-    processes.start([str(RELEASE / "shortlink"), "serve", "--config", str(config)], "writer.log",
-                    env={**os.environ, "RUST_LOG": "warn"})
+    writer_process = processes.start([str(RELEASE / "shortlink"), "serve", "--config", str(config)],
+                                      "writer.log", env={**os.environ, "RUST_LOG": "warn"})
     wait_for_port(writer_port, "the writer")
     base = f"http://127.0.0.1:{varnish_port}"
 
@@ -883,6 +934,16 @@ def run(processes):
             f"non-3xx {edit['readers']['non_3xx']} (runs {edit['runs_edits_per_s']})"
             + (f"; e.g. {edit['examples']}" if edit["examples"] else ""))
 
+    export = None
+    if not ONLY or "export" in ONLY:
+        say("export: every link as CSV through GET /api/links/export, the writer's resident memory "
+            "sampled every 5 ms")
+        export = export_scenario(writer_process.pid, writer_port)
+        say(f"export: {export['links']:,} links, {export['bytes'] / 1e6:.1f} MB in {export['seconds']} s "
+            f"({export['links_per_s']:,.0f} links/s); writer RSS {export['rss_before_kib'] / 1024:.1f} MiB "
+            f"before, {export['rss_peak_kib'] / 1024:.1f} MiB at most during it (+{export['growth_kib'] / 1024:.1f} "
+            f"MiB, {export['held_ratio']:.4f} x the export)")
+
     if ONLY:
         return 0
     ceiling = scenarios["ceiling"]["rps"]
@@ -925,6 +986,7 @@ def run(processes):
         "edit": {**edit, "ratio_to_store_ceiling": round(edit["edits_per_s"] / store, 3)},
         "clicks": clicks,
         "warming": warming,
+        "export": export,
     }
     if clicks_cluster:
         report["clicks_cluster"] = clicks_cluster
@@ -989,6 +1051,10 @@ TARGETS = [
      lambda r: r["writer"]["ratio_to_store_ceiling"]),
     ("memory bytes/link", lambda r: r["memory"]["bytes_per_link"], "plain keys bytes/link",
      lambda r: r["memory"]["plain_keys_bytes_per_link"], "<=", 0.55, False),
+    # The writer's memory growth while it streams every link, against what it
+    # streams: an export that held its links would be near 1 (or above).
+    ("export memory", lambda r: r["export"]["growth_kib"] * 1024, "export bytes",
+     lambda r: r["export"]["bytes"], "<=", EXPORT_HELD_LIMIT, False),
 ]
 
 
@@ -1101,6 +1167,9 @@ def print_table(report):
           f"ceiling), p50 {e['p50_ms']} ms, p99 {e['p99_ms']} ms; {e['stale_after_answer']} of {e['edits']:,} "
           f"answers followed by the old target (longest window {e['max_window_ms']} ms); "
           f"readers {e['readers']['rps']:,.0f} req/s")
+    x = report["export"]
+    print(f"export      {x['links']:,} links ({x['bytes'] / 1e6:.1f} MB of CSV) in {x['seconds']} s; the writer's "
+          f"RSS {x['rss_before_kib'] / 1024:.1f} MiB before, at most {x['rss_peak_kib'] / 1024:.1f} MiB during it")
     c = report["clicks"]
     print(f"clicks      {c['stored']:,} stored for {c['requests']:,} link requests in hit, miss and zipf: "
           f"{c['lost']} lost, {c['double']} counted twice")
