@@ -23,7 +23,8 @@ elif command -v sudo >/dev/null; then
 else
     fail "installing a package needs root or sudo"
 fi
-apt_get() { as_root env DEBIAN_FRONTEND=noninteractive apt-get -y -q "$@"; }
+# A fresh machine's daily apt run may hold dpkg's lock for a while: wait for it.
+apt_get() { as_root env DEBIAN_FRONTEND=noninteractive apt-get -y -q -o DPkg::Lock::Timeout=120 "$@"; }
 
 # Whether dpkg knows shortlink in any state (installed, half-installed,
 # config files left...).
@@ -111,7 +112,8 @@ grep -qx 'import shortlink;' "$examples/shortlink-include.vcl" ||
 conf=/etc/shortlink/shortlink.toml
 dpkg-query -W -f='${Conffiles}\n' shortlink | grep -q "^ $conf " || fail "$conf is not a conffile"
 [ "$(stat -c '%a %U' "$conf")" = "640 root" ] || fail "$conf is $(stat -c '%a %U' "$conf"), not 640 root"
-shortlink --config "$conf" vcl >/dev/null || fail "shortlink does not accept the packaged $conf"
+# The configuration is root's alone (mode 640), as the unit hands it over.
+as_root shortlink --config "$conf" vcl >/dev/null || fail "shortlink does not accept the packaged $conf"
 ok "$conf: a conffile, mode 640, valid"
 
 command -v man >/dev/null || fail "man is missing (scripts/install-deps.sh test installs man-db)"
@@ -119,7 +121,9 @@ for page in shortlink shortlink-serve shortlink-add; do
     where=$(man -w "$page") || fail "man -w $page finds no page"
     ok "man -w $page: $where"
 done
-MANPAGER=cat MANWIDTH=80 man shortlink 2>/dev/null | grep -q -- '--config' || fail "man shortlink does not show --config"
+# Into a file first: `grep -q` leaving early would break man's pipe.
+MANPAGER=cat MANWIDTH=80 man shortlink >"$tmp/man.txt" 2>/dev/null || fail "man shortlink failed"
+grep -q -- '--config' "$tmp/man.txt" || fail "man shortlink does not show --config"
 
 for completion in /usr/share/bash-completion/completions/shortlink \
     /usr/share/zsh/vendor-completions/_shortlink \

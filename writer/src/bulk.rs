@@ -3,6 +3,7 @@
 //! writer's columns or another shortener's export) and create each one as
 //! a single insert would, answering one result per row in input order.
 
+use std::collections::VecDeque;
 use std::io::Read;
 
 use actix_web::http::StatusCode;
@@ -11,7 +12,7 @@ use serde::Serialize;
 use shortlink_core::Owner;
 
 use crate::shortener::{NewLink, ShortenError, Shortener, Written};
-use crate::store::Inserted;
+use crate::store::{Inserted, StoreError};
 use crate::validate::{Field, Invalid};
 
 /// Most links one bulk request may hold: enough for a campaign's worth,
@@ -31,6 +32,9 @@ pub struct Row {
     pub expires_at: Option<String>,
     pub expired_url: Option<String>,
     pub max_clicks: Option<u64>,
+    /// Whose the link is, as an export names it: honoured by `shortlink
+    /// import` (an admin), never by the API, where links are the token's.
+    pub owner: Option<String>,
 }
 
 impl Row {
@@ -72,7 +76,7 @@ impl Refused {
 
     /// Whether the row's key holds another link already.
     pub fn is_conflict(&self) -> bool {
-        self.code == StatusCode::CONFLICT.as_u16()
+        self.code == StatusCode::CONFLICT.as_u16() && self.field == Some(Field::Key.name())
     }
 }
 
@@ -134,42 +138,69 @@ impl Summary {
     }
 }
 
-/// Creates every row of `items` for `owner`, as [`Shortener::create`]
-/// does one: the outcomes come in the order of the rows, each with the
-/// tag its row came with (a line number, say).
+/// Creates every row of `items` as [`Shortener::create`] does one, for
+/// `owner`, or with `rows_name_owners` for the owner a row names (an
+/// admin's import): the outcomes come in the order of the rows, each with
+/// the tag its row came with (a line number, say). A row whose custom key
+/// holds exactly that link already is `Existing`.
 pub fn create_all<'a, T: 'a>(
     shortener: &'a Shortener,
     owner: Option<Owner>,
-    items: impl Iterator<Item = (T, Item)> + 'a,
+    rows_name_owners: bool,
+    items: impl Stream<Item = (T, Item)> + 'a,
 ) -> impl Stream<Item = (T, RowOutcome)> + 'a {
-    futures_util::stream::iter(items)
+    items
         .map(move |(tag, item)| {
             let owner = owner.clone();
             async move {
-                let row = match item {
-                    Ok(row) => row,
-                    Err(refused) => return (tag, RowOutcome::Refused(refused)),
-                };
-                let made = |link: &crate::store::Link| Made {
-                    key: link.key.clone(),
-                    short_url: shortener.short_url(&link.key),
-                    url: link.record.url.to_string(),
-                };
-                let outcome = match shortener.create(&row.new_link(), owner).await {
-                    Ok(Written {
-                        outcome: Inserted::Created(link),
-                        ..
-                    }) => RowOutcome::Created(made(&link)),
-                    Ok(Written {
-                        outcome: Inserted::Existing(link),
-                        ..
-                    }) => RowOutcome::Existing(made(&link)),
-                    Err(error) => RowOutcome::Refused(refused_for(&error)),
+                let outcome = match item {
+                    Ok(row) => create_row(shortener, &row, owner, rows_name_owners).await,
+                    Err(refused) => RowOutcome::Refused(refused),
                 };
                 (tag, outcome)
             }
         })
         .buffered(BULK_CONCURRENCY)
+}
+
+async fn create_row(
+    shortener: &Shortener,
+    row: &Row,
+    owner: Option<Owner>,
+    rows_name_owners: bool,
+) -> RowOutcome {
+    let owner = match row.owner.as_deref().filter(|_| rows_name_owners) {
+        Some(name) => match Owner::try_from(name) {
+            Ok(named) => Some(named),
+            Err(error) => {
+                return RowOutcome::Refused(Invalid::new(Field::Owner, error.to_string()).into())
+            }
+        },
+        None => owner,
+    };
+    let made = |link: &crate::store::Link| Made {
+        key: link.key.clone(),
+        short_url: shortener.short_url(&link.key),
+        url: link.record.url.to_string(),
+    };
+    let new = row.new_link();
+    match shortener.create(&new, owner.clone()).await {
+        Ok(Written {
+            outcome: Inserted::Created(link),
+            ..
+        }) => RowOutcome::Created(made(&link)),
+        Ok(Written {
+            outcome: Inserted::Existing(link),
+            ..
+        }) => RowOutcome::Existing(made(&link)),
+        Err(error @ ShortenError::Store(StoreError::KeyTaken { .. })) => {
+            match shortener.holding_already(&new, owner).await {
+                Ok(Some(link)) => RowOutcome::Existing(made(&link)),
+                _ => RowOutcome::Refused(refused_for(&error)),
+            }
+        }
+        Err(error) => RowOutcome::Refused(refused_for(&error)),
+    }
 }
 
 fn refused_for(error: &ShortenError) -> Refused {
@@ -208,6 +239,23 @@ enum Column {
     ExpiresAt,
     ExpiredUrl,
     MaxClicks,
+    /// The name of the token a link belongs to: taken by `shortlink import`
+    /// only, which runs as an admin.
+    Owner,
+}
+
+impl Column {
+    /// The input a bad value in this column is blamed on.
+    fn field(self) -> Field {
+        match self {
+            Self::Url => Field::Url,
+            Self::Key | Self::ShortUrl => Field::Key,
+            Self::ExpiresAt => Field::ExpiresAt,
+            Self::ExpiredUrl => Field::ExpiredUrl,
+            Self::MaxClicks => Field::MaxClicks,
+            Self::Owner => Field::Owner,
+        }
+    }
 }
 
 impl Format {
@@ -230,6 +278,7 @@ impl Format {
             (Self::Csv, "expiresat") => Some(Column::ExpiresAt),
             (Self::Csv, "expiredurl") => Some(Column::ExpiredUrl),
             (Self::Csv, "maxclicks") => Some(Column::MaxClicks),
+            (Self::Csv, "owner") => Some(Column::Owner),
             _ => None,
         }
     }
@@ -261,12 +310,14 @@ pub enum CsvError {
 /// The rows of a CSV file, read one at a time: a file of any size is never
 /// held whole.
 pub struct CsvRows<R> {
-    reader: csv::Reader<R>,
+    reader: csv::Reader<LineCounter<R>>,
     /// Which column holds what; `None` for columns not taken.
     columns: Vec<Option<Column>>,
+    /// Whether the file has a header; without one a row is `url[,key]`.
+    headed: bool,
     /// A first row that was a link, not a header: given out first.
-    first: Option<csv::StringRecord>,
-    record: csv::StringRecord,
+    first: Option<csv::ByteRecord>,
+    record: csv::ByteRecord,
 }
 
 impl<R: Read> CsvRows<R> {
@@ -276,33 +327,25 @@ impl<R: Read> CsvRows<R> {
             .has_headers(false)
             .flexible(true)
             .trim(csv::Trim::All)
-            .from_reader(input);
-        let mut first = csv::StringRecord::new();
-        if !reader.read_record(&mut first)? {
+            .from_reader(LineCounter::new(input));
+        let mut first = csv::ByteRecord::new();
+        if !reader.read_byte_record(&mut first)? {
             return Err(CsvError::Empty {
                 format: format.name(),
             });
         }
-        // Spreadsheets start UTF-8 files with a byte order mark.
-        let names: Vec<&str> = first
+        let names: Vec<String> = first
             .iter()
-            .enumerate()
-            .map(|(n, name)| {
-                if n == 0 {
-                    name.trim_start_matches('\u{feff}')
-                } else {
-                    name
-                }
-            })
+            .map(|name| String::from_utf8_lossy(name).into_owned())
             .collect();
         let columns: Vec<Option<Column>> = names.iter().map(|name| format.column(name)).collect();
-        let has_url = columns.iter().any(|c| matches!(c, Some(Column::Url)));
-        if has_url {
+        if columns.contains(&Some(Column::Url)) {
             return Ok(Self {
                 reader,
                 columns,
+                headed: true,
                 first: None,
-                record: csv::StringRecord::new(),
+                record: csv::ByteRecord::new(),
             });
         }
         if format == Format::Csv && columns.iter().all(Option::is_none) {
@@ -310,8 +353,9 @@ impl<R: Read> CsvRows<R> {
             return Ok(Self {
                 reader,
                 columns: vec![Some(Column::Url), Some(Column::Key)],
+                headed: false,
                 first: Some(first),
-                record: csv::StringRecord::new(),
+                record: csv::ByteRecord::new(),
             });
         }
         Err(CsvError::NoUrlColumn {
@@ -330,12 +374,31 @@ impl<R: Read> CsvRows<R> {
         self.reader.position().byte()
     }
 
-    /// The row from one record.
-    fn row(&self, record: &csv::StringRecord) -> Item {
+    /// The row from one record. Only the columns taken must be UTF-8: a
+    /// title in another encoding does not cost its row.
+    fn row(&self, record: &csv::ByteRecord) -> Item {
+        if !self.headed && record.len() > self.columns.len() {
+            return Err(Invalid::new(
+                Field::Url,
+                format!(
+                    "a line without a header row holds url[,key], but this one has {} fields: \
+                     quote a URL that holds a comma, or add a header row",
+                    record.len()
+                ),
+            )
+            .into());
+        }
         let mut row = Row::default();
         for (value, column) in record.iter().zip(&self.columns) {
             let Some(column) = column else { continue };
-            let value = value.trim();
+            let value = std::str::from_utf8(value)
+                .map_err(|_| {
+                    Refused::from(Invalid::new(
+                        column.field(),
+                        format!("the {} column is not UTF-8 text", column.field().name()),
+                    ))
+                })?
+                .trim();
             if value.is_empty() {
                 continue;
             }
@@ -353,12 +416,21 @@ impl<R: Read> CsvRows<R> {
                         ))
                     })?);
                 }
+                Column::Owner => row.owner = Some(value.to_owned()),
             }
         }
         if row.url.is_empty() {
             return Err(Invalid::new(Field::Url, "the row has no long URL").into());
         }
         Ok(row)
+    }
+
+    /// The line (from 1) of the record that starts at `byte`.
+    fn line_of(&mut self, record: &csv::ByteRecord) -> u64 {
+        let byte = record
+            .position()
+            .map_or_else(|| self.reader.position().byte(), csv::Position::byte);
+        self.reader.get_mut().line_at(byte)
     }
 }
 
@@ -368,14 +440,12 @@ impl<R: Read> Iterator for CsvRows<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         if let Some(first) = self.first.take() {
-            let line = first.position().map_or(1, csv::Position::line);
+            let line = self.line_of(&first);
             return Some((line, self.row(&first)));
         }
         let mut record = std::mem::take(&mut self.record);
-        let read = self.reader.read_record(&mut record);
-        let line = record
-            .position()
-            .map_or_else(|| self.reader.position().line(), csv::Position::line);
+        let read = self.reader.read_byte_record(&mut record);
+        let line = self.line_of(&record);
         let item = match read {
             Ok(false) => return None,
             Ok(true) => self.row(&record),
@@ -387,6 +457,74 @@ impl<R: Read> Iterator for CsvRows<R> {
         };
         self.record = record;
         Some((line, item))
+    }
+}
+
+/// Counts the line ends of what passes through, so that a record's line
+/// can be told from its first byte: the csv crate's own line numbers go
+/// wrong after CRLF line ends and blank lines. Holds only the line ends
+/// read ahead of the last record asked about.
+struct LineCounter<R> {
+    inner: R,
+    /// Bytes read so far.
+    read: u64,
+    /// Where the line ends not yet passed are (`\n`), and whether a `\r`
+    /// came right before each.
+    ends: VecDeque<(u64, bool)>,
+    /// Line ends passed.
+    passed: u64,
+    /// Whether the last byte read was `\r`.
+    last_was_cr: bool,
+}
+
+impl<R> LineCounter<R> {
+    fn new(inner: R) -> Self {
+        Self {
+            inner,
+            read: 0,
+            ends: VecDeque::new(),
+            passed: 0,
+            last_was_cr: false,
+        }
+    }
+
+    /// The line (from 1) of the record starting at `byte`, which must not
+    /// be before the last one asked about. A record the reader places on
+    /// the blank lines before it is placed after them.
+    fn line_at(&mut self, mut byte: u64) -> u64 {
+        while let Some(&(at, _)) = self.ends.front() {
+            let blank = at == byte || (at == byte + 1 && self.ends[0].1);
+            if at >= byte && !blank {
+                break;
+            }
+            if blank {
+                byte = at + 1;
+            }
+            self.ends.pop_front();
+            self.passed += 1;
+        }
+        self.passed + 1
+    }
+}
+
+impl<R: Read> Read for LineCounter<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for (i, &b) in buf[..n].iter().enumerate() {
+            if b == b'\n' {
+                let after_cr = if i == 0 {
+                    self.last_was_cr
+                } else {
+                    buf[i - 1] == b'\r'
+                };
+                self.ends.push_back((self.read + i as u64, after_cr));
+            }
+        }
+        if n > 0 {
+            self.last_was_cr = buf[n - 1] == b'\r';
+        }
+        self.read += n as u64;
+        Ok(n)
     }
 }
 
@@ -451,6 +589,7 @@ mod tests {
                     expires_at: Some("2030-01-01T00:00:00Z".into()),
                     expired_url: Some("https://example.org/".into()),
                     max_clicks: Some(5),
+                    owner: Some("alice".into()),
                 })
             )
         );
@@ -510,6 +649,73 @@ mod tests {
             CsvRows::new("".as_bytes(), Format::Yourls).err().unwrap(),
             CsvError::Empty { format: "yourls" }
         ));
+    }
+
+    #[test]
+    fn lines_are_the_files_own_after_crlf_blank_lines_and_quoted_newlines() {
+        let lines = |text: &str| -> Vec<u64> {
+            CsvRows::new(text.as_bytes(), Format::Csv)
+                .unwrap()
+                .map(|(line, _)| line)
+                .collect()
+        };
+        assert_eq!(
+            lines("url,key\r\nhttps://a/,k1\r\n\r\nhttps://b/,k2\r\n"),
+            [2, 4]
+        );
+        assert_eq!(lines("https://a/\n\n\nhttps://b/\nhttps://c/"), [1, 4, 5]);
+        assert_eq!(
+            lines("url,key\n\"https://a/\nx\",k\nhttps://b/,k2\n"),
+            [2, 4]
+        );
+        assert_eq!(lines("\n\nurl\r\n\r\n\r\nhttps://a/\r\n"), [6]);
+    }
+
+    #[test]
+    fn a_line_without_header_with_more_fields_is_refused_not_cut() {
+        let read = rows(
+            "https://example.org/?ids=1,abc,def\nhttps://example.org/ok,key1\n",
+            Format::Csv,
+        );
+        let (1, Err(refused)) = &read[0] else {
+            panic!("{read:?}")
+        };
+        assert!(refused.error.contains("quote a URL"), "{refused:?}");
+        assert_eq!(
+            read[1],
+            (2, Ok(row("https://example.org/ok", Some("key1"))))
+        );
+    }
+
+    #[test]
+    fn only_the_columns_taken_must_be_utf8() {
+        let latin1_title = b"keyword,url,title\nk1,https://example.org/y,caf\xe9\nk\xe92,https://example.org/z,t\n";
+        let read: Vec<(u64, Item)> = CsvRows::new(&latin1_title[..], Format::Yourls)
+            .unwrap()
+            .collect();
+        assert_eq!(read[0], (2, Ok(row("https://example.org/y", Some("k1")))));
+        assert!(
+            matches!(&read[1], (3, Err(r)) if r.field == Some("key")),
+            "{read:?}"
+        );
+    }
+
+    #[test]
+    fn an_export_names_its_owner_for_an_import() {
+        let read = rows(
+            "url,key,owner\nhttps://example.org/o,own1,alice\n",
+            Format::Csv,
+        );
+        let (2, Ok(got)) = &read[0] else {
+            panic!("{read:?}")
+        };
+        assert_eq!(got.owner.as_deref(), Some("alice"));
+        // Other tools' owners are no token names here.
+        let read = rows(
+            "keyword,url,owner\nk,https://example.org/,bob\n",
+            Format::Yourls,
+        );
+        assert!(matches!(&read[0], (2, Ok(row)) if row.owner.is_none()));
     }
 
     #[test]

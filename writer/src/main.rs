@@ -378,7 +378,12 @@ async fn manage(shortener: Shortener, command: Command) -> Result<(), String> {
     }
 }
 
-/// Creates the links of `file`, showing progress on a terminal.
+/// Rows read ahead of the inserts: enough to keep them all busy.
+const IMPORT_READ_AHEAD: usize = 256;
+
+/// Creates the links of `file`, showing progress on a terminal. The file
+/// is read on a thread of its own, so that a slow pipe never holds up the
+/// inserts in flight.
 async fn import(
     shortener: &Shortener,
     file: &Path,
@@ -388,14 +393,27 @@ async fn import(
     let owner = owner
         .map(|name| Owner::try_from(name).map_err(|e| format!("--owner: {e}")))
         .transpose()?;
-    let (input, size): (Box<dyn Read>, Option<u64>) = if file == Path::new("-") {
-        (Box::new(std::io::stdin().lock()), None)
+    let (input, size): (Box<dyn Read + Send>, Option<u64>) = if file == Path::new("-") {
+        (Box::new(std::io::stdin()), None)
     } else {
         let opened = File::open(file).map_err(|e| format!("{}: {e}", file.display()))?;
         let size = opened.metadata().ok().map(|m| m.len());
         (Box::new(BufReader::new(opened)), size)
     };
     let rows = CsvRows::new(input, format).map_err(|e| format!("{}: {e}", file.display()))?;
+    let (send, mut receive) = tokio::sync::mpsc::channel(IMPORT_READ_AHEAD);
+    let reader = std::thread::spawn(move || {
+        let mut rows = rows;
+        while let Some((line, item)) = rows.next() {
+            if send
+                .blocking_send(((line, rows.bytes_read()), item))
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let rows = futures_util::stream::poll_fn(move |cx| receive.poll_recv(cx));
     let progress = size.map_or_else(ProgressBar::no_length, ProgressBar::new);
     progress.set_style(
         ProgressStyle::with_template(
@@ -403,19 +421,10 @@ async fn import(
         )
         .map_err(|e| e.to_string())?,
     );
-    let read = std::cell::Cell::new(0u64);
-    let rows = std::iter::from_fn({
-        let mut rows = rows;
-        let read = &read;
-        move || {
-            let next = rows.next();
-            read.set(rows.bytes_read());
-            next
-        }
-    });
     let mut summary = Summary::default();
-    let mut outcomes = std::pin::pin!(create_all(shortener, owner, rows));
-    while let Some((line, outcome)) = outcomes.next().await {
+    // A row naming its owner (an export's) keeps it: this runs as an admin.
+    let mut outcomes = std::pin::pin!(create_all(shortener, owner, true, rows));
+    while let Some(((line, read), outcome)) = outcomes.next().await {
         summary.add(&outcome);
         if let RowOutcome::Refused(refused) = &outcome {
             let what = if refused.is_conflict() {
@@ -423,19 +432,21 @@ async fn import(
             } else {
                 "refused"
             };
-            progress
-                .suspend(|| eprintln!("line {line}: {what} ({}): {}", refused.code, refused.error));
+            progress.suspend(|| {
+                eprintln!("line {line}: {what} ({}): {}", refused.code, refused.error);
+            });
         }
-        progress.set_position(read.get());
+        progress.set_position(read);
         progress.set_message(format!(
             "{} created, {} existing, {} refused",
             summary.created, summary.existing, summary.refused
         ));
     }
     progress.finish_and_clear();
+    let _ = reader.join();
     println!(
         "imported {}: {} created, {} already there, {} refused ({} of them conflicts: the key \
-         holds another URL)",
+         holds another link)",
         file.display(),
         summary.created,
         summary.existing,

@@ -191,6 +191,8 @@ pub fn render(view: &FormView, keys: &KeyScheme) -> String {
             qr = escape(&qr_path(&outcome.key)),
         );
     }
+    // The token comes before the file, so that the writer checks it (and
+    // the form token) before it reads the file.
     bulk_section(&mut page, view);
     let _ = write!(
         page,
@@ -212,6 +214,14 @@ fn bulk_section(page: &mut String, view: &FormView) {
          <input type=\"hidden\" name=\"csrf\" value=\"{}\">\n",
         escape(&view.csrf)
     );
+    if view.ask_token {
+        let _ = write!(
+            page,
+            "<div class=\"field\">\n<label for=\"bulk-token\">Access token</label>\n\
+             <input id=\"bulk-token\" name=\"token\" type=\"password\" value=\"\" \
+             autocomplete=\"current-password\" required>\n</div>\n"
+        );
+    }
     field(
         page,
         &Field {
@@ -224,14 +234,6 @@ fn bulk_section(page: &mut String, view: &FormView) {
             extra: " accept=\".csv,text/csv,text/plain\" required",
         },
     );
-    if view.ask_token {
-        let _ = write!(
-            page,
-            "<div class=\"field\">\n<label for=\"bulk-token\">Access token</label>\n\
-             <input id=\"bulk-token\" name=\"token\" type=\"password\" value=\"\" \
-             autocomplete=\"current-password\" required>\n</div>\n"
-        );
-    }
     page.push_str("<button type=\"submit\">Upload and shorten</button>\n</form>\n");
     if let Some(bulk) = &view.bulk {
         let summary = &bulk.summary;

@@ -227,6 +227,48 @@ impl Shortener {
         new: &NewLink<'_>,
         owner: Option<Owner>,
     ) -> Result<Written<Inserted>, ShortenError> {
+        let (record, key) = self.record_of(new, owner)?;
+        let inserted = match &key {
+            Some(key) => self.store.insert_custom(&record, key).await,
+            None => self.store.insert_generated(&record).await,
+        };
+        let inserted = self.purged_if_stored(inserted).await?;
+        // Even an existing link may have a 404 cached from before it was
+        // stored (by hand, say): purging costs little and settles it.
+        let purge_warning = self.purge(&inserted.link().key).await;
+        Ok(Written {
+            outcome: inserted,
+            purge_warning,
+        })
+    }
+
+    /// The link `new`'s custom key holds, if it is exactly `new` for
+    /// `owner`: a link with a click limit is never reused, so importing it
+    /// again finds its key taken, by itself.
+    pub async fn holding_already(
+        &self,
+        new: &NewLink<'_>,
+        owner: Option<Owner>,
+    ) -> Result<Option<Link>, ShortenError> {
+        let (record, Some(key)) = self.record_of(new, owner)? else {
+            return Ok(None);
+        };
+        let current = self.store.read(&key).await?;
+        Ok(current
+            .filter(|current| current.stored == Stored::Link(record.clone()))
+            .map(|_| Link {
+                key: key.to_string(),
+                record,
+            }))
+    }
+
+    /// The record `new` stores for `owner`, and its custom key if it has
+    /// one: every input checked.
+    fn record_of(
+        &self,
+        new: &NewLink<'_>,
+        owner: Option<Owner>,
+    ) -> Result<(Record, Option<Key>), ShortenError> {
         let url = normalize_url(new.url, &self.settings)?;
         let key = new
             .key
@@ -246,18 +288,7 @@ impl Shortener {
             owner,
             expired_url: self.expired_url(new.expired_url)?,
         };
-        let inserted = match &key {
-            Some(key) => self.store.insert_custom(&record, key).await,
-            None => self.store.insert_generated(&record).await,
-        };
-        let inserted = self.purged_if_stored(inserted).await?;
-        // Even an existing link may have a 404 cached from before it was
-        // stored (by hand, say): purging costs little and settles it.
-        let purge_warning = self.purge(&inserted.link().key).await;
-        Ok(Written {
-            outcome: inserted,
-            purge_warning,
-        })
+        Ok((record, key))
     }
 
     /// What `key` holds: a link, or why not.

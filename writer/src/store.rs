@@ -407,6 +407,7 @@ impl LinkStore {
             store: self.clone(),
             from: ExportFrom::Index {
                 index: self.scheme.index(owner),
+                owner: owner.cloned(),
                 position: 0,
             },
         }
@@ -556,7 +557,12 @@ enum ExportFrom {
         reading: Option<(String, u64)>,
     },
     /// One owner's index, oldest first.
-    Index { index: String, position: usize },
+    Index {
+        index: String,
+        /// Whose links: an entry whose link says otherwise is left out.
+        owner: Option<Owner>,
+        position: usize,
+    },
 }
 
 impl Export {
@@ -565,7 +571,11 @@ impl Export {
     pub async fn next_page(&mut self) -> Result<Option<Vec<Link>>, StoreError> {
         let mut connection = self.store.connection.get()?;
         match &mut self.from {
-            ExportFrom::Index { index, position } => {
+            ExportFrom::Index {
+                index,
+                owner,
+                position,
+            } => {
                 let keys: Vec<String> = redis::cmd("LRANGE")
                     .arg(&*index)
                     .arg(*position)
@@ -590,6 +600,7 @@ impl Export {
                     keys.into_iter()
                         .zip(values)
                         .filter_map(|(key, value)| link_of(key.to_string(), &value?))
+                        .filter(|link| link.record.owner == *owner)
                         .collect(),
                 ))
             }

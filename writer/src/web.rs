@@ -20,7 +20,9 @@ use crate::openapi::{
 use serde_json::{Map, Value};
 use shortlink_core::ClickLimit;
 
-use crate::access::{is_form_cookie, new_form_cookie, Admitted, Gatekeeper, Refusal, CSRF_COOKIE};
+use crate::access::{
+    is_form_cookie, new_form_cookie, Admitted, Caller, Gatekeeper, Refusal, CSRF_COOKIE,
+};
 use crate::bulk::{
     create_all, CsvRows, Format, Item, Refused, Row, RowOutcome, Summary, MAX_BULK_LINKS,
 };
@@ -402,21 +404,21 @@ fn row_of(object: Map<String, Value>) -> Result<Row, Invalid> {
         expires_at: fields.text(Field::ExpiresAt, true)?.flatten(),
         expired_url: fields.text(Field::ExpiredUrl, true)?.flatten(),
         max_clicks: fields.count(Field::MaxClicks)?.flatten(),
+        owner: None,
     };
     fields.done()?;
     Ok(row)
 }
 
-/// The rows of a bulk request's body: a JSON array of links, or CSV.
-fn bulk_rows(request: &HttpRequest, body: &[u8]) -> Result<Vec<(Option<u64>, Item)>, ApiError> {
-    let too_many = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "a bulk request holds at most {MAX_BULK_LINKS} links; send the rest in another"
-            ),
-        )
-    };
+/// What a bulk request's body holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BulkMedia {
+    Json,
+    Csv,
+}
+
+/// The media type of a bulk request's body, or 415.
+fn bulk_media(request: &HttpRequest) -> Result<BulkMedia, ApiError> {
     let media_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -424,8 +426,30 @@ fn bulk_rows(request: &HttpRequest, body: &[u8]) -> Result<Vec<(Option<u64>, Ite
         .and_then(|value| value.split(';').next())
         .map(|value| value.trim().to_ascii_lowercase());
     match media_type.as_deref() {
-        Some("application/json") => {
-            let items: Vec<Value> = serde_json::from_slice(body).map_err(|e| {
+        Some("application/json") => Ok(BulkMedia::Json),
+        Some("text/csv") => Ok(BulkMedia::Csv),
+        _ => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the links as a JSON array (Content-Type: application/json) or as CSV \
+             lines url[,key] (Content-Type: text/csv)"
+                .to_owned(),
+        )),
+    }
+}
+
+/// Why a bulk request was refused whole for its number of links.
+const TOO_MANY_LINKS: &str = "a bulk request holds at most 10000 links; send the rest in another";
+const _: () = assert!(MAX_BULK_LINKS == 10_000, "TOO_MANY_LINKS names the limit");
+
+/// The rows of a bulk request's body: a JSON array of links, or CSV.
+fn bulk_rows(media: BulkMedia, body: &[u8]) -> Result<Vec<(Option<u64>, Item)>, ApiError> {
+    let too_many = || ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, TOO_MANY_LINKS.to_owned());
+    match media {
+        BulkMedia::Json => {
+            let BoundedItems(items) = serde_json::from_slice(body).map_err(|e| {
+                if e.to_string().starts_with(TOO_MANY_LINKS) {
+                    return too_many();
+                }
                 ApiError::new(
                     StatusCode::BAD_REQUEST,
                     format!(
@@ -434,9 +458,6 @@ fn bulk_rows(request: &HttpRequest, body: &[u8]) -> Result<Vec<(Option<u64>, Ite
                     ),
                 )
             })?;
-            if items.len() > MAX_BULK_LINKS {
-                return Err(too_many());
-            }
             Ok(items
                 .into_iter()
                 .map(|item| {
@@ -452,7 +473,7 @@ fn bulk_rows(request: &HttpRequest, body: &[u8]) -> Result<Vec<(Option<u64>, Ite
                 })
                 .collect())
         }
-        Some("text/csv") => {
+        BulkMedia::Csv => {
             let rows = CsvRows::new(body, Format::Csv)
                 .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
             let rows: Vec<(Option<u64>, Item)> = rows
@@ -464,18 +485,68 @@ fn bulk_rows(request: &HttpRequest, body: &[u8]) -> Result<Vec<(Option<u64>, Ite
             }
             Ok(rows)
         }
-        _ => Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "send the links as a JSON array (Content-Type: application/json) or as CSV \
-             lines url[,key] (Content-Type: text/csv)"
-                .to_owned(),
-        )),
     }
 }
 
-/// Reads a request body of at most `limit` bytes, or answers 413.
-async fn body_within(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>, ApiError> {
-    let mut body = Vec::new();
+/// A JSON array of at most [`MAX_BULK_LINKS`] items, refused at the first
+/// item past them: a body of many tiny items never becomes a vector of
+/// millions.
+struct BoundedItems(Vec<Value>);
+
+impl<'de> Deserialize<'de> for BoundedItems {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Items;
+        impl<'de> serde::de::Visitor<'de> for Items {
+            type Value = BoundedItems;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON array of links")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<BoundedItems, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element::<Value>()? {
+                    if items.len() == MAX_BULK_LINKS {
+                        return Err(serde::de::Error::custom(TOO_MANY_LINKS));
+                    }
+                    items.push(item);
+                }
+                Ok(BoundedItems(items))
+            }
+        }
+        deserializer.deserialize_seq(Items)
+    }
+}
+
+/// Reads a request body of at most `limit` bytes, or answers 413: at once
+/// when its `Content-Length` says so.
+async fn body_within(
+    request: &HttpRequest,
+    mut payload: web::Payload,
+    limit: usize,
+) -> Result<Vec<u8>, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "this bulk request's body may be at most {limit} bytes; send the rest in \
+                 another (without an access token, a request holds at most the rate \
+                 limit's burst of links)"
+            ),
+        )
+    };
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<usize>().ok());
+    if announced.is_some_and(|length| length > limit) {
+        return Err(too_large());
+    }
+    let mut body = Vec::with_capacity(announced.unwrap_or(0));
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| {
             ApiError::new(
@@ -484,10 +555,7 @@ async fn body_within(mut payload: web::Payload, limit: usize) -> Result<Vec<u8>,
             )
         })?;
         if body.len() + chunk.len() > limit {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("a bulk request's body is at most {limit} bytes; send the rest in another"),
-            ));
+            return Err(too_large());
         }
         body.extend_from_slice(&chunk);
     }
@@ -526,9 +594,15 @@ async fn create_links_in_bulk(
     guard: web::Data<Gatekeeper>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let limit = bulk_body_limit(&shortener.settings);
-    let body = body_within(payload, limit).await?;
-    let rows = bulk_rows(&request, &body)?;
+    // Everything the headers can refuse is refused before the body is read.
+    let media = bulk_media(&request)?;
+    let token_holder = matches!(
+        guard.admit_many(&request, None, 0).await?.caller,
+        Caller::TokenHolder(_)
+    );
+    let limit = bulk_body_limit(&shortener.settings, token_holder);
+    let body = body_within(&request, payload, limit).await?;
+    let rows = bulk_rows(media, &body)?;
     drop(body);
     let admitted = guard.admit_many(&request, None, rows.len()).await?;
     let (summary, outcomes) = create_admitted(&shortener, admitted, rows).await;
@@ -561,9 +635,11 @@ async fn create_admitted<T>(
             Some(refused) if n >= admitted.rows => (tag, Err(refused.clone())),
             _ => (tag, item),
         });
-    let outcomes: Vec<(T, RowOutcome)> = create_all(shortener, admitted.caller.owner(), items)
-        .collect()
-        .await;
+    let rows = futures_util::stream::iter(items);
+    let outcomes: Vec<(T, RowOutcome)> =
+        create_all(shortener, admitted.caller.owner(), false, rows)
+            .collect()
+            .await;
     let mut summary = Summary::default();
     for (_, outcome) in &outcomes {
         summary.add(outcome);
@@ -582,8 +658,18 @@ fn rate_refusal(refusal: &Refusal) -> Refused {
 
 /// The largest bulk body: [`MAX_BULK_LINKS`] rows of the longest URL
 /// allowed, with room for a key, an expiry and the JSON around them.
-pub fn bulk_body_limit(settings: &Settings) -> usize {
-    MAX_BULK_LINKS * (settings.config.max_url_length + 512)
+/// An anonymous client's body holds no more rows than its rate limit's
+/// burst lets it create at once: the rest would be refused anyway.
+pub fn bulk_body_limit(settings: &Settings, token_holder: bool) -> usize {
+    let config = &settings.config;
+    let rows = if token_holder || config.rate_limit.links_per_minute == 0 {
+        MAX_BULK_LINKS
+    } else {
+        usize::try_from(config.rate_limit.burst)
+            .unwrap_or(MAX_BULK_LINKS)
+            .clamp(1, MAX_BULK_LINKS)
+    };
+    rows * (config.max_url_length + 512)
 }
 
 /// Counts a change that was stored but not purged.
@@ -1151,7 +1237,12 @@ async fn whoami(
     responses((status = 200, description = "The OpenAPI document", content_type = "application/json"))
 )]
 async fn openapi_json() -> HttpResponse {
-    HttpResponse::Ok().json(crate::openapi::document())
+    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let document = DOCUMENT
+        .get_or_init(|| serde_json::to_string(&crate::openapi::document()).unwrap_or_default());
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(document.as_str())
 }
 
 /// The OpenAPI document drawn for people, with nothing loaded from other
@@ -1208,7 +1299,10 @@ pub struct FormInput {
     get,
     path = "/",
     tag = "pages",
-    responses((status = 200, description = "The form, with a form cookie and token", content_type = "text/html"))
+    responses(
+        (status = 200, description = "The form, with a form cookie and token", content_type = "text/html"),
+        (status = 500, description = "No form cookie could be made (no randomness)", body = String),
+    )
 )]
 async fn form_page(
     request: HttpRequest,
@@ -1242,6 +1336,7 @@ async fn form_page(
         (status = 415, description = "The form is not sent as application/x-www-form-urlencoded", body = ErrorBody),
         (status = 422, description = "The page saying what is wrong with the URL or key", content_type = "text/html"),
         (status = 429, description = "The page saying when to come back", content_type = "text/html"),
+        (status = 500, description = "No form cookie could be made (no randomness)", body = String),
         (status = 503, description = "The page saying the store is unreachable", content_type = "text/html"),
     )
 )]
@@ -1319,34 +1414,66 @@ struct Upload {
     csv: Vec<u8>,
 }
 
+/// Why an upload was not read.
+enum UploadError {
+    Unreadable(StatusCode, String),
+    Refused(Refusal),
+}
+
 /// Reads the upload form's parts; the file may be as large as a bulk
-/// request's body, the other parts a few hundred bytes.
-async fn read_upload(mut multipart: Multipart, limit: usize) -> Result<Upload, String> {
+/// request's body, the other parts a few hundred bytes. The file is read
+/// only once `check` passed the form token sent before it (browsers send
+/// the parts in the form's order).
+async fn read_upload(
+    mut multipart: Multipart,
+    limit: usize,
+    check: impl Fn(&str) -> Result<(), Refusal>,
+) -> Result<Upload, UploadError> {
     const SMALL_PART: usize = 1024;
+    let unreadable = |e: &dyn std::fmt::Display| {
+        UploadError::Unreadable(
+            StatusCode::BAD_REQUEST,
+            format!("the upload could not be read: {e}"),
+        )
+    };
     let mut upload = Upload::default();
     while let Some(part) = multipart.next().await {
-        let mut part = part.map_err(|e| format!("the upload could not be read: {e}"))?;
+        let mut part = part.map_err(|e| unreadable(&e))?;
         let name = part.name().unwrap_or_default().to_owned();
-        let (into, most) = match name.as_str() {
-            "csv" => (&mut upload.csv, limit),
-            "csrf" | "token" => (&mut Vec::new(), SMALL_PART),
-            _ => continue,
+        let most = match name.as_str() {
+            "csv" => {
+                check(&upload.csrf).map_err(UploadError::Refused)?;
+                limit
+            }
+            "csrf" | "token" => SMALL_PART,
+            _ => 0,
         };
+        let mut value = Vec::new();
         while let Some(chunk) = part.next().await {
-            let chunk = chunk.map_err(|e| format!("the upload could not be read: {e}"))?;
-            if into.len() + chunk.len() > most {
-                return Err(format!(
-                    "the file is over {most} bytes; split it, {MAX_BULK_LINKS} links at most each"
+            let chunk = chunk.map_err(|e| unreadable(&e))?;
+            if value.len() + chunk.len() > most {
+                return Err(UploadError::Unreadable(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    if name == "csv" {
+                        format!(
+                            "the file is over {most} bytes; split it, {MAX_BULK_LINKS} links at most each"
+                        )
+                    } else {
+                        format!("the form's {name:?} part is over {most} bytes")
+                    },
                 ));
             }
-            into.extend_from_slice(&chunk);
+            value.extend_from_slice(&chunk);
         }
-        let text = || String::from_utf8_lossy(into).into_owned();
         match name.as_str() {
-            "csrf" => upload.csrf = text(),
-            "token" => upload.token = text(),
+            "csrf" => upload.csrf = String::from_utf8_lossy(&value).into_owned(),
+            "token" => upload.token = String::from_utf8_lossy(&value).into_owned(),
+            "csv" => upload.csv = value,
             _ => {}
         }
+    }
+    if upload.csv.is_empty() {
+        check(&upload.csrf).map_err(UploadError::Refused)?;
     }
     Ok(upload)
 }
@@ -1358,14 +1485,15 @@ async fn read_upload(mut multipart: Multipart, limit: usize) -> Result<Upload, S
     path = "/bulk",
     tag = "pages",
     request_body(content_type = "multipart/form-data", content = String,
-                 description = "csv (the file), csrf (the page's form token) and token (an access token, when needed)"),
+                 description = "csrf (the page's form token), token (an access token, when needed) and csv (the file), in this order"),
     responses(
         (status = 200, description = "The page with each line's outcome", content_type = "text/html"),
         (status = 400, description = "The upload could not be read", content_type = "text/html"),
         (status = 401, description = "The page asking for a (valid) access token", content_type = "text/html"),
-        (status = 403, description = "Posted from another site, or without the page's form token", content_type = "text/html"),
-        (status = 413, description = "Over 10,000 links", content_type = "text/html"),
+        (status = 403, description = "Posted from another site, or without the page's form token before the file", content_type = "text/html"),
+        (status = 413, description = "Over 10,000 links, or a file too large for them", content_type = "text/html"),
         (status = 422, description = "The CSV's header names no url column", content_type = "text/html"),
+        (status = 500, description = "No form cookie could be made (no randomness)", body = String),
     )
 )]
 async fn form_upload(
@@ -1375,16 +1503,18 @@ async fn form_upload(
     multipart: Multipart,
 ) -> HttpResponse {
     let mut view = FormView::default();
-    let upload = match read_upload(multipart, bulk_body_limit(&shortener.settings)).await {
+    let limit = bulk_body_limit(&shortener.settings, true);
+    let check = |csrf: &str| guard.check_form_post(&request, csrf);
+    let upload = match read_upload(multipart, limit, check).await {
         Ok(upload) => upload,
-        Err(message) => {
+        Err(UploadError::Refused(refusal)) => {
+            return refused_form(&request, &shortener, &guard, view, &refusal);
+        }
+        Err(UploadError::Unreadable(status, message)) => {
             view.bulk_error = Some(message);
-            return form_response(&request, &shortener, &guard, StatusCode::BAD_REQUEST, view);
+            return form_response(&request, &shortener, &guard, status, view);
         }
     };
-    if let Err(refusal) = guard.check_form_post(&request, &upload.csrf) {
-        return refused_form(&request, &shortener, &guard, view, &refusal);
-    }
     let rows: Vec<(u64, Item)> = match CsvRows::new(&upload.csv[..], Format::Csv) {
         Ok(rows) => rows.take(MAX_BULK_LINKS + 1).collect(),
         Err(error) => {

@@ -150,19 +150,17 @@ impl Gatekeeper {
         if self.tokens.required() {
             return Err(Refusal::TokenMissing);
         }
-        let Some(limit) = &self.rate_limit else {
+        let Some(limit) = self.rate_limit.as_ref().filter(|_| rows > 0) else {
             return Ok(Admitted::all(Caller::Anonymous, rows));
         };
-        // One link at a time from the bucket, as single inserts take them,
-        // until it is empty: a bucket holds a burst, so this stops soon.
-        for admitted in 0..rows {
-            if let Err(refusal) = limit.check(request).await {
-                return Ok(Admitted {
-                    caller: Caller::Anonymous,
-                    rows: admitted,
-                    refusal: Some(refusal),
-                });
-            }
+        // One step for every row, however many: the bucket gives what it holds.
+        let (admitted, refusal) = limit.take(request, rows).await;
+        if refusal.is_some() {
+            return Ok(Admitted {
+                caller: Caller::Anonymous,
+                rows: admitted,
+                refusal,
+            });
         }
         Ok(Admitted::all(Caller::Anonymous, rows))
     }

@@ -69,12 +69,14 @@ impl RateLimit {
         }))
     }
 
-    /// Takes one link from the client's bucket, or says when to come back.
-    pub async fn check(&self, request: &HttpRequest) -> Result<(), Refusal> {
+    /// Takes up to `wanted` links from the client's bucket, in one step:
+    /// how many it held, and when the next one will be there if it held
+    /// fewer.
+    pub async fn take(&self, request: &HttpRequest, wanted: usize) -> (usize, Option<Refusal>) {
         let Some(client) = self.client_address(request).map(client_key) else {
-            return Ok(());
+            return (wanted, None);
         };
-        let wait = match &self.buckets {
+        let (taken, wait) = match &self.buckets {
             Buckets::InProcess { limiter, checks } => {
                 // Forget clients whose buckets are full again, now and then,
                 // so the table stays as small as the set of recent clients.
@@ -82,10 +84,18 @@ impl RateLimit {
                     limiter.retain_recent();
                     limiter.shrink_to_fit();
                 }
-                limiter
-                    .check_key(&client)
-                    .err()
-                    .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+                let mut taken = 0;
+                let mut wait = None;
+                while taken < wanted {
+                    match limiter.check_key(&client) {
+                        Ok(()) => taken += 1,
+                        Err(not_until) => {
+                            wait = Some(not_until.wait_time_from(DefaultClock::default().now()));
+                            break;
+                        }
+                    }
+                }
+                (taken, wait)
             }
             Buckets::Shared {
                 connection,
@@ -95,32 +105,32 @@ impl RateLimit {
                 burst,
             } => {
                 let mut invocation = script.key(scheme.rate_limit(&client.to_string()));
-                invocation.arg(*interval_ms).arg(*burst);
-                let answer: Result<u64, redis::RedisError> = match connection.get() {
+                invocation.arg(*interval_ms).arg(*burst).arg(wanted);
+                let answer: Result<(usize, u64), redis::RedisError> = match connection.get() {
                     Ok(mut connection) => invocation.invoke_async(&mut connection).await,
                     Err(error) => Err(error),
                 };
                 match answer {
-                    Ok(0) => None,
-                    Ok(wait_ms) => Some(Duration::from_millis(wait_ms)),
+                    Ok((taken, 0)) => (taken.min(wanted), None),
+                    Ok((taken, wait_ms)) => {
+                        (taken.min(wanted), Some(Duration::from_millis(wait_ms)))
+                    }
                     // A limit against abuse, not a rule of the store: when
-                    // Redis cannot be asked, the insert that follows fails
+                    // Redis cannot be asked, the inserts that follow fail
                     // with the reason anyway.
                     Err(error) => {
                         log::warn!(
                             "the shared rate limit could not ask Redis, so it admits: {error}"
                         );
-                        None
+                        (wanted, None)
                     }
                 }
             }
         };
-        match wait {
-            None => Ok(()),
-            Some(wait) => Err(Refusal::RateLimited {
-                retry_after_s: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
-            }),
-        }
+        let refusal = wait.map(|wait| Refusal::RateLimited {
+            retry_after_s: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+        });
+        (taken, refusal)
     }
 
     /// The connection's address, or behind a trusted local proxy the last

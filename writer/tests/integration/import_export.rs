@@ -334,11 +334,11 @@ pub fn export_imports_back_into_another_store(suite: &Suite) -> Result<(), Strin
     let links = write(
         suite,
         "export-seed.csv",
-        "url,key,expires_at,expired_url,max_clicks\n\
-         https://example.org/round/1,round1,2099-01-01T00:00:00Z,https://example.org/after,\n\
-         https://example.org/round/2,round2,,,25\n\
-         \"https://example.org/round/3?q=a,b\",,,,\n\
-         https://example.org/round/gone,roundGone,,,\n",
+        "url,key,expires_at,expired_url,max_clicks,owner\n\
+         https://example.org/round/1,round1,2099-01-01T00:00:00Z,https://example.org/after,,\n\
+         https://example.org/round/2,round2,,,25,alice\n\
+         \"https://example.org/round/3?q=a,b\",,,,,\n\
+         https://example.org/round/gone,roundGone,,,,\n",
     )?;
     let seeded = shortlink(&first, &["import", &links.to_string_lossy()])?;
     ensure(seeded.success, || format!("seed: {}", seeded.stderr))?;
@@ -365,6 +365,16 @@ pub fn export_imports_back_into_another_store(suite: &Suite) -> Result<(), Strin
                 .contains("4 created, 0 already there, 0 refused"),
         || format!("import b: {}{}", imported.stdout, imported.stderr),
     )?;
+    // The same file again: every link is there already, the one with a
+    // click limit (never shared by two rows) included.
+    let twice = shortlink(&second, &["import", &exported.to_string_lossy()])?;
+    ensure(
+        twice.success
+            && twice
+                .stdout
+                .contains("0 created, 4 already there, 0 refused"),
+        || format!("import b again: {}{}", twice.stdout, twice.stderr),
+    )?;
     let again = shortlink(&second, &["export"])?;
     ensure(again.success, || format!("export b: {}", again.stderr))?;
     let sorted = |text: &str| {
@@ -379,7 +389,8 @@ pub fn export_imports_back_into_another_store(suite: &Suite) -> Result<(), Strin
     })?;
     ensure(
         a.iter().any(|l| l.starts_with("https://example.org/round/1,round1,2099-01-01T00:00:00Z,https://example.org/after,,"))
-            && a.iter().any(|l| l.starts_with("https://example.org/round/2,round2,,,25,"))
+            && a.iter().any(|l| l.starts_with("https://example.org/round/2,round2,,,25,")
+                && l.ends_with(",false,alice"))
             && a.iter().any(|l| l.starts_with("\"https://example.org/round/3?q=a,b\","))
             && a.iter().any(|l| l.starts_with("https://example.org/round/by-hand,round"))
             && !a.iter().any(|l| l.contains("roundGone")),
