@@ -258,8 +258,66 @@ pub fn links_are_written_listed_and_served_across_primaries(suite: &Suite) -> Re
             .primary_for(&form_key)?
             .query(&["EXISTS", &form_key])?;
         ensure(shared, || format!("no {form_key} in the cluster"))?;
-        changes_are_served(stack, &alice[0].0, &bob[0].0)
+        changes_are_served(stack, &alice[0].0, &bob[0].0)?;
+        exports_span_every_primary(stack, &alice, &bob)
     })
+}
+
+/// The keys of an export of the stack's writer with `token`, as JSON lines.
+fn exported_keys(stack: &Stack, token: &str) -> Result<Vec<String>, String> {
+    let url = format!("{}/api/links/export?format=jsonl", stack.writer.base_url());
+    let mut response = Suite::agent()
+        .get(&url)
+        .header("authorization", format!("Bearer {token}"))
+        .call()
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    ensure(response.status() == 200, || {
+        format!("export: {}", response.status())
+    })?;
+    let body = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    body.lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line)
+                .map_err(|e| format!("{e}: {line}"))
+                .map(|link| link["key"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect()
+}
+
+/// An admin's export reads every primary's link hashes (the link written
+/// by hand too, the deleted one left out); alice's reads her index, whose
+/// links live on every primary.
+fn exports_span_every_primary(
+    stack: &Stack,
+    alice: &[(String, String)],
+    bob: &[(String, String)],
+) -> Result<(), String> {
+    let everyone = exported_keys(stack, ADMIN_TOKEN)?;
+    let deleted = &bob[0].0;
+    ensure(
+        alice
+            .iter()
+            .chain(&bob[1..])
+            .all(|(key, _)| everyone.contains(key))
+            && everyone.iter().any(|key| key == "HandMade")
+            && !everyone.contains(deleted),
+        || format!("the admin's export: {everyone:?}"),
+    )?;
+    let mut sorted = everyone.clone();
+    sorted.sort();
+    sorted.dedup();
+    ensure(sorted.len() == everyone.len(), || {
+        "the admin's export holds a link twice".to_owned()
+    })?;
+    let hers = exported_keys(stack, ALICE_TOKEN)?;
+    ensure(
+        alice.iter().all(|(key, _)| hers.contains(key))
+            && !bob.iter().any(|(key, _)| hers.contains(key)),
+        || format!("alice's export: {hers:?}"),
+    )
 }
 
 /// `edited` (alice's) gets a new URL and `deleted` (bob's) is deleted,
