@@ -1,5 +1,6 @@
 //! Storing and reading links in Redis, in the layout of `shortlink_core`.
 
+use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::master::{Connection, MasterConnection};
@@ -392,12 +393,10 @@ impl LinkStore {
         };
         Ok(Export {
             store: self.clone(),
-            from: ExportFrom::Hashes {
+            from: ExportFrom::Hashes(HashWalk {
                 nodes,
-                scan_cursor: 0,
-                hashes: std::collections::VecDeque::new(),
-                reading: None,
-            },
+                ..HashWalk::default()
+            }),
         })
     }
 
@@ -544,18 +543,8 @@ pub struct Export {
 const EXPORT_PAGE: usize = 1000;
 
 enum ExportFrom {
-    /// Every link hash, found by `SCAN` on each primary in turn, each read
-    /// with `HSCAN`: links written by hand too, whoever owns them.
-    Hashes {
-        /// A slot of each primary still to scan (`None`: the one server).
-        nodes: Vec<Option<u16>>,
-        /// Where `SCAN` goes on on the last of `nodes`; 0 before it starts.
-        scan_cursor: u64,
-        /// Link hashes found and not read yet.
-        hashes: std::collections::VecDeque<String>,
-        /// The hash being read, and where `HSCAN` goes on in it.
-        reading: Option<(String, u64)>,
-    },
+    /// Every link hash: links written by hand too, whoever owns them.
+    Hashes(HashWalk),
     /// One owner's index, oldest first.
     Index {
         index: String,
@@ -563,6 +552,27 @@ enum ExportFrom {
         owner: Option<Owner>,
         position: usize,
     },
+}
+
+/// Every link hash, found by `SCAN` on each primary in turn, each read
+/// with `HSCAN`.
+#[derive(Default)]
+struct HashWalk {
+    /// A slot of each primary still to scan (`None`: the one server).
+    nodes: Vec<Option<u16>>,
+    /// Where `SCAN` goes on on the last of `nodes`; 0 before it starts.
+    scan_cursor: u64,
+    /// Link hashes found and not read yet.
+    hashes: std::collections::VecDeque<String>,
+    /// Every hash found so far: `SCAN` may name one twice. At most
+    /// 64^split names, however many links.
+    found: HashSet<String>,
+    /// The hash being read, and where `HSCAN` goes on in it.
+    reading: Option<(String, u64)>,
+    /// The fields of that hash given out, when it takes more than one
+    /// `HSCAN` (a hash past the compact encoding): `HSCAN` may name one
+    /// twice too.
+    given: HashSet<String>,
 }
 
 impl Export {
@@ -604,69 +614,103 @@ impl Export {
                         .collect(),
                 ))
             }
-            ExportFrom::Hashes {
-                nodes,
-                scan_cursor,
-                hashes,
-                reading,
-            } => {
-                if reading.is_none() {
-                    *reading = hashes.pop_front().map(|hash| (hash, 0));
+            ExportFrom::Hashes(walk) => {
+                if walk.reading.is_none() {
+                    walk.reading = walk.hashes.pop_front().map(|hash| (hash, 0));
                 }
-                if let Some((hash, cursor)) = reading {
-                    let (next, entries): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
-                        .arg(&*hash)
-                        .arg(*cursor)
-                        .arg("COUNT")
-                        .arg(EXPORT_PAGE)
-                        .query_async(&mut connection)
-                        .await?;
-                    let head = hash
-                        .strip_prefix(self.store.scheme.prefix())
-                        .unwrap_or_default()
-                        .to_owned();
-                    if next == 0 {
-                        *reading = None;
-                    } else {
-                        *cursor = next;
-                    }
-                    return Ok(Some(
-                        entries
-                            .into_iter()
-                            .filter_map(|(field, value)| link_of(format!("{head}{field}"), &value))
-                            .collect(),
-                    ));
+                if walk.reading.is_some() {
+                    return walk
+                        .read_hash(&self.store.scheme, &mut connection)
+                        .await
+                        .map(Some);
                 }
-                let Some(node) = nodes.last().copied() else {
+                if walk.nodes.is_empty() {
                     return Ok(None);
-                };
-                let pattern = format!(
-                    "{}{}",
-                    glob_escape(self.store.scheme.prefix()),
-                    "?".repeat(self.store.scheme.split())
-                );
-                let mut scan = redis::cmd("SCAN");
-                scan.arg(*scan_cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(EXPORT_PAGE)
-                    .arg("TYPE")
-                    .arg("hash");
-                let (next, found): (u64, Vec<String>) = match (&connection, node) {
-                    (Connection::Cluster(cluster), Some(slot)) => {
-                        cluster.on_primary_of(slot, &scan).await?
-                    }
-                    _ => scan.query_async(&mut connection).await?,
-                };
-                hashes.extend(found);
-                if next == 0 {
-                    nodes.pop();
                 }
-                *scan_cursor = next;
+                walk.scan(&self.store.scheme, &mut connection).await?;
                 Ok(Some(Vec::new()))
             }
         }
+    }
+}
+
+impl HashWalk {
+    /// The next page of the hash being read.
+    async fn read_hash(
+        &mut self,
+        scheme: &KeyScheme,
+        connection: &mut Connection,
+    ) -> Result<Vec<Link>, StoreError> {
+        let Some((hash, cursor)) = self.reading.take() else {
+            return Ok(Vec::new());
+        };
+        let (next, entries): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+            .arg(&hash)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(EXPORT_PAGE)
+            .query_async(connection)
+            .await?;
+        let head = hash.strip_prefix(scheme.prefix()).unwrap_or_default();
+        let whole = cursor == 0 && next == 0;
+        let given = &mut self.given;
+        let links = entries
+            .into_iter()
+            .filter(|(field, _)| whole || given.insert(field.clone()))
+            .filter_map(
+                |(field, value)| match scheme.key(&format!("{head}{field}")) {
+                    Ok(key) => link_of(key.to_string(), &value),
+                    Err(error) => {
+                        log::warn!("export: {head}{field:?} is no key ({error}); left out");
+                        None
+                    }
+                },
+            )
+            .collect();
+        if next == 0 {
+            self.given.clear();
+        } else {
+            self.reading = Some((hash, next));
+        }
+        Ok(links)
+    }
+
+    /// Finds more link hashes on the primary being scanned.
+    async fn scan(
+        &mut self,
+        scheme: &KeyScheme,
+        connection: &mut Connection,
+    ) -> Result<(), StoreError> {
+        let Some(&node) = self.nodes.last() else {
+            return Ok(());
+        };
+        let pattern = format!(
+            "{}{}",
+            glob_escape(scheme.prefix()),
+            "?".repeat(scheme.split())
+        );
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(self.scan_cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(EXPORT_PAGE)
+            .arg("TYPE")
+            .arg("hash");
+        let (next, names): (u64, Vec<String>) = match (&*connection, node) {
+            (Connection::Cluster(cluster), Some(slot)) => {
+                cluster.on_primary_of(slot, &scan).await?
+            }
+            _ => scan.query_async(connection).await?,
+        };
+        let found = &mut self.found;
+        self.hashes
+            .extend(names.into_iter().filter(|name| found.insert(name.clone())));
+        if next == 0 {
+            self.nodes.pop();
+        }
+        self.scan_cursor = next;
+        Ok(())
     }
 }
 

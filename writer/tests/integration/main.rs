@@ -96,6 +96,10 @@ const TESTS: &[(&str, common::Test)] = &[
         import_export::export_imports_back_into_another_store,
     ),
     (
+        "import_export::export_reads_a_hash_past_one_page",
+        import_export::export_reads_a_hash_past_one_page,
+    ),
+    (
         "bulk::bulk_json_answers_each_item_in_order",
         bulk::bulk_json_answers_each_item_in_order,
     ),
