@@ -240,16 +240,25 @@ impl LinkStore {
         crate::clicks::ClickReader::new(self.click_connection.clone(), self.count_names.clone())
     }
 
-    /// The owner of each of `keys` that holds a link (`None` inside for a
-    /// link without one), in one round trip.
-    pub async fn owners_of(&self, keys: &[Key]) -> Result<Vec<Option<Option<Owner>>>, StoreError> {
+    /// What each of `keys` holds, as Redis holds it, in one round trip.
+    async fn values_of(
+        &self,
+        connection: &mut Connection,
+        keys: &[Key],
+    ) -> Result<Vec<Option<String>>, StoreError> {
         let mut lookups = redis::pipe();
         for key in keys {
             let slot = self.scheme.slot(key);
             lookups.cmd("HGET").arg(&slot.hash).arg(slot.field);
         }
+        Ok(lookups.query_async(connection).await?)
+    }
+
+    /// The owner of each of `keys` that holds a link (`None` inside for a
+    /// link without one), in one round trip.
+    pub async fn owners_of(&self, keys: &[Key]) -> Result<Vec<Option<Option<Owner>>>, StoreError> {
         let mut connection = self.connection.get()?;
-        let values: Vec<Option<String>> = lookups.query_async(&mut connection).await?;
+        let values = self.values_of(&mut connection, keys).await?;
         Ok(values
             .into_iter()
             .map(|value| match value.map(|raw| Stored::parse(&raw)) {
@@ -354,12 +363,7 @@ impl LinkStore {
                     key: index.clone(),
                     reason: e.to_string(),
                 })?;
-            let mut lookups = redis::pipe();
-            for key in &keys {
-                let slot = self.scheme.slot(key);
-                lookups.cmd("HGET").arg(&slot.hash).arg(slot.field);
-            }
-            let values: Vec<Option<String>> = lookups.query_async(&mut connection).await?;
+            let values = self.values_of(&mut connection, &keys).await?;
             for (position, (key, value)) in (start..end).zip(keys.into_iter().zip(values)).rev() {
                 end = position;
                 budget -= 1;
@@ -600,12 +604,7 @@ impl Export {
                     .iter()
                     .filter_map(|key| self.store.scheme.key(key).ok())
                     .collect();
-                let mut lookups = redis::pipe();
-                for key in &keys {
-                    let slot = self.store.scheme.slot(key);
-                    lookups.cmd("HGET").arg(&slot.hash).arg(slot.field);
-                }
-                let values: Vec<Option<String>> = lookups.query_async(&mut connection).await?;
+                let values = self.store.values_of(&mut connection, &keys).await?;
                 Ok(Some(
                     keys.into_iter()
                         .zip(values)
