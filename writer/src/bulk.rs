@@ -204,11 +204,8 @@ async fn create_row(
 }
 
 fn refused_for(error: &ShortenError) -> Refused {
-    let (status, field) = error.status_and_field();
-    if status.is_server_error() {
-        log::error!("{error}");
-    }
-    Refused::new(status, error.to_string(), field)
+    let (status, field, message) = error.answer();
+    Refused::new(status, message, field)
 }
 
 /// Where a CSV file comes from: which columns hold what.

@@ -100,6 +100,18 @@ impl ShortenError {
             Self::Stale { .. } => (StatusCode::PRECONDITION_FAILED, None),
         }
     }
+
+    /// What a client is told about this failure, by the JSON API, the form
+    /// and each row of a bulk insert alike: status, the input to blame, and
+    /// the message. Failures on this side are logged too.
+    pub fn answer(&self) -> (StatusCode, Option<Field>, String) {
+        let (status, field) = self.status_and_field();
+        let message = self.to_string();
+        if status.is_server_error() {
+            log::error!("{message}");
+        }
+        (status, field, message)
+    }
 }
 
 /// What warming a cache did.

@@ -256,21 +256,9 @@ impl ResponseError for ApiError {
     }
 }
 
-/// What a client is told about `error`, by the JSON API and the form
-/// alike: status, the input to blame, and the message. Failures on this
-/// side are logged too.
-fn answer(error: &ShortenError) -> (StatusCode, Option<Field>, String) {
-    let (status, field) = error.status_and_field();
-    let message = error.to_string();
-    if status.is_server_error() {
-        log::error!("{message}");
-    }
-    (status, field, message)
-}
-
 impl From<ShortenError> for ApiError {
     fn from(error: ShortenError) -> Self {
-        let (status, field, message) = answer(&error);
+        let (status, field, message) = error.answer();
         Self {
             field,
             ..Self::new(status, message)
@@ -1393,7 +1381,7 @@ async fn form_submit(
             }
         }
         Err(error) => {
-            let (status, field, message) = answer(&error);
+            let (status, field, message) = error.answer();
             match field {
                 Some(Field::Key) => view.key_error = Some(message),
                 Some(Field::Url) => view.url_error = Some(message),
