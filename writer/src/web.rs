@@ -584,15 +584,13 @@ async fn create_links_in_bulk(
 ) -> Result<HttpResponse, ApiError> {
     // Everything the headers can refuse is refused before the body is read.
     let media = bulk_media(&request)?;
-    let token_holder = matches!(
-        guard.admit_many(&request, None, 0).await?.caller,
-        Caller::TokenHolder(_)
-    );
+    let caller = guard.caller(&request, None)?;
+    let token_holder = matches!(caller, Caller::TokenHolder(_));
     let limit = bulk_body_limit(&shortener.settings, token_holder);
     let body = body_within(&request, payload, limit).await?;
     let rows = bulk_rows(media, &body)?;
     drop(body);
-    let admitted = guard.admit_many(&request, None, rows.len()).await?;
+    let admitted = guard.spend(&request, caller, rows.len()).await;
     let (summary, outcomes) = create_admitted(&shortener, admitted, rows).await;
     let results = outcomes
         .into_iter()
@@ -1394,11 +1392,9 @@ async fn form_submit(
     form_response(&request, &shortener, &guard, status, view)
 }
 
-/// What the CSV upload form sent.
-#[derive(Default)]
+/// What the CSV upload form sent, and who sent it.
 struct Upload {
-    csrf: String,
-    token: String,
+    caller: Caller,
     csv: Vec<u8>,
 }
 
@@ -1410,12 +1406,12 @@ enum UploadError {
 
 /// Reads the upload form's parts; the file may be as large as a bulk
 /// request's body, the other parts a few hundred bytes. The file is read
-/// only once `check` passed the form token sent before it (browsers send
-/// the parts in the form's order).
+/// only once `admit` took the form token and access token sent before it
+/// (browsers send the parts in the form's order) and named the caller.
 async fn read_upload(
     mut multipart: Multipart,
     limit: usize,
-    check: impl Fn(&str) -> Result<(), Refusal>,
+    admit: impl Fn(&str, &str) -> Result<Caller, Refusal>,
 ) -> Result<Upload, UploadError> {
     const SMALL_PART: usize = 1024;
     let unreadable = |e: &dyn std::fmt::Display| {
@@ -1424,13 +1420,18 @@ async fn read_upload(
             format!("the upload could not be read: {e}"),
         )
     };
-    let mut upload = Upload::default();
+    let (mut csrf, mut token) = (String::new(), String::new());
+    let mut upload = None;
     while let Some(part) = multipart.next().await {
         let mut part = part.map_err(|e| unreadable(&e))?;
         let name = part.name().unwrap_or_default().to_owned();
         let most = match name.as_str() {
             "csv" => {
-                check(&upload.csrf).map_err(UploadError::Refused)?;
+                let caller = admit(&csrf, &token).map_err(UploadError::Refused)?;
+                upload = Some(Upload {
+                    caller,
+                    csv: Vec::new(),
+                });
                 limit
             }
             "csrf" | "token" => SMALL_PART,
@@ -1453,17 +1454,20 @@ async fn read_upload(
             }
             value.extend_from_slice(&chunk);
         }
-        match name.as_str() {
-            "csrf" => upload.csrf = String::from_utf8_lossy(&value).into_owned(),
-            "token" => upload.token = String::from_utf8_lossy(&value).into_owned(),
-            "csv" => upload.csv = value,
+        match (name.as_str(), upload.as_mut()) {
+            ("csrf", _) => csrf = String::from_utf8_lossy(&value).into_owned(),
+            ("token", _) => token = String::from_utf8_lossy(&value).into_owned(),
+            ("csv", Some(upload)) => upload.csv = value,
             _ => {}
         }
     }
-    if upload.csv.is_empty() {
-        check(&upload.csrf).map_err(UploadError::Refused)?;
+    match upload {
+        Some(upload) => Ok(upload),
+        None => Ok(Upload {
+            caller: admit(&csrf, &token).map_err(UploadError::Refused)?,
+            csv: Vec::new(),
+        }),
     }
-    Ok(upload)
 }
 
 /// The form's CSV upload: each line created as the form creates one link,
@@ -1492,8 +1496,11 @@ async fn form_upload(
 ) -> HttpResponse {
     let mut view = FormView::default();
     let limit = bulk_body_limit(&shortener.settings, true);
-    let check = |csrf: &str| guard.check_form_post(&request, csrf);
-    let upload = match read_upload(multipart, limit, check).await {
+    let admit = |csrf: &str, token: &str| {
+        guard.check_form_post(&request, csrf)?;
+        guard.caller(&request, Some(token))
+    };
+    let upload = match read_upload(multipart, limit, admit).await {
         Ok(upload) => upload,
         Err(UploadError::Refused(refusal)) => {
             return refused_form(&request, &shortener, &guard, view, &refusal);
@@ -1528,13 +1535,7 @@ async fn form_upload(
             view,
         );
     }
-    let admitted = match guard
-        .admit_many(&request, Some(&upload.token), rows.len())
-        .await
-    {
-        Ok(admitted) => admitted,
-        Err(refusal) => return refused_form(&request, &shortener, &guard, view, &refusal),
-    };
+    let admitted = guard.spend(&request, upload.caller, rows.len()).await;
     let (summary, rows) = create_admitted(&shortener, admitted, rows).await;
     view.bulk = Some(BulkView { summary, rows });
     form_response(&request, &shortener, &guard, StatusCode::OK, view)

@@ -80,16 +80,6 @@ pub struct Admitted {
     pub refusal: Option<Refusal>,
 }
 
-impl Admitted {
-    fn all(caller: Caller, rows: usize) -> Self {
-        Self {
-            caller,
-            rows,
-            refusal: None,
-        }
-    }
-}
-
 /// Checks every request that creates a link. One per writer, shared by all
 /// workers.
 pub struct Gatekeeper {
@@ -119,50 +109,61 @@ impl Gatekeeper {
         request: &HttpRequest,
         form_token: Option<&str>,
     ) -> Result<Caller, Refusal> {
-        let admitted = self.admit_many(request, form_token, 1).await?;
+        let caller = self.caller(request, form_token)?;
+        let admitted = self.spend(request, caller, 1).await;
         match admitted.refusal {
             Some(refusal) => Err(refusal),
             None => Ok(admitted.caller),
         }
     }
 
-    /// Admits a request that creates up to `rows` links: a token holder's
-    /// all, an anonymous client's as many as its rate limit allows now,
-    /// the first ones. A token that is missing or invalid refuses them all.
-    pub async fn admit_many(
+    /// Who creates links with this request: the holder of its bearer token
+    /// (or of `form_token`, typed into the web form), or an anonymous client
+    /// where tokens are not required. A token that is not valid is refused,
+    /// never taken as anonymous. Spends nothing.
+    pub fn caller(
         &self,
         request: &HttpRequest,
         form_token: Option<&str>,
-        rows: usize,
-    ) -> Result<Admitted, Refusal> {
+    ) -> Result<Caller, Refusal> {
         let presented = match bearer(request)? {
             Some(token) => Some(token),
             None => form_token.map(str::trim).filter(|t| !t.is_empty()),
         };
         if let Some(token) = presented {
-            let caller = self
+            return self
                 .tokens
                 .identify(token)
                 .map(Caller::TokenHolder)
-                .ok_or(Refusal::TokenInvalid)?;
-            return Ok(Admitted::all(caller, rows));
+                .ok_or(Refusal::TokenInvalid);
         }
         if self.tokens.required() {
             return Err(Refusal::TokenMissing);
         }
-        let Some(limit) = self.rate_limit.as_ref().filter(|_| rows > 0) else {
-            return Ok(Admitted::all(Caller::Anonymous, rows));
+        Ok(Caller::Anonymous)
+    }
+
+    /// How many of `rows` links `caller` may create now, the first ones: a
+    /// token holder's all, an anonymous client's as many as its rate limit
+    /// holds, taken from it in one step however many.
+    pub async fn spend(&self, request: &HttpRequest, caller: Caller, rows: usize) -> Admitted {
+        let limit = self
+            .rate_limit
+            .as_ref()
+            .filter(|_| caller == Caller::Anonymous && rows > 0);
+        let Some(limit) = limit else {
+            return Admitted {
+                caller,
+                rows,
+                refusal: None,
+            };
         };
-        // One step for every row, however many: the bucket gives what it holds.
         let (admitted, refusal) = limit.take(request, rows).await;
-        if refusal.is_some() {
-            return Ok(Admitted {
-                caller: Caller::Anonymous,
-                rows: admitted,
-                refusal,
-            });
+        Admitted {
+            caller,
+            rows: admitted,
+            refusal,
         }
-        Ok(Admitted::all(Caller::Anonymous, rows))
     }
 
     /// Who sent the request's bearer token: changing a link always needs
