@@ -304,6 +304,27 @@ pub enum CsvError {
     Read(#[from] csv::Error),
 }
 
+/// Why a bulk request's CSV is refused whole.
+#[derive(Debug)]
+pub enum BatchError {
+    Unreadable(CsvError),
+    /// It holds more than [`MAX_BULK_LINKS`] rows.
+    TooMany,
+}
+
+/// The rows of a bulk request's CSV (the API's or the form's upload): at
+/// most [`MAX_BULK_LINKS`], counted as they are read.
+pub fn csv_batch(body: &[u8]) -> Result<Vec<(u64, Item)>, BatchError> {
+    let rows: Vec<(u64, Item)> = CsvRows::new(body, Format::Csv)
+        .map_err(BatchError::Unreadable)?
+        .take(MAX_BULK_LINKS + 1)
+        .collect();
+    if rows.len() > MAX_BULK_LINKS {
+        return Err(BatchError::TooMany);
+    }
+    Ok(rows)
+}
+
 /// The rows of a CSV file, read one at a time: a file of any size is never
 /// held whole.
 pub struct CsvRows<R> {

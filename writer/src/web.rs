@@ -24,7 +24,7 @@ use crate::access::{
     is_form_cookie, new_form_cookie, Admitted, Caller, Gatekeeper, Refusal, CSRF_COOKIE,
 };
 use crate::bulk::{
-    create_all, CsvRows, Format, Item, Refused, Row, RowOutcome, Summary, MAX_BULK_LINKS,
+    create_all, csv_batch, BatchError, Item, Refused, Row, RowOutcome, Summary, MAX_BULK_LINKS,
 };
 use crate::config::Settings;
 use crate::export::ExportFormat;
@@ -461,18 +461,17 @@ fn bulk_rows(media: BulkMedia, body: &[u8]) -> Result<Vec<(Option<u64>, Item)>, 
                 })
                 .collect())
         }
-        BulkMedia::Csv => {
-            let rows = CsvRows::new(body, Format::Csv)
-                .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-            let rows: Vec<(Option<u64>, Item)> = rows
-                .take(MAX_BULK_LINKS + 1)
+        BulkMedia::Csv => match csv_batch(body) {
+            Ok(rows) => Ok(rows
+                .into_iter()
                 .map(|(line, item)| (Some(line), item))
-                .collect();
-            if rows.len() > MAX_BULK_LINKS {
-                return Err(too_many());
-            }
-            Ok(rows)
-        }
+                .collect()),
+            Err(BatchError::TooMany) => Err(too_many()),
+            Err(BatchError::Unreadable(error)) => Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                error.to_string(),
+            )),
+        },
     }
 }
 
@@ -1510,9 +1509,9 @@ async fn form_upload(
             return form_response(&request, &shortener, &guard, status, view);
         }
     };
-    let rows: Vec<(u64, Item)> = match CsvRows::new(&upload.csv[..], Format::Csv) {
-        Ok(rows) => rows.take(MAX_BULK_LINKS + 1).collect(),
-        Err(error) => {
+    let rows = match csv_batch(&upload.csv) {
+        Ok(rows) => rows,
+        Err(BatchError::Unreadable(error)) => {
             view.bulk_error = Some(error.to_string());
             return form_response(
                 &request,
@@ -1522,19 +1521,19 @@ async fn form_upload(
                 view,
             );
         }
+        Err(BatchError::TooMany) => {
+            view.bulk_error = Some(format!(
+                "the file holds over {MAX_BULK_LINKS} links; split it into files of {MAX_BULK_LINKS} at most"
+            ));
+            return form_response(
+                &request,
+                &shortener,
+                &guard,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                view,
+            );
+        }
     };
-    if rows.len() > MAX_BULK_LINKS {
-        view.bulk_error = Some(format!(
-            "the file holds over {MAX_BULK_LINKS} links; split it into files of {MAX_BULK_LINKS} at most"
-        ));
-        return form_response(
-            &request,
-            &shortener,
-            &guard,
-            StatusCode::PAYLOAD_TOO_LARGE,
-            view,
-        );
-    }
     let admitted = guard.spend(&request, upload.caller, rows.len()).await;
     let (summary, rows) = create_admitted(&shortener, admitted, rows).await;
     view.bulk = Some(BulkView { summary, rows });
