@@ -256,9 +256,7 @@ fn generate(out: &Path) -> Result<(), String> {
     use clap::CommandFactory;
     let failed = |e: std::io::Error| format!("{}: {e}", out.display());
     std::fs::create_dir_all(out).map_err(failed)?;
-    // The crate's name is `shortlink-writer`; the pages and the shells know
-    // the command by its binary's.
-    let mut command = Cli::command().name("shortlink");
+    let mut command = Cli::command();
     clap_mangen::generate_to(command.clone(), out).map_err(failed)?;
     for shell in [
         clap_complete::Shell::Bash,

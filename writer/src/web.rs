@@ -929,29 +929,29 @@ async fn export_links(
         head.extend(format.page(links, &shortener));
     }
     let shortener = shortener.into_inner();
-    let rest =
-        futures_util::stream::try_unfold((export, first.is_some()), move |(mut export, more)| {
-            let shortener = std::sync::Arc::clone(&shortener);
-            async move {
-                if !more {
-                    return Ok(None);
-                }
-                loop {
-                    match export.next_page().await {
-                        Ok(None) => return Ok(None),
-                        Ok(Some(links)) if links.is_empty() => {}
-                        Ok(Some(links)) => {
-                            let part = web::Bytes::from(format.page(&links, &shortener));
-                            return Ok(Some((part, (export, true))));
-                        }
-                        Err(error) => {
-                            log::error!("export cut short: {error}");
-                            return Err(std::io::Error::other(error));
-                        }
+    // The pages after the first, unless that one said the export was over.
+    let rest = futures_util::stream::try_unfold(first.map(|_| export), move |export| {
+        let shortener = std::sync::Arc::clone(&shortener);
+        async move {
+            let Some(mut export) = export else {
+                return Ok(None);
+            };
+            loop {
+                match export.next_page().await {
+                    Ok(None) => return Ok(None),
+                    Ok(Some(links)) if links.is_empty() => {}
+                    Ok(Some(links)) => {
+                        let part = web::Bytes::from(format.page(&links, &shortener));
+                        return Ok(Some((part, Some(export))));
+                    }
+                    Err(error) => {
+                        log::error!("export cut short: {error}");
+                        return Err(std::io::Error::other(error));
                     }
                 }
             }
-        });
+        }
+    });
     let body = futures_util::stream::once(std::future::ready(Ok::<_, std::io::Error>(
         web::Bytes::from(head),
     )))
