@@ -153,6 +153,11 @@ impl Record {
             expired_url: None,
         }
     }
+
+    /// Whether its expiry has passed at `now` (its click limit aside).
+    pub fn has_expired(&self, now: SystemTime) -> bool {
+        self.expires.is_some_and(|expiry| expiry.has_passed(now))
+    }
 }
 
 impl fmt::Display for Record {

@@ -183,7 +183,7 @@ impl Resolver {
             Stored::Link(record) => record,
         };
         let mut unsettled = false;
-        let ended = record.expires.is_some_and(|e| e.has_passed(now))
+        let ended = record.has_expired(now)
             || match record.max_clicks {
                 Some(limit) => {
                     let (stored, pending) = self.clicks_of(key)?;

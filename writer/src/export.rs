@@ -68,9 +68,7 @@ impl ExportFormat {
                 for link in links {
                     let record = &link.record;
                     let max_clicks = record.max_clicks.map(|limit| limit.get().to_string());
-                    let expired = record
-                        .expires
-                        .is_some_and(|e| e.has_passed(std::time::SystemTime::now()));
+                    let expired = record.has_expired(std::time::SystemTime::now());
                     // Writing into memory cannot fail.
                     let _ = writer.write_record([
                         record.url.as_str(),

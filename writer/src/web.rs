@@ -124,9 +124,7 @@ impl LinkBody {
             short_url: shortener.short_url(&link.key),
             expires_at: record.expires.map(format_expiry),
             expired_url: record.expired_url.as_ref().map(ToString::to_string),
-            expired: record
-                .expires
-                .is_some_and(|e| e.has_passed(std::time::SystemTime::now())),
+            expired: record.has_expired(std::time::SystemTime::now()),
             max_clicks: record.max_clicks.map(ClickLimit::get),
             owner: record.owner.as_ref().map(ToString::to_string),
             warning: None,
