@@ -102,22 +102,34 @@ impl fmt::Display for ClickLimit {
     }
 }
 
-/// A moment a link expires, to the second.
+/// A moment a link expires, to the second: from 1970 to the last second of
+/// the year 9999, [`Expiry::MAX`]. Every moment in that range can be added
+/// to the system clock and written as an HTTP date (which has four-digit
+/// years), so nothing downstream overflows on an expiry it was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Expiry(u64);
 
 impl Expiry {
-    /// The expiry `unix_seconds` after 1970-01-01T00:00:00Z.
-    pub const fn from_unix(unix_seconds: u64) -> Self {
-        Self(unix_seconds)
-    }
+    /// 9999-12-31T23:59:59Z, in Unix seconds: the last moment an HTTP date
+    /// and an RFC 3339 time can both spell.
+    pub const MAX: u64 = 253_402_300_799;
 
     pub const fn unix(self) -> u64 {
         self.0
     }
 
     pub fn time(self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(self.0)
+        // Within MAX by construction, so this cannot overflow; checked all
+        // the same, since a panic here would reach Varnish.
+        UNIX_EPOCH
+            .checked_add(Duration::from_secs(self.0))
+            .unwrap_or(UNIX_EPOCH)
+    }
+
+    /// The expiry as an HTTP date (`Fri, 31 Dec 9999 23:59:59 GMT`), for
+    /// an `Expires` header.
+    pub fn http_date(self) -> String {
+        httpdate::fmt_http_date(self.time())
     }
 
     /// Time left before `now` reaches the expiry; zero once it has.
@@ -127,6 +139,20 @@ impl Expiry {
 
     pub fn has_passed(self, now: SystemTime) -> bool {
         self.left(now).is_zero()
+    }
+}
+
+impl TryFrom<u64> for Expiry {
+    type Error = RecordError;
+
+    /// The expiry `unix_seconds` after 1970-01-01T00:00:00Z, if it is no
+    /// later than [`Expiry::MAX`].
+    fn try_from(unix_seconds: u64) -> Result<Self, RecordError> {
+        if unix_seconds <= Self::MAX {
+            Ok(Self(unix_seconds))
+        } else {
+            Err(RecordError::Expiry(unix_seconds.to_string()))
+        }
     }
 }
 
@@ -216,13 +242,15 @@ impl Stored {
                     .expired_url
                     .replace(valid_url(&word[1..], "expired URL")?)
                     .is_some(),
-                Some(b'0'..=b'9') => record
-                    .expires
-                    .replace(Expiry(
-                        word.parse()
-                            .map_err(|_| RecordError::Word(word.to_owned()))?,
-                    ))
-                    .is_some(),
+                Some(b'0'..=b'9') => {
+                    let unix = word
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                        .then(|| word.parse::<u64>().ok())
+                        .flatten()
+                        .ok_or_else(|| RecordError::Word(word.to_owned()))?;
+                    record.expires.replace(Expiry::try_from(unix)?).is_some()
+                }
                 _ => return Err(RecordError::Word(word.to_owned())),
             };
             if duplicate {
@@ -267,6 +295,12 @@ pub enum RecordError {
     )]
     ClickLimit(String),
     #[error(
+        "expiry {0:?} is not allowed: use Unix seconds no later than {max} \
+         (9999-12-31T23:59:59Z)",
+        max = Expiry::MAX
+    )]
+    Expiry(String),
+    #[error(
         "the word {0:?} after the URL means nothing: use digits (expiry), \
          #clicks (click limit), @name (owner) or >URL (where an expired link goes)"
     )]
@@ -297,7 +331,7 @@ mod tests {
     fn words_add_expiry_owner_and_expired_url_in_any_order() {
         let full = Record {
             url: url("https://example.org/a"),
-            expires: Some(Expiry::from_unix(1_767_225_600)),
+            expires: Some(Expiry::try_from(1_767_225_600).unwrap()),
             max_clicks: Some(ClickLimit::try_from(100).unwrap()),
             owner: Some(Owner::try_from("ci.bot-1").unwrap()),
             expired_url: Some(url("https://example.org/over")),
@@ -328,6 +362,10 @@ mod tests {
             "https://example.org/  1767225600",
             "https://example.org/ 17672256x0",
             "https://example.org/ 99999999999999999999999",
+            "https://example.org/ 253402300800",
+            "https://example.org/ 9223372036854775808",
+            "https://example.org/ 18446744073709551615",
+            "https://example.org/ 1+2",
             "https://example.org/ @",
             "https://example.org/ @a/b",
             "https://example.org/ >javascript:alert(1)",
@@ -368,8 +406,22 @@ mod tests {
     }
 
     #[test]
+    fn the_last_expiry_is_the_last_second_of_9999() {
+        let last = Stored::parse("https://example.org/ 253402300799").unwrap();
+        let Stored::Link(record) = last else {
+            panic!("not a link: {last:?}")
+        };
+        let expiry = record.expires.unwrap();
+        assert_eq!(expiry.unix(), Expiry::MAX);
+        assert!(!expiry.has_passed(SystemTime::now()));
+        assert_eq!(expiry.http_date(), "Fri, 31 Dec 9999 23:59:59 GMT");
+        assert!(Expiry::try_from(Expiry::MAX + 1).is_err());
+        assert!(Expiry::try_from(u64::MAX).is_err());
+    }
+
+    #[test]
     fn expiry_counts_down_to_zero() {
-        let expiry = Expiry::from_unix(1000);
+        let expiry = Expiry::try_from(1000).unwrap();
         let before = UNIX_EPOCH + Duration::from_millis(999_500);
         assert_eq!(expiry.left(before), Duration::from_millis(500));
         assert!(!expiry.has_passed(before));
