@@ -13,7 +13,7 @@
 //! | clicks by people in an hour (UTC) | hash `short:hour:2026112314:Lm`, field `25` | `HINCRBY`, expires after the hours kept |
 //! | clicks of every link in a minute | sorted set `short:minute:202611231405`, member `Lm25` | `ZINCRBY`, expires after an hour |
 //! | unique visitors on a day | `HyperLogLog` `short:visitors:20261123:Lm25` | `PFADD`, expires after the days kept |
-//! | referrer hosts, countries, devices, browsers, systems | hash `short:details:Lm25`, fields `referrer:example.org`, `country:DE`, `device:mobile`, `browser:Firefox`, `os:Android` | `HINCRBY` |
+//! | referrer hosts, countries, devices, browsers, systems | hash `short:details:Lm25`, fields `referrer:example.org`, `country:DE`, `device:mobile`, `browser:Firefox`, `os:Android` | `HINCRBY`, at most [`MAX_DETAIL_FIELDS`] fields, expires after the days kept from the link's last click |
 //!
 //! A name with a `:` after the prefix never names a link's hash (keys have
 //! no `:`), so counts and links cannot collide.
@@ -43,8 +43,25 @@ pub const MINUTES_KEPT: u64 = 60;
 
 /// Most distinct fields kept in one link's details hash; further referrer
 /// hosts (or other values) count under `<kind>:other`, so a flood of made-up
-/// referrers cannot grow a link's hash without end.
-pub const MAX_DETAIL_FIELDS: u64 = 1000;
+/// referrers cannot grow a link's hash without end. With
+/// [`MAX_DETAIL_VALUE`] this bounds a hash's bytes ([`MAX_DETAIL_BYTES`]).
+pub const MAX_DETAIL_FIELDS: usize = 256;
+
+/// Longest detail value counted under its own field (a referrer's host, a
+/// browser's or system's family); a longer one counts under `<kind>:other`.
+/// Real hosts and families are far shorter; made-up ones of 253 bytes made
+/// a link's details 296 KB in Redis.
+pub const MAX_DETAIL_VALUE: usize = 64;
+
+/// Most bytes of a details field: the longest kind, `:`, the longest value.
+pub const MAX_DETAIL_FIELD: usize = "referrer:".len() + MAX_DETAIL_VALUE;
+
+/// Most bytes of field names and counts in one link's details hash
+/// ([`MAX_DETAIL_FIELDS`] fields of [`MAX_DETAIL_FIELD`] bytes and a
+/// 20-digit count, and each kind's `other`): some 22 KB. Redis's own
+/// overhead comes on top; the README gives what `MEMORY USAGE` measured.
+pub const MAX_DETAIL_BYTES: usize =
+    (MAX_DETAIL_FIELDS + Detail::ALL.len()) * (MAX_DETAIL_FIELD + 20);
 
 /// The Redis clicks are stored in apart from the links, if they have one:
 /// `clicks_url` when it names a Redis other than `links_url`. Empty (the
@@ -109,9 +126,15 @@ impl Detail {
         }
     }
 
-    /// The field counting `value` of this kind.
+    /// The field counting `value` of this kind: its `other` if the value
+    /// is longer than [`MAX_DETAIL_VALUE`].
     #[must_use]
     pub fn field(self, value: &str) -> String {
+        let value = if value.len() > MAX_DETAIL_VALUE {
+            "other"
+        } else {
+            value
+        };
         format!("{}:{value}", self.word())
     }
 
@@ -553,5 +576,19 @@ mod tests {
             Some((Detail::Referrer, "example.org"))
         );
         assert_eq!(Detail::parse("nothing"), None);
+    }
+
+    #[test]
+    fn long_detail_values_count_as_other() {
+        let longest = "a".repeat(MAX_DETAIL_VALUE);
+        let field = Detail::Referrer.field(&longest);
+        assert_eq!(field.len(), MAX_DETAIL_FIELD);
+        assert_eq!(Detail::parse(&field), Some((Detail::Referrer, &*longest)));
+        let junk = format!("{longest}a");
+        assert_eq!(Detail::Referrer.field(&junk), "referrer:other");
+        assert_eq!(Detail::Browser.field(&junk), "browser:other");
+        for kind in Detail::ALL {
+            assert!(kind.field(&junk).len() <= MAX_DETAIL_FIELD, "{kind:?}");
+        }
     }
 }

@@ -20,21 +20,15 @@ use shortlink_core::KeyScheme;
 /// Queues clicks are spread over, so workers seldom wait for each other.
 const QUEUES: usize = 16;
 
-/// Most clicks waiting in the queues (48 bytes each plus their text, about
-/// 200 bytes with a browser's user agent, so some 400 MB at most, an
-/// estimate from the type's size): the clicks of many seconds at a
-/// Varnish's full rate. The flusher takes them only between flushes, and
-/// on a saturated machine a flush waits seconds for Redis's answer; a
-/// bound of 2^18 dropped 6 to 17 % of `make bench`'s clicks.
-const QUEUED_MAX: usize = 1 << 21;
-
 /// Time a flush may take per batch: a batch is at most a few thousand
 /// script arguments, a few milliseconds of Redis's time when it has a core
 /// of its own, tens when Varnish and its clients hold both.
 const BATCH_WAIT: Duration = Duration::from_millis(100);
 
-/// Most bytes of a user agent kept: enough to classify any real one.
-const AGENT_MAX: usize = 512;
+/// Most bytes of a user agent kept: enough to classify any real one (uap's
+/// rules match near the start; browsers send 100 to 200 bytes), and it
+/// keeps a click's text, with a key and a referrer host, under 800 bytes.
+pub const AGENT_MAX: usize = 256;
 
 /// What a counted answer was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +88,12 @@ impl Click {
         })
     }
 
+    /// What the click takes in a queue: its own size and its text's. The
+    /// queues' bound ([`CountSettings::queue_bytes`]) counts this.
+    pub fn bytes(&self) -> usize {
+        size_of::<Self>() + self.text.len()
+    }
+
     pub fn key(&self) -> &str {
         &self.text[..usize::from(self.key_len)]
     }
@@ -115,6 +115,8 @@ impl Click {
 pub struct CountSettings {
     pub flush_interval: Duration,
     pub backlog: usize,
+    /// Most bytes of clicks in the queues (see [`Click::bytes`]).
+    pub queue_bytes: usize,
     pub days_kept: Duration,
     pub hours_kept: Duration,
     /// A country database (`.mmdb`), or none.
@@ -177,20 +179,37 @@ pub struct ClickStore {
     /// The names counts are stored under, in the layout of `reach`.
     pub names: CountNames,
     queues: Vec<Mutex<Vec<Click>>>,
+    /// Bytes of the clicks in the queues, and their bound (from the newest
+    /// settings, read here so that recording a click takes no lock).
     queued: AtomicUsize,
+    queued_max: AtomicUsize,
     settings: Mutex<CountSettings>,
     pub counters: Counters,
     /// Clicks on links with a click limit recorded and not yet stored, by
     /// key: a lookup adds them to the stored count.
     limited: Mutex<HashMap<Box<str>, u64>>,
+    /// Clicks on links with a click limit that found the queues full: kept
+    /// as a count per key (held in `limited` too), which the flusher adds
+    /// to the links' totals of people's clicks, so that no click past the
+    /// bound goes uncounted against a limit. One entry per limited link at
+    /// most, and a link answers as expired once its limit is reached.
+    overflow: Mutex<HashMap<Box<str>, u64>>,
 }
 
 impl ClickStore {
-    /// Records `click`, or counts it dropped when the queues are full.
+    /// Records `click`, or counts it dropped when the queues are full: but
+    /// a click on a link with a click limit is still counted against it.
     pub fn record(&self, click: Click) {
-        if self.queued.fetch_add(1, Ordering::Relaxed) >= QUEUED_MAX {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+        let bytes = click.bytes();
+        let max = self.queued_max.load(Ordering::Relaxed);
+        if self.queued.fetch_add(bytes, Ordering::Relaxed) + bytes > max {
+            self.queued.fetch_sub(bytes, Ordering::Relaxed);
+            if click.outcome == Outcome::Limited {
+                add_pending(&mut self.limited(), click.key(), 1);
+                add_pending(&mut lock(&self.overflow), click.key(), 1);
+            } else {
+                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            }
             return;
         }
         if click.outcome == Outcome::Limited {
@@ -221,21 +240,28 @@ impl ClickStore {
     }
 
     fn limited(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, u64>> {
-        self.limited.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.limited)
+    }
+
+    /// Clicks on limited links that found the queues full, by key, taken:
+    /// pending until the flusher stores them in the links' totals.
+    pub fn take_overflow(&self) -> HashMap<Box<str>, u64> {
+        std::mem::take(&mut *lock(&self.overflow))
     }
 
     /// Every click recorded so far, taken out of the queues.
     pub fn take(&self) -> Vec<Click> {
         let mut taken = Vec::new();
         for queue in &self.queues {
-            let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut queue = lock(queue);
+            let bytes: usize = queue.iter().map(Click::bytes).sum();
             if taken.is_empty() {
                 std::mem::swap(&mut taken, &mut queue);
             } else {
                 taken.append(&mut queue);
             }
+            self.queued.fetch_sub(bytes, Ordering::Relaxed);
         }
-        self.queued.fetch_sub(taken.len(), Ordering::Relaxed);
         taken
     }
 
@@ -252,9 +278,11 @@ impl ClickStore {
             names,
             queues: (0..QUEUES).map(|_| Mutex::new(Vec::new())).collect(),
             queued: AtomicUsize::new(0),
+            queued_max: AtomicUsize::new(settings.queue_bytes),
             settings: Mutex::new(settings),
             counters: Counters::default(),
             limited: Mutex::new(HashMap::new()),
+            overflow: Mutex::new(HashMap::new()),
         }
     }
 
@@ -264,6 +292,7 @@ impl ClickStore {
         let settings = CountSettings {
             flush_interval: Duration::from_secs(1),
             backlog,
+            queue_bytes: shortlink_core::settings::ClickQueueMb::DEFAULT.bytes(),
             days_kept: Duration::from_hours(24),
             hours_kept: Duration::from_hours(1),
             geoip: None,
@@ -282,11 +311,21 @@ impl ClickStore {
     }
 
     pub fn settings(&self) -> CountSettings {
-        self.settings
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.settings).clone()
     }
+
+    /// Takes the newest VCL's settings.
+    pub(crate) fn set(&self, settings: CountSettings) {
+        self.queued_max
+            .store(settings.queue_bytes, Ordering::Relaxed);
+        *lock(&self.settings) = settings;
+    }
+}
+
+/// A lock of the store's, even if a thread panicked holding it: each
+/// holder leaves its data whole between statements.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The queue this worker thread records into.
@@ -314,10 +353,7 @@ pub fn store_for(
         .iter()
         .find(|s| s.redis_url == redis_url && s.names.scheme() == scheme)
     {
-        *store
-            .settings
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = settings;
+        store.set(settings);
         return Ok(Arc::clone(store));
     }
     let (reach, layout) = match redis_url.parse() {
@@ -385,14 +421,76 @@ mod tests {
     #[test]
     fn full_queues_drop_and_count() {
         let store = ClickStore::detached(1000);
-        store.queued.store(QUEUED_MAX - 1, Ordering::Relaxed);
         let click = || Click::new(Outcome::Redirect, false, None, "Lm25", "", None).unwrap();
-        store.record(click());
-        store.record(click());
+        store
+            .queued_max
+            .store(2 * click().bytes(), Ordering::Relaxed);
+        for _ in 0..3 {
+            store.record(click());
+        }
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 1);
-        assert_eq!(store.take().len(), 1);
+        assert_eq!(store.take().len(), 2);
         store.record(click());
         assert_eq!(store.take().len(), 1, "room again once taken");
+    }
+
+    /// Clicks with the longest headers a request may carry fill the queues
+    /// in bytes, not in clicks: a 1 MiB bound keeps some 1,300 of them.
+    #[test]
+    fn the_queues_are_bounded_in_bytes() {
+        let mut store = ClickStore::detached(1000);
+        let bound = shortlink_core::settings::ClickQueueMb::try_from(1).unwrap();
+        let mut settings = store.settings();
+        settings.queue_bytes = bound.bytes();
+        store.set(settings);
+        let key = "K".repeat(255);
+        let agent = "A".repeat(8192);
+        let referrer = "r".repeat(253);
+        let click = || {
+            Click::new(
+                Outcome::Redirect,
+                false,
+                None,
+                &key,
+                &agent,
+                Some(&referrer),
+            )
+            .unwrap()
+        };
+        let largest = click().bytes();
+        assert!(largest < 900, "a click takes {largest} bytes at most");
+        for _ in 0..10_000 {
+            store.record(click());
+        }
+        let kept = store.take();
+        assert!(kept.len() * largest <= bound.bytes());
+        assert_eq!(kept.len(), bound.bytes() / largest);
+        assert_eq!(
+            kept.len() as u64 + store.counters.dropped.load(Ordering::Relaxed),
+            10_000
+        );
+        assert_eq!(*store.queued.get_mut(), 0);
+    }
+
+    /// A click on a link with a click limit that finds the queues full is
+    /// not queued, but still held against the limit, and handed to the
+    /// flusher to count.
+    #[test]
+    fn limited_clicks_past_full_queues_still_count() {
+        let store = ClickStore::detached(1000);
+        store.queued_max.store(0, Ordering::Relaxed);
+        let click = |outcome| Click::new(outcome, false, None, "Lm25", "", None).unwrap();
+        store.record(click(Outcome::Limited));
+        store.record(click(Outcome::Limited));
+        store.record(click(Outcome::Redirect));
+        assert!(store.take().is_empty());
+        assert_eq!(store.pending("Lm25"), 2, "held against the limit");
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            store.take_overflow(),
+            HashMap::from([(Box::from("Lm25"), 2)])
+        );
+        assert!(store.take_overflow().is_empty());
     }
 
     #[test]

@@ -39,9 +39,11 @@ use crate::visitor::{Agent, Agents, Countries};
 /// number in its lane, `ARGV[3]` the last number Redis confirmed to the
 /// flusher, `ARGV[4]` how long the hash is kept; then operations, each on
 /// one key: `letter key-index ttl n` and `n` arguments.
-/// `h hash ttl field count...` (`HINCRBY` each), `d hash 0 field count...`
+/// `h hash ttl field count...` (`HINCRBY` each), `d hash ttl field count...`
 /// (`HINCRBY` each; a new field past the hash's limit counts under its
-/// kind's `other` instead), `z set ttl member count...` (`ZINCRBY` each),
+/// kind's `other` instead; the TTL is set anew on every write, so a link's
+/// details are kept the days kept past its last click by a person, where
+/// a day's counts are kept from that day), `z set ttl member count...` (`ZINCRBY` each),
 /// `p key ttl element...` (`PFADD`). One operation per key: a link's clicks
 /// share the hashes of its bucket, so most calls carry many fields.
 ///
@@ -56,10 +58,12 @@ use crate::visitor::{Agent, Agents, Countries};
 /// before, the note is written again, so that a `WAIT` on this connection
 /// covers the batch too.
 ///
-/// A key gets its TTL (`EXPIRE NX`, none if 0) only when the operation made
-/// a field, member or register of it, which it does when it makes the key:
-/// on a key that had them all, the `EXPIRE` would change nothing, and a
-/// flush of hot links would pay one for every bucket it touches.
+/// A key but a details hash gets its TTL (`EXPIRE NX`, none if 0) only when
+/// the operation made a field, member or register of it, which it does when
+/// it makes the key: on a key that had them all, the `EXPIRE` would change
+/// nothing, and a flush of hot links would pay one for every bucket it
+/// touches. A details hash is one key per link, not per bucket: one
+/// `EXPIRE` per link a flush writes details of.
 /// `pcall`: a key of the wrong type (made by hand) spoils its own count,
 /// never the rest of the batch.
 const APPLY_BATCH: &str = r"
@@ -99,6 +103,7 @@ while i <= #ARGV do
         end
       end
     end
+    if ttl ~= '0' then redis.pcall('EXPIRE', key, ttl) end
   elseif op == 'z' then
     for j = first, last, 2 do
       local n = tonumber(ARGV[j+1])
@@ -638,11 +643,14 @@ impl Flusher {
 
     fn tick(&mut self, store: &ClickStore, settings: &CountSettings) {
         let clicks = store.take();
+        let overflow = store.take_overflow();
         let counters = &store.counters;
-        counters
-            .counted
-            .fetch_add(clicks.len() as u64, Ordering::Relaxed);
+        counters.counted.fetch_add(
+            clicks.len() as u64 + overflow.values().sum::<u64>(),
+            Ordering::Relaxed,
+        );
         self.tally(&clicks, settings, store);
+        self.tally_overflow(overflow, store);
         match self.send(store, settings) {
             Ok(()) => self.reported = None,
             Err(error) => {
@@ -715,12 +723,23 @@ impl Flusher {
         for click in clicks {
             // `count` records only keys that pass the rules: this turns
             // the text back into the `Key` the layout is named from.
-            // Past the backlog's room the click is dropped.
+            // Past the backlog's room the click is dropped, but for a
+            // click on a link with a click limit: it still counts against
+            // the limit, in the link's total of people's clicks only (one
+            // entry per limited link at most).
             let text = click.key();
+            let scheme = store.names.scheme();
             let link = if *entries < room {
-                link_of(links, text, store.names.scheme())
+                link_of(links, text, scheme)
+            } else if click.outcome == Outcome::Limited {
+                if let Some(link) = link_of(links, text, scheme) {
+                    *tallied += 1;
+                    link.add_total(Total::People, entries);
+                    continue;
+                }
+                None
             } else {
-                dropped += u64::from(store.names.scheme().check(text).is_ok());
+                dropped += u64::from(scheme.check(text).is_ok());
                 None
             };
             let Some(link) = link else {
@@ -753,6 +772,34 @@ impl Flusher {
             link.add_person(click.at, source, click.client, entries);
         }
         store.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
+        store.settle(&never_stored);
+    }
+
+    /// Tallies clicks on limited links that found the store's queues full
+    /// (see [`ClickStore::take_overflow`]): in their links' totals of
+    /// people's clicks, whatever the backlog's room, so that they count
+    /// against the limits as the clicks they stand for would have.
+    fn tally_overflow(&mut self, overflow: HashMap<Box<str>, u64>, store: &ClickStore) {
+        let mut never_stored = HashMap::new();
+        let Tally {
+            clicks,
+            entries,
+            links,
+            limited,
+            ..
+        } = &mut self.open;
+        for (key, n) in overflow {
+            add_pending(limited, &key, n);
+            let Some(link) = link_of(links, &key, store.names.scheme()) else {
+                subtract_pending(limited, &key, n);
+                add_pending(&mut never_stored, &key, n);
+                continue;
+            };
+            *clicks += n;
+            let total = &mut link.totals[total_slot(Total::People)];
+            *entries += usize::from(*total == 0);
+            *total += n;
+        }
         store.settle(&never_stored);
     }
 
@@ -1047,7 +1094,7 @@ impl Flusher {
                 ops.pair(Letter::SortedSet, set, &minutes_kept, key.as_str(), n);
             }
             if !link.sources.is_empty() {
-                let op = ops.get(Letter::Details, counts.details(key.as_str()), "0");
+                let op = ops.get(Letter::Details, counts.details(key.as_str()), &days_kept);
                 for (source, n) in link.sources {
                     for (kind, value) in names.details(source) {
                         *details.entry(kind.field(value)).or_default() += n;
@@ -1341,28 +1388,88 @@ mod tests {
         }
     }
 
+    /// The fields and counts the sealed batches add to `hash`.
+    fn sealed_counts(flusher: &Flusher, hash: &str) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for batch in &flusher.sealed {
+            let mut i = 0;
+            while i < batch.args.len() {
+                let key = &batch.keys[batch.args[i + 1].parse::<usize>().unwrap() - 2];
+                let n: usize = batch.args[i + 3].parse().unwrap();
+                let pairs = &batch.args[i + 4..i + 4 + n];
+                if key == hash {
+                    for pair in pairs.chunks(2) {
+                        *counts.entry(pair[0].clone()).or_default() +=
+                            pair[1].parse::<u64>().unwrap();
+                    }
+                }
+                i += 4 + n;
+            }
+        }
+        counts
+    }
+
+    /// Past the backlog's room, a click on a link with a click limit is
+    /// still tallied, in the link's total of people's clicks, and held
+    /// against the limit until stored (or abandoned); other clicks are
+    /// dropped.
     #[test]
-    fn limited_clicks_settle_when_dropped_or_abandoned() {
+    fn limited_clicks_past_the_backlog_still_count() {
         let store = ClickStore::detached(1);
         let address = IpAddr::from([192, 0, 2, 1]);
-        let limited = |key: &str| {
-            Click::new(Outcome::Limited, false, Some(address), key, FIREFOX, None).unwrap()
+        let click = |outcome, key: &str| {
+            Click::new(outcome, false, Some(address), key, FIREFOX, None).unwrap()
         };
-        let clicks: Vec<Click> = (0..5).map(|n| limited(&format!("Key{n}"))).collect();
-        for click in &clicks {
-            store.record(limited(click.key()));
+        let mut clicks: Vec<Click> = (0..5)
+            .map(|n| click(Outcome::Limited, &format!("Key{n}")))
+            .collect();
+        clicks.push(click(Outcome::Redirect, "Key9"));
+        for c in &clicks {
+            store.record(click(c.outcome, c.key()));
         }
         store.take();
         let mut flusher = Flusher::new();
-        // A backlog of one entry takes the first click only (a click is
-        // tallied whole): the other four are dropped, and no longer held
-        // against their limits.
+        // A backlog of one entry takes the first click whole (its details
+        // too); the other limited ones count in their totals only.
         flusher.tally(&clicks, &store.settings(), &store);
         let held: Vec<u64> = clicks.iter().map(|c| store.pending(c.key())).collect();
-        assert_eq!(held, [1, 0, 0, 0, 0]);
+        assert_eq!(held, [1, 1, 1, 1, 1, 0]);
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(flusher.open.clicks, 5);
+        let mut tally = std::mem::take(&mut flusher.open);
+        flusher.seal(&mut tally, &store.names, &store.settings());
+        let totals = sealed_counts(&flusher, "short:clicks:Ke");
+        let expected: BTreeMap<String, u64> = (0..5).map(|n| (format!("y{n}"), 1)).collect();
+        assert_eq!(totals, expected);
         flusher.abandon(&store);
         assert_eq!(store.pending("Key0"), 0);
-        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 5);
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 6);
+    }
+
+    /// Clicks on a limited link that found the queues full reach the
+    /// link's total of people's clicks, held against the limit meanwhile.
+    #[test]
+    fn limited_clicks_past_full_queues_reach_the_totals() {
+        let store = ClickStore::detached(1_000_000);
+        let mut settings = store.settings();
+        settings.queue_bytes = 0;
+        store.set(settings);
+        for _ in 0..3 {
+            store.record(Click::new(Outcome::Limited, false, None, "Lm25", "", None).unwrap());
+        }
+        let mut flusher = Flusher::new();
+        flusher.tally_overflow(store.take_overflow(), &store);
+        assert_eq!(store.pending("Lm25"), 3);
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
+        let mut tally = std::mem::take(&mut flusher.open);
+        flusher.seal(&mut tally, &store.names, &store.settings());
+        let totals = sealed_counts(&flusher, "short:clicks:Lm");
+        assert_eq!(totals, BTreeMap::from([("25".to_owned(), 3)]));
+        // Settled once Redis applied the batch.
+        assert_eq!(flusher.sealed.len(), 1);
+        flusher.forget_applied(&[true], &store);
+        assert_eq!(store.pending("Lm25"), 0);
+        assert_eq!(store.counters.flushed.load(Ordering::Relaxed), 3);
     }
 
     /// Seals 3,000 clicks on as many links in `layout`, and checks what

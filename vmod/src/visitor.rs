@@ -4,15 +4,19 @@
 //! microseconds, so each distinct one is parsed once and remembered.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::net::IpAddr;
+use std::num::NonZeroUsize;
 use std::rc::Rc;
+
+use lru::LruCache;
 
 /// uap-core's rules (see `uap-core/README`).
 const UAP_RULES: &str = include_str!("../uap-core/regexes.yaml");
 
-/// Distinct user agents remembered before the memory starts over.
-const REMEMBERED: usize = 10_000;
+/// Distinct user agents remembered, the least recently seen forgotten
+/// first: a flood of made-up agents costs their parsing, never the memory
+/// of real browsers' agents (each at most `AGENT_MAX` bytes: some 3 MB).
+const REMEMBERED: NonZeroUsize = NonZeroUsize::new(10_000).unwrap();
 
 /// A user agent, classified.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +33,7 @@ pub struct Agent {
 /// Classifies user agents with uap-core's rules, remembering the answers.
 pub struct Agents {
     extractor: Option<ua_parser::Extractor<'static>>,
-    known: HashMap<Box<str>, Rc<Agent>>,
+    known: LruCache<Box<str>, Rc<Agent>>,
 }
 
 impl Agents {
@@ -41,7 +45,7 @@ impl Agents {
             .and_then(|rules| ua_parser::Extractor::try_from(rules).ok());
         Self {
             extractor,
-            known: HashMap::new(),
+            known: LruCache::new(REMEMBERED),
         }
     }
 
@@ -50,11 +54,8 @@ impl Agents {
         if let Some(agent) = self.known.get(user_agent) {
             return Rc::clone(agent);
         }
-        if self.known.len() >= REMEMBERED {
-            self.known.clear();
-        }
         let agent = Rc::new(self.parse(user_agent));
-        self.known.insert(user_agent.into(), Rc::clone(&agent));
+        self.known.put(user_agent.into(), Rc::clone(&agent));
         agent
     }
 
@@ -195,6 +196,26 @@ mod tests {
             assert!(agent.bot, "{bot:?} is a bot");
             assert_eq!(agent.device, "bot");
         }
+    }
+
+    /// A flood of one-off agents pushes out the least recently seen ones,
+    /// never one seen meanwhile: a hot agent stays parsed, the memory full.
+    #[test]
+    fn a_flood_of_agents_forgets_the_least_recent() {
+        let mut agents = Agents::new();
+        let hot = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
+        let first = agents.classify(hot);
+        let junk = |n: usize| format!("junk/{n}");
+        for n in 1..REMEMBERED.get() {
+            agents.classify(&junk(n));
+        }
+        assert_eq!(agents.known.len(), REMEMBERED.get());
+        assert!(Rc::ptr_eq(&agents.classify(hot), &first), "seen again");
+        agents.classify(&junk(0));
+        assert_eq!(agents.known.len(), REMEMBERED.get());
+        assert!(agents.known.contains(hot), "the hot agent is kept");
+        assert!(!agents.known.contains(junk(1).as_str()), "the oldest goes");
+        assert!(Rc::ptr_eq(&agents.classify(hot), &first));
     }
 
     #[test]
