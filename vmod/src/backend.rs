@@ -288,7 +288,7 @@ impl Resolver {
                 // again for one that ends at a set moment or click.
                 if let Some(expires) = expires {
                     beresp.set_header("Cache-Control", ASK_AGAIN)?;
-                    beresp.set_header("Expires", &httpdate::fmt_http_date(expires.time()))?;
+                    beresp.set_header("Expires", &expires.http_date())?;
                 } else if *limited {
                     beresp.set_header("Cache-Control", ASK_AGAIN)?;
                 } else {

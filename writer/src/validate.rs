@@ -89,15 +89,20 @@ pub fn parse_expiry(input: &str, now: SystemTime) -> Result<Expiry, Invalid> {
             ),
         )
     })?;
-    let unix = u64::try_from(at.unix_timestamp()).unwrap_or(0);
-    let expiry = Expiry::from_unix(unix);
-    if expiry.has_passed(now) {
-        return Err(Invalid::new(
+    let not_in_the_future = || {
+        Invalid::new(
             Field::ExpiresAt,
             format!(
                 "expires_at {input:?} is not in the future; give a later time, or null for none"
             ),
-        ));
+        )
+    };
+    // Before 1970 is in the past; past 9999 cannot be written in RFC 3339.
+    let unix = u64::try_from(at.unix_timestamp()).map_err(|_| not_in_the_future())?;
+    let expiry =
+        Expiry::try_from(unix).map_err(|e| Invalid::new(Field::ExpiresAt, e.to_string()))?;
+    if expiry.has_passed(now) {
+        return Err(not_in_the_future());
     }
     Ok(expiry)
 }
@@ -180,10 +185,22 @@ pub fn normalize_url(input: &str, settings: &Settings) -> Result<ValidUrl, Inval
         }
         (host, own) => Some(host) == own.as_ref(),
     };
+    // Any other name Varnish serves the links under leads to the same
+    // links: a short link there is a loop too, every hop a click.
+    let served_name = || {
+        let name = host.to_string();
+        let name = name.trim_end_matches('.');
+        settings
+            .config
+            .varnish
+            .hosts
+            .iter()
+            .any(|served| served.trim_end_matches('.').eq_ignore_ascii_case(name))
+    };
+    let short_link = url.path().starts_with(&settings.link_path);
     // The same port, or a short link under any scheme or port: a loop.
-    if same_host
-        && (url.port_or_known_default() == base.port_or_known_default()
-            || url.path().starts_with(&settings.link_path))
+    if (same_host && (url.port_or_known_default() == base.port_or_known_default() || short_link))
+        || (short_link && served_name())
     {
         return Err(Invalid::url(
             "the URL points at this shortener itself; shorten the final destination instead",
@@ -487,6 +504,34 @@ mod tests {
             );
         }
         assert!(normalize_url("http://s.example/about", &s).is_ok());
+    }
+
+    #[test]
+    fn every_name_the_links_are_served_under_is_a_loop() {
+        let mut config = Config {
+            public_base_url: "https://s.example/l/".into(),
+            ..Config::default()
+        };
+        config.varnish.hosts = vec![
+            "s.example".into(),
+            "go.example".into(),
+            "Short.Example".into(),
+        ];
+        let s = Settings::new(config).unwrap();
+        for own in [
+            "https://go.example/l/abcd",
+            "http://GO.example.:8080/l/abcd",
+            "https://short.example/l/abcd",
+        ] {
+            let error = normalize_url(own, &s).unwrap_err();
+            assert!(
+                error.message.contains("this shortener itself"),
+                "{own}: {error}"
+            );
+        }
+        // Pages of those sites that are no short links stay fine to link to.
+        assert!(normalize_url("https://go.example/about", &s).is_ok());
+        assert!(normalize_url("https://other.example/l/abcd", &s).is_ok());
     }
 
     #[test]
