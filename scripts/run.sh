@@ -45,6 +45,13 @@ say() { printf '==> %s\n' "$*" >&2; }
 
 config=${SHORTLINK_CONFIG:-$var_dir/run/shortlink.toml}
 if [ -z "${SHORTLINK_CONFIG:-}" ]; then
+    # Purges and warm-ups need this besides a loopback address, so nothing
+    # else on this machine that relays clients (a TLS terminator) can send
+    # them. Made once, kept with the rest of var/.
+    secret_file=$var_dir/run/purge.secret
+    if [ ! -s "$secret_file" ]; then
+        (umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$secret_file")
+    fi
     cat >"$config" <<TOML
 # Made by scripts/run.sh from its environment; see writer/shortlink.example.toml.
 listen = "127.0.0.1:$writer_port"
@@ -58,6 +65,7 @@ redis_url = "$clicks_redis_url"
 
 [varnish]
 purge_url = "http://$varnish_listen"
+purge_secret = "$(cat "$secret_file")"
 vmod = "$root/target/release/libvmod_shortlink.so"
 TOML
 fi

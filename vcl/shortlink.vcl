@@ -72,13 +72,16 @@ sub shortlink_recv {
             return (synth(404, "Not Found"));
         }
     }
+    # PURGE and warming come from the writer alone: from a purger's
+    # address, and with the purge secret when one is configured (behind a
+    # TLS terminator on this host every client has a purger's address).
     # The writer warms a new cache with the hottest links; those requests
     # are not clicks. Nobody else may claim to be warming.
-    if (req.http.Shortlink-Warm && client.ip !~ shortlink_purgers) {
+    if (req.http.Shortlink-Warm && !(client.ip ~ shortlink_purgers)) {
         unset req.http.Shortlink-Warm;
     }
     if (req.method == "PURGE") {
-        if (client.ip !~ shortlink_purgers) {
+        if (!(client.ip ~ shortlink_purgers)) {
             return (synth(403, "Forbidden"));
         }
         # A lookup of this key already under way must not cache what it
@@ -86,6 +89,7 @@ sub shortlink_recv {
         shortlink_links.changed(req.url);
         return (purge);
     }
+    unset req.http.Shortlink-Secret;
     if (req.method != "GET" && req.method != "HEAD") {
         return (synth(405, "Method Not Allowed"));
     }

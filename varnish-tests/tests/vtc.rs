@@ -15,6 +15,8 @@
 //! - `${vcl_root}`: the same with links at the root of `s.example`;
 //! - `${vcl_patient}`: the same with a 2s command timeout, for tests that
 //!   hold Redis for a while and must not see a lookup time out;
+//! - `${vcl_purge_secret}`: the same with `varnish.purge_secret` set to
+//!   `${purge_secret}`;
 //! - `${vcl_clicks_apart}`: the same with clicks stored apart from the
 //!   links (`[clicks] redis_url`), in database 1 of the suite's Redis;
 //! - `${vcl_include}`: the form a site's VCL includes (`--include`), default
@@ -41,6 +43,9 @@ use test_support::{generate_vcl, release_dir, repo_root, Persistence, Redis};
 /// Password of the ACL user `shortlink` every suite's Redis has, beside the
 /// password-less default user.
 const TEST_PASSWORD: &str = "s3cret-for-tests";
+
+/// The `varnish.purge_secret` of `${vcl_purge_secret}`.
+const TEST_PURGE_SECRET: &str = "purge-secret-for-tests-0123456789";
 
 /// The database `${vcl_clicks_apart}` stores clicks in: apart from the
 /// links, as a Redis of their own would be, on the suite's one server.
@@ -187,9 +192,14 @@ impl Setup {
             "public_base_url = \"http://s.example/\"\n",
             "[varnish]\nhosts = [\"s.example\"]\n",
         );
+        let purge_secret = (
+            "",
+            &*format!("[varnish]\npurge_secret = \"{TEST_PURGE_SECRET}\"\n"),
+        );
         let mut macros = Vec::new();
         for (name, config, args) in [
             ("vcl", defaults, &[][..]),
+            ("vcl_purge_secret", purge_secret, &[]),
             ("vcl_short_ttl", short_ttl, &[]),
             ("vcl_root", root, &[]),
             ("vcl_patient", patient, &[]),
@@ -209,6 +219,7 @@ impl Setup {
                 redis.dir.join("redis.sock").display().to_string(),
             ),
             ("redis_password".into(), TEST_PASSWORD.into()),
+            ("purge_secret".into(), TEST_PURGE_SECRET.into()),
             ("redis_cli".into(), redis.cli_command()),
             (
                 "redis_cli_clicks".into(),

@@ -41,7 +41,8 @@ pub enum PurgeError {
     },
     #[error(
         "Varnish at {address} refused the PURGE with status {status}; \
-         is this host in varnish.purge_acl?"
+         is this host in varnish.purge_acl, and varnish.purge_secret the same as in \
+         the VCL Varnish loaded?"
     )]
     Refused { address: String, status: u16 },
     #[error("the purge lane stopped before Varnish answered; the writer is shutting down")]
@@ -58,9 +59,10 @@ pub enum PurgeError {
 pub struct Purger {
     /// `host:port` to connect to.
     address: String,
-    /// The `Host` the links are served under (`public_base_url`'s), so the
-    /// requests reach the links' VCL even when it answers only some hosts.
-    host: String,
+    /// The header lines every request carries: the `Host` the links are
+    /// served under (`public_base_url`'s), so the requests reach the links'
+    /// VCL even when it answers only some hosts, and the purge secret.
+    headers: String,
     link_path: String,
     timeout: Duration,
     lanes: Mutex<HashMap<ThreadId, mpsc::UnboundedSender<Job>>>,
@@ -88,12 +90,12 @@ impl Request {
     }
 
     /// The request for `path`, appended to `out`.
-    fn write(self, path: &str, host: &str, out: &mut Vec<u8>) {
+    fn write(self, path: &str, headers: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(self.method().as_bytes());
         out.push(b' ');
         out.extend_from_slice(path.as_bytes());
-        out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
-        out.extend_from_slice(host.as_bytes());
+        out.extend_from_slice(b" HTTP/1.1\r\n");
+        out.extend_from_slice(headers.as_bytes());
         if self == Self::Warm {
             // The VCL honours this from the purgers' addresses only.
             out.extend_from_slice(b"\r\nShortlink-Warm: 1");
@@ -114,8 +116,15 @@ impl Purger {
     /// A purger of the Varnish at `url` (`http://host[:port]`, as the
     /// configuration checks it; `None` for a URL without a host);
     /// `public_base` is `public_base_url`. `timeout` bounds each batch, from
-    /// its send to its last answer.
-    pub fn new(url: &str, public_base: &Url, link_path: &str, timeout: Duration) -> Option<Self> {
+    /// its send to its last answer. `secret` is `varnish.purge_secret`,
+    /// sent with every request when not empty.
+    pub fn new(
+        url: &str,
+        public_base: &Url,
+        link_path: &str,
+        secret: &str,
+        timeout: Duration,
+    ) -> Option<Self> {
         let host =
             public_base
                 .host_str()
@@ -123,9 +132,14 @@ impl Purger {
                     Some(port) => format!("{host}:{port}"),
                     None => host.to_owned(),
                 });
+        let mut headers = format!("Host: {host}");
+        if !secret.is_empty() {
+            headers.push_str("\r\nShortlink-Secret: ");
+            headers.push_str(secret);
+        }
         Some(Self {
             address: authority(url)?,
-            host,
+            headers,
             link_path: link_path.to_owned(),
             timeout,
             lanes: Mutex::new(HashMap::new()),
@@ -139,7 +153,7 @@ impl Purger {
     pub fn sibling(&self) -> Self {
         Self {
             address: self.address.clone(),
-            host: self.host.clone(),
+            headers: self.headers.clone(),
             link_path: self.link_path.clone(),
             timeout: self.timeout,
             lanes: Mutex::new(HashMap::new()),
@@ -190,7 +204,7 @@ impl Purger {
             tokio::spawn(run_lane(
                 queue,
                 self.address.clone(),
-                self.host.clone(),
+                self.headers.clone(),
                 self.timeout,
             ));
             // The lane holds `queue` until `lane` is dropped: this cannot fail,
@@ -217,13 +231,19 @@ pub struct Unconfirmed {
 
 impl Nodes {
     /// `urls` are checked by the configuration (`http://host[:port]`), so
-    /// each names a node.
-    pub fn new(urls: &[&str], public_base: &Url, link_path: &str, timeout: Duration) -> Self {
+    /// each names a node; `secret` is `varnish.purge_secret`.
+    pub fn new(
+        urls: &[&str],
+        public_base: &Url,
+        link_path: &str,
+        secret: &str,
+        timeout: Duration,
+    ) -> Self {
         Self {
             nodes: urls
                 .iter()
                 .filter_map(|&url| {
-                    let purger = Purger::new(url, public_base, link_path, timeout)?;
+                    let purger = Purger::new(url, public_base, link_path, secret, timeout)?;
                     Some((url.to_owned(), purger))
                 })
                 .collect(),
@@ -286,12 +306,12 @@ fn authority(url: &str) -> Option<String> {
 async fn run_lane(
     mut queue: mpsc::UnboundedReceiver<Job>,
     address: String,
-    host: String,
+    headers: String,
     timeout: Duration,
 ) {
     let mut lane = Lane {
         address,
-        host,
+        headers,
         timeout,
         connection: None,
     };
@@ -303,7 +323,7 @@ async fn run_lane(
 
 struct Lane {
     address: String,
-    host: String,
+    headers: String,
     timeout: Duration,
     /// Kept between batches; Varnish may close it while idle.
     connection: Option<TcpStream>,
@@ -351,7 +371,7 @@ impl Lane {
             };
             requests.clear();
             for job in batch.iter() {
-                job.request.write(&job.path, &self.host, &mut requests);
+                job.request.write(&job.path, &self.headers, &mut requests);
             }
             received.clear();
             let (answered, result) =

@@ -63,6 +63,14 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
     for entry in &config.varnish.purge_acl {
         let _ = writeln!(acl, "    \"{entry}\";");
     }
+    // The secret is checked to be letters, digits, - and _: safe in a VCL
+    // string.
+    let secret = config.varnish.purge_secret.as_str();
+    let from_writer = if secret.is_empty() {
+        "client.ip ~ shortlink_purgers".to_owned()
+    } else {
+        format!("client.ip ~ shortlink_purgers && req.http.Shortlink-Secret == \"{secret}\"")
+    };
     let link_path = settings.link_path.replace('.', "\\.");
     let key_pattern = settings.scheme.key_pattern();
     let hosts = &config.varnish.hosts;
@@ -101,6 +109,7 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("HOST_MATCH", host_match),
         ("HEALTH_MATCH", health_match.to_owned()),
         ("ACL", acl),
+        ("FROM_WRITER", from_writer),
         ("REDIS_URL", redis.url.clone()),
         ("PREFIX", settings.scheme.prefix().to_owned()),
         ("SPLIT", settings.scheme.split().to_string()),
