@@ -355,9 +355,10 @@ bounded_count! {
     /// The flusher takes them every flush interval, so this bounds what a
     /// slow flush, or a flood of clicks with long headers, holds at once.
     ClickQueueMb, SettingError::ClickQueueMb, 1..=65_536,
-    /// 256 MiB: some 1.3 million clicks of browsers, five times the clicks
+    /// 256 MiB: some 1.2 million clicks of browsers, four times the clicks
     /// whose bound (2^18) dropped 6 to 17 % of `make bench`'s clicks on a
-    /// saturated machine; some 330,000 clicks of the longest headers kept.
+    /// saturated machine; 312,000 clicks of the longest headers kept (860
+    /// bytes each).
     default 256
 }
 

@@ -162,7 +162,7 @@ mod shortlink {
             click_backlog: i64,
             /// Most MiB of clicks waiting for the flusher between flushes,
             /// each taken at its size and its text's (key, user agent cut
-            /// to 256 bytes, referrer host: under 900 bytes); past it
+            /// to 256 bytes, referrer host: at most 860 bytes); past it
             /// clicks are dropped and counted in `clicks_dropped`, but a
             /// click on a link with a click limit still counts against it.
             /// 1 to 65536.
