@@ -1619,6 +1619,92 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    /// The clicks' Redis as `redis/clicks.conf` ships it, full: a flush
+    /// still stores every click in the totals (which click limits read),
+    /// because the policy makes room by evicting history, keys with a TTL,
+    /// never a total. (`noeviction` refused every flush once full.)
+    #[test]
+    fn a_full_clicks_redis_evicts_history_not_totals() {
+        let shipped = include_str!("../../redis/clicks.conf");
+        let policy = shipped
+            .lines()
+            .find(|line| line.starts_with("maxmemory-policy "))
+            .expect("redis/clicks.conf sets a maxmemory-policy");
+        let dir = test_support::work_dir("flush-full").unwrap();
+        let redis =
+            test_support::Redis::start(&dir, test_support::Persistence::Scratch, policy).unwrap();
+        // Old days' buckets, 4 MB of them, last written a day ago (as
+        // `RESTORE ... IDLETIME` makes them), then no room for anything more.
+        let _: () = redis
+            .query(&[
+                "EVAL",
+                "redis.call('HSET', 'template', 'k', string.rep('x', 1000)) \
+                 local dump = redis.call('DUMP', 'template') \
+                 redis.call('DEL', 'template') \
+                 for i = 1, 4000 do \
+                 redis.call('RESTORE', 'short:day:20250101:' .. i, 86400000, dump, \
+                 'IDLETIME', 86400) end",
+                "0",
+            ])
+            .unwrap();
+        let info = |section: &str, field: &str| -> u64 {
+            let text: String = redis.query(&["INFO", section]).unwrap();
+            text.lines()
+                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap()
+        };
+        let used = info("memory", "used_memory").to_string();
+        let _: () = redis.query(&["CONFIG", "SET", "maxmemory", &used]).unwrap();
+        let mut settings = ClickStore::detached(1_000_000).settings();
+        settings.command_timeout = Duration::from_secs(2);
+        let reach = Reach::Master(
+            redis_target::Locator::open(&redis.url, settings.redis_timeouts()).unwrap(),
+        );
+        let names = CountNames::new(&KeyScheme::default(), Layout::Plain).unwrap();
+        let store = ClickStore::new(&redis.url, reach, names, settings.clone());
+        let letters: Vec<char> = ('a'..='z').chain('A'..='Z').collect();
+        for n in 0..2000 {
+            let key = format!("{}{}Key", letters[n % 52], letters[n / 52 % 52]);
+            let client = IpAddr::from([192, 0, 2, u8::try_from(n % 250).unwrap()]);
+            let referrer = format!("r{n}.example");
+            store.record(
+                Click::new(
+                    Outcome::Redirect,
+                    false,
+                    Some(client),
+                    &key,
+                    FIREFOX,
+                    Some(&referrer),
+                )
+                .unwrap(),
+            );
+        }
+        let mut flusher = Flusher::new();
+        flusher.tick(&store, &settings);
+        let stored: u64 = redis
+            .query(&[
+                "EVAL",
+                "local n = 0 for _, hash in ipairs(redis.call('KEYS', 'short:clicks:*')) do \
+                 for _, v in ipairs(redis.call('HVALS', hash)) do n = n + tonumber(v) end end \
+                 return n",
+                "0",
+            ])
+            .unwrap();
+        assert_eq!(
+            store.counters.flush_failures.load(Ordering::Relaxed),
+            0,
+            "a full Redis refused the flush"
+        );
+        assert_eq!(stored, 2000, "every click in the totals");
+        assert!(
+            info("stats", "evicted_keys") > 0,
+            "room was made by evicting old buckets"
+        );
+        drop(redis);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     /// The whole flush against a real Redis: many flushes of clicks on many
     /// links, one of them cut short by Redis hanging past the flush's
     /// timeout (so Redis runs batches whose answers are lost), add up to
