@@ -32,6 +32,12 @@ pub struct Config {
     pub allow_private_targets: bool,
     /// Shortest key generated from a URL's digest.
     pub min_generated_key_length: usize,
+    /// Host names (or addresses) the writer's pages and API answer to,
+    /// besides `public_base_url`'s host, the address it listens on, and
+    /// loopback names when it listens on loopback or every address. A
+    /// request naming another host in `Host` is refused, so that a page
+    /// whose name was rebound to this writer's address cannot use it.
+    pub allowed_hosts: Vec<String>,
     /// How many links the store is expected to hold, to check that the
     /// split keeps every hash in Redis's compact encoding.
     pub expected_links: u64,
@@ -280,7 +286,9 @@ pub struct RateLimitConfig {
     pub burst: u32,
     /// Behind a reverse proxy on this machine, every client arrives from
     /// loopback: take the address the proxy appended to `X-Forwarded-For`
-    /// instead, for requests from loopback only.
+    /// instead, and `X-Forwarded-Proto` for whether the browser came over
+    /// HTTPS, for requests from loopback only. The one setting that makes
+    /// the writer believe forwarded headers.
     pub trust_forwarded_for: bool,
     /// Keep the buckets in the links' Redis, shared by every writer of it,
     /// so that N writers do not give a client N times the limit.
@@ -304,6 +312,17 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_base_url: "http://127.0.0.1:6081/l/".into(),
             max_url_length: 2048,
+impl RateLimitConfig {
+    /// Whether a request from `peer` may say through forwarded headers
+    /// (`X-Forwarded-For`, `X-Forwarded-Proto`) who the client is and how it
+    /// connected: only with `trust_forwarded_for`, and only from loopback,
+    /// where the proxy is.
+    #[must_use]
+    pub fn trusts_forwarded_from(&self, peer: IpAddr) -> bool {
+        self.trust_forwarded_for && peer.is_loopback()
+    }
+}
+
             max_body_bytes: 16 * 1024,
             allow_private_targets: false,
             min_generated_key_length: shortlink_core::MIN_GENERATED_LEN,
@@ -313,6 +332,7 @@ impl Default for Config {
             varnish: VarnishConfig::default(),
             clicks: ClicksConfig::default(),
             access: AccessConfig::default(),
+            allowed_hosts: Vec::new(),
             rate_limit: RateLimitConfig::default(),
         }
     }
@@ -416,6 +436,8 @@ impl Settings {
     /// environment variable `SHORTLINK_TOKENS` are added to the file's.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
         let mut config: Config = match path {
+    /// The hosts a request's `Host` may name ([`Self::host_refusal`]).
+    pub writer_hosts: Vec<url::Host>,
             None => Config::default(),
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -511,15 +533,33 @@ impl Settings {
             public_base,
             link_path,
         })
+        let writer_hosts = writer_hosts(&config, &public_base)?;
     }
 
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_millis(self.config.redis.connect_timeout_ms)
     }
 
+            writer_hosts,
     pub fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.config.redis.write_timeout_ms)
     }
+    /// Why the writer does not answer a request whose `Host` (or absolute
+    /// URL) names `authority`: a host it was not told is its own, as when a
+    /// page's name was rebound to this writer's address. `None`: it does.
+    #[must_use]
+    pub fn host_refusal(&self, authority: &str) -> Option<String> {
+        let host = parse_authority(authority);
+        if host.is_some_and(|host| self.writer_hosts.contains(&host)) {
+            return None;
+        }
+        Some(format!(
+            "this writer does not answer for the host {authority:?}: to reach it under \
+             that name, add the name to allowed_hosts in its configuration (public_base_url's \
+             host, the listen address and, on loopback, localhost are allowed already)"
+        ))
+    }
+
 
     /// The writer's bounds on a Redis exchange: a command may take the
     /// write timeout, as Redis syncs each write to disk first.
@@ -745,6 +785,61 @@ fn is_host_name(host: &str) -> bool {
         && host.split('.').all(|label| {
             !label.is_empty()
                 && label.len() <= 63
+/// The names and addresses of [`Settings::writer_hosts`].
+fn writer_hosts(config: &Config, public_base: &Url) -> Result<Vec<url::Host>, ConfigError> {
+    let mut hosts: Vec<url::Host> = public_base
+        .host()
+        .map(|h| h.to_owned())
+        .into_iter()
+        .collect();
+    let listen = config.listen.ip();
+    if !listen.is_unspecified() {
+        hosts.push(ip_host(listen));
+    }
+    if listen.is_loopback() || listen.is_unspecified() {
+        hosts.push(url::Host::Domain("localhost".into()));
+        hosts.push(ip_host(IpAddr::from([127, 0, 0, 1])));
+        hosts.push(ip_host(IpAddr::from(std::net::Ipv6Addr::LOCALHOST)));
+    }
+    for name in &config.allowed_hosts {
+        // No port: a `:` only inside an IPv6 address's brackets.
+        let portless = !name.contains(':') || (name.starts_with('[') && name.ends_with(']'));
+        let host = parse_authority(name).filter(|_| portless).ok_or_else(|| {
+            ConfigError(format!(
+                "allowed_hosts entry {name:?} must be a host name or address without a \
+                     port, such as s.example, 192.0.2.1 or [2001:db8::1]"
+            ))
+        })?;
+        hosts.push(host);
+    }
+    Ok(hosts)
+}
+
+fn ip_host(ip: IpAddr) -> url::Host {
+    match ip {
+        IpAddr::V4(v4) => url::Host::Ipv4(v4),
+        IpAddr::V6(v6) => url::Host::Ipv6(v6),
+    }
+}
+
+/// The host of `authority` (`name`, `name:port`, `[v6]:port`...) as a URL
+/// holds it: a name in lower case without a final dot, or an address.
+fn parse_authority(authority: &str) -> Option<url::Host> {
+    let url = Url::parse(&format!("http://{authority}/")).ok()?;
+    let plain = url.path() == "/"
+        && url.username().is_empty()
+        && url.password().is_none()
+        && url.query().is_none()
+        && url.fragment().is_none();
+    match url.host()?.to_owned() {
+        _ if !plain => None,
+        url::Host::Domain(name) => Some(url::Host::Domain(
+            name.strip_suffix('.').unwrap_or(&name).to_owned(),
+        )),
+        address => Some(address),
+    }
+}
+
                 && !label.starts_with('-')
                 && !label.ends_with('-')
                 && label
@@ -880,6 +975,60 @@ mod tests {
     }
 
     #[test]
+    #[test]
+    fn the_writer_answers_for_its_own_hosts_only() {
+        let loopback = parse("public_base_url = \"https://S.example/l/\"\nallowed_hosts = [\"admin.example\", \"[2001:db8::1]\", \"192.0.2.7\"]").unwrap();
+        for own in [
+            "s.example",
+            "S.EXAMPLE:443",
+            "s.example.",
+            "admin.example:8080",
+            "[2001:db8::1]:80",
+            "192.0.2.7",
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "[::1]:8080",
+        ] {
+            assert_eq!(loopback.host_refusal(own), None, "{own}");
+        }
+        for foreign in [
+            "evil.example",
+            "evil.example:8080",
+            "s.example.evil.example",
+            "user@s.example",
+            "s.example/x",
+            "",
+            "10.0.0.1:8080",
+        ] {
+            let refusal = loopback.host_refusal(foreign).expect(foreign);
+            assert!(refusal.contains("allowed_hosts"), "{refusal}");
+        }
+        // Beyond loopback: the listen address, not loopback names.
+        let open = parse(
+            "listen = \"192.0.2.9:8080\"\n[access]\ntokens = [\"0123456789abcdef0123456789abcdef\"]",
+        )
+        .unwrap();
+        assert_eq!(open.host_refusal("192.0.2.9:8080"), None);
+        assert!(open.host_refusal("localhost:8080").is_some());
+        let every = parse("listen = \"0.0.0.0:8080\"").unwrap();
+        assert_eq!(every.host_refusal("localhost:8080"), None);
+        assert!(every.host_refusal("0.0.0.0:8080").is_some());
+        for bad in ["s.example:80", "::1", "a b", "https://s.example", ""] {
+            let error = parse(&format!("allowed_hosts = [{bad:?}]")).unwrap_err();
+            assert!(error.0.contains("allowed_hosts"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn forwarded_headers_are_believed_from_a_trusted_local_proxy_only() {
+        let mut config = RateLimitConfig::default();
+        let local = IpAddr::from([127, 0, 0, 1]);
+        assert!(!config.trusts_forwarded_from(local));
+        config.trust_forwarded_for = true;
+        assert!(config.trusts_forwarded_from(local));
+        assert!(!config.trusts_forwarded_from(IpAddr::from([192, 0, 2, 1])));
+    }
+
     fn purge_urls_list_every_node_and_replace_purge_url() {
         let one = parse("[varnish]\npurge_url = \"http://10.0.0.1:6081\"").unwrap();
         assert_eq!(one.config.varnish.purge_nodes(), ["http://10.0.0.1:6081"]);

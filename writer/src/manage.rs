@@ -41,6 +41,9 @@ dialog h2 { margin-top: 0; font-size: 1.25rem; word-break: break-all; }
 .inline button { white-space: nowrap; }
 ";
 
+/// The page's one script, whose digest its `Content-Security-Policy` allows.
+pub const SCRIPT: &str = include_str!("manage.js");
+
 /// The page, the same for everyone: built once.
 pub fn render() -> &'static str {
     static PAGE: LazyLock<String> = LazyLock::new(build);
@@ -139,8 +142,7 @@ fn build() -> String {
     );
     let _ = write!(
         page,
-        "</main>\n<script>{}</script>\n</body>\n</html>\n",
-        include_str!("manage.js")
+        "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
     );
     page
 }
@@ -182,7 +184,7 @@ mod tests {
     #[test]
     fn the_script_finds_every_element_it_names() {
         let page = render();
-        let script = include_str!("manage.js");
+        let script = SCRIPT;
         let mut rest = script;
         let mut checked = 0;
         while let Some(at) = rest.find("$('") {

@@ -198,7 +198,8 @@ h3 { font-size: 1rem; margin: .75rem 0 .25rem; }
 
 /// Draws the document with DOM calls only (no `innerHTML`): its texts
 /// come from this writer, but are shown as text, never as markup.
-const DOCS_SCRIPT: &str = r"
+/// The page's one script, whose digest its `Content-Security-Policy` allows.
+pub const DOCS_SCRIPT: &str = r"
 function el(tag, text, cls) {
   var e = document.createElement(tag);
   if (text !== undefined && text !== null) e.textContent = text;

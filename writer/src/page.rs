@@ -84,7 +84,8 @@ th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid var(-
 td.refused { color: var(--error); }
 ";
 
-const SCRIPT: &str = r"
+/// The page's one script, whose digest its `Content-Security-Policy` allows.
+pub const SCRIPT: &str = r"
 document.documentElement.classList.add('js');
 document.addEventListener('click', function (event) {
   var button = event.target.closest('[data-copy]');

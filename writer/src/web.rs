@@ -52,9 +52,11 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
                 .error_handler(move |error, _req| form_error(&error, max_body_bytes).into()),
         )
         .service(
-            // One scope for every route: its middleware counts each write.
+            // One scope for every route: its middleware counts each write,
+            // and, outermost, refuses other hosts and hardens every answer.
             web::scope("")
                 .wrap(middleware::from_fn(count_writes))
+                .wrap(middleware::from_fn(harden))
                 .route("/", web::get().to(form_page))
                 .route("/", web::post().to(form_submit))
                 .route("/bulk", web::post().to(form_upload))
@@ -1032,7 +1034,8 @@ async fn link_stats_report(
     let (stats, record) = shortener.stats(&who, &key, params.days).await?;
     let target = record.as_ref().map(|record| record.url.as_str());
     let body = crate::stats_page::report(&stats, &shortener.short_url(&key), target);
-    Ok(html_page(StatusCode::OK).body(body))
+    // A fragment the statistics page shows: it runs no script of its own.
+    Ok(html_page(StatusCode::OK, None).body(body))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -1131,7 +1134,7 @@ async fn link_qr_png(
     responses((status = 200, description = "The statistics page; it asks the API for the counts", content_type = "text/html"))
 )]
 async fn stats_page() -> HttpResponse {
-    html_page(StatusCode::OK).body(crate::stats_page::render())
+    html_page(StatusCode::OK, Some(crate::stats_page::SCRIPT)).body(crate::stats_page::render())
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -1237,7 +1240,7 @@ async fn openapi_json() -> HttpResponse {
     responses((status = 200, description = "The API's documentation page", content_type = "text/html"))
 )]
 async fn api_docs_page() -> HttpResponse {
-    html_page(StatusCode::OK).body(crate::openapi::page())
+    html_page(StatusCode::OK, Some(crate::openapi::DOCS_SCRIPT)).body(crate::openapi::page())
 }
 
 /// The management page; it holds no data and asks the API for everything.
@@ -1248,17 +1251,22 @@ async fn api_docs_page() -> HttpResponse {
     responses((status = 200, description = "The management page", content_type = "text/html"))
 )]
 async fn manage_page() -> HttpResponse {
-    html_page(StatusCode::OK).body(crate::manage::render())
+    html_page(StatusCode::OK, Some(crate::manage::SCRIPT)).body(crate::manage::render())
 }
 
-/// The start of an HTML page's answer: never cached, and never shown in
-/// another site's frame, where a hidden button could be clicked through it.
-fn html_page(status: StatusCode) -> actix_web::HttpResponseBuilder {
+/// The start of an HTML page's answer: never cached, never shown in
+/// another site's frame, where a hidden button could be clicked through it,
+/// and running no script but `script`, the page's own inline one (see
+/// [`page_policy`]); none at all without one.
+fn html_page(status: StatusCode, script: Option<&str>) -> actix_web::HttpResponseBuilder {
     let mut response = HttpResponse::build(status);
     response
         .content_type("text/html; charset=utf-8")
         .insert_header((header::CACHE_CONTROL, "no-store"))
-        .insert_header((header::CONTENT_SECURITY_POLICY, "frame-ancestors 'none'"))
+        .insert_header((
+            header::CONTENT_SECURITY_POLICY,
+            script.map_or_else(|| NON_PAGE_POLICY.to_owned(), page_policy),
+        ))
         .insert_header((header::X_FRAME_OPTIONS, "DENY"));
     response
 }
@@ -1339,6 +1347,95 @@ async fn form_submit(
         Ok(()) => guard.admit(&request, Some(&form.token)).await,
         Err(refusal) => Err(refusal),
     };
+/// A page's `Content-Security-Policy`: the one inline script it was built
+/// with runs, allowed by its SHA-256, and no other: not one injected into
+/// the page (which could read the access token the management page keeps in
+/// `sessionStorage`), nor one from elsewhere, nor a plugin; no `<base>` can
+/// move its links, and no other site may frame it.
+fn page_policy(script: &str) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let digest = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(script));
+    format!("script-src 'sha256-{digest}'; {OTHER_POLICY}")
+}
+
+/// What every answer's `Content-Security-Policy` holds besides a page's
+/// `script-src`.
+const OTHER_POLICY: &str = "object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+
+/// Every answer that is not a page (JSON, images, errors, metrics) loads
+/// and runs nothing, should a browser be made to open it as a document.
+const NON_PAGE_POLICY: &str = "default-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+
+/// Around every route: a request whose `Host` (or absolute URL) names a
+/// host that is not this writer's gets 421, so that a page whose name was
+/// rebound to the writer's address (DNS rebinding) cannot use it; every
+/// answer, refusals and errors included, says `X-Content-Type-Options:
+/// nosniff` and has a `Content-Security-Policy`: a page's own, or
+/// [`NON_PAGE_POLICY`].
+async fn harden(
+    request: actix_web::dev::ServiceRequest,
+    next: middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let refusal = request
+        .app_data::<web::Data<Shortener>>()
+        .and_then(|shortener| foreign_host(request.request(), &shortener.settings));
+    // Handlers answer their errors themselves (actix turns a handler's or
+    // an extractor's error into its response), so every answer passes here.
+    let mut response = match refusal {
+        Some(message) => request
+            .into_response(ApiError::new(StatusCode::MISDIRECTED_REQUEST, message).error_response())
+            .map_into_right_body(),
+        None => next.call(request).await?.map_into_left_body(),
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            header::HeaderValue::from_static(NON_PAGE_POLICY),
+        );
+    }
+    Ok(response)
+}
+
+/// Why the writer does not answer `request`: its `Host` header, or the
+/// host of its absolute URL, is not one of the writer's
+/// ([`Settings::host_refusal`]). A request naming no host (HTTP/1.0)
+/// comes from no browser, and is answered.
+fn foreign_host(request: &HttpRequest, settings: &Settings) -> Option<String> {
+    let named = request.uri().authority().map(|a| a.as_str().to_owned());
+    let headers = request
+        .headers()
+        .get_all(header::HOST)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+    named
+        .into_iter()
+        .chain(headers)
+        .find_map(|authority| settings.host_refusal(&authority))
+}
+
+/// Whether the browser reached the writer over HTTPS: the writer itself
+/// speaks plain HTTP, so only a proxy in front of it can say, through
+/// `X-Forwarded-Proto`, and only a proxy trusted by
+/// `rate_limit.trust_forwarded_for` is believed.
+fn came_over_https(request: &HttpRequest, settings: &Settings) -> bool {
+    let trusted = request
+        .peer_addr()
+        .is_some_and(|peer| settings.config.rate_limit.trusts_forwarded_from(peer.ip()));
+    trusted
+        && request
+            .headers()
+            .get_all("x-forwarded-proto")
+            .last()
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.rsplit(',').next())
+            .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"))
+}
+
     let caller = match admitted {
         Ok(caller) => caller,
         Err(refusal) => {
@@ -1593,9 +1690,9 @@ fn form_response(
     };
     view.csrf = guard.form_token(&cookie);
     view.ask_token = guard.token_required();
-    let mut response = html_page(status);
+    let mut response = html_page(status, Some(crate::page::SCRIPT));
     if is_new {
-        let secure = request.connection_info().scheme() == "https";
+        let secure = came_over_https(request, &shortener.settings);
         response.cookie(
             Cookie::build(CSRF_COOKIE, cookie)
                 .path("/")

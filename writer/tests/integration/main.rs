@@ -131,6 +131,18 @@ const TESTS: &[(&str, common::Test)] = &[
     (
         "qr::qr_code_decodes_to_the_short_url",
         qr::qr_code_decodes_to_the_short_url,
+    (
+        "security::requests_for_other_hosts_are_refused",
+        security::requests_for_other_hosts_are_refused,
+    ),
+    (
+        "security::forwarded_proto_is_believed_from_a_trusted_proxy_only",
+        security::forwarded_proto_is_believed_from_a_trusted_proxy_only,
+    ),
+    (
+        "security::every_answer_is_nosniff_with_a_script_policy",
+        security::every_answer_is_nosniff_with_a_script_policy,
+    ),
     ),
     (
         "qr::qr_code_refuses_bad_sizes_and_missing_links",

@@ -474,11 +474,364 @@ pub fn pages_refuse_frames(suite: &Suite) -> Result<(), String> {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
+        let policy = header("content-security-policy").unwrap_or_default();
         ensure(
-            header("content-security-policy").as_deref() == Some("frame-ancestors 'none'")
+            policy
+                .split(';')
+                .any(|d| d.trim() == "frame-ancestors 'none'")
                 && header("x-frame-options").as_deref() == Some("DENY"),
             || format!("{path} may be framed: {:?}", response.headers()),
         )?;
     }
     Ok(())
+}
+
+/// An answer as [`raw_request`] reads it: status, headers (names in lower
+/// case) and body.
+struct RawAnswer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl RawAnswer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends `head` (request line and headers, without the blank line) and
+/// `body` to the writer at `writer_url` over a connection of its own, as no
+/// HTTP client lets a test choose the `Host` header.
+fn raw_request(writer_url: &str, head: &str, body: &str) -> Result<RawAnswer, String> {
+    use std::io::{Read, Write};
+    let address = writer_url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    let request = format!(
+        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).map_err(|e| e.to_string())?;
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no header end in {answer:?}"))?;
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("no status in {head:?}"))?;
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Ok(RawAnswer {
+        status,
+        headers,
+        body: body.to_owned(),
+    })
+}
+
+/// A request whose `Host` (or absolute URL) names another host than the
+/// writer's gets 421 saying which setting to change, and creates nothing:
+/// a hostile page whose name was rebound to the writer's loopback address
+/// (DNS rebinding) passes the Origin check, as its Origin matches its Host,
+/// but not this one. The writer's own names are answered.
+pub fn requests_for_other_hosts_are_refused(suite: &Suite) -> Result<(), String> {
+    let port = suite.writer_url.rsplit(':').next().unwrap_or_default();
+    let url = "https://example.org/security/rebound";
+    let body = format!("{{\"url\": \"{url}\"}}");
+    let create = |host: &str| {
+        raw_request(
+            &suite.writer_url,
+            &format!(
+                "POST /api/links HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {TEST_TOKEN}\r\n\
+                 Content-Type: application/json"
+            ),
+            &body,
+        )
+    };
+    let foreign = [
+        format!("GET / HTTP/1.1\r\nHost: rebound.example:{port}"),
+        "GET /manage HTTP/1.1\r\nHost: rebound.example".to_owned(),
+        format!("GET /api/whoami HTTP/1.1\r\nHost: 127.0.0.1.rebound.example:{port}"),
+        format!("GET http://rebound.example:{port}/ HTTP/1.1\r\nHost: 127.0.0.1:{port}"),
+    ];
+    for head in &foreign {
+        let answer = raw_request(&suite.writer_url, head, "")?;
+        ensure(
+            answer.status == 421
+                && answer.body.contains("allowed_hosts")
+                && answer.header("x-content-type-options") == Some("nosniff"),
+            || {
+                format!(
+                    "{head:?}: {} {:?} {}",
+                    answer.status, answer.headers, answer.body
+                )
+            },
+        )?;
+    }
+    // Whether the writer stored anything under the URL's key.
+    let exists = || {
+        let key = &digest_key(url)[..4];
+        let (hash, field) = key.split_at(2);
+        suite
+            .redis
+            .query::<bool>(&["HEXISTS", &format!("short:{hash}"), field])
+    };
+    let refused = create(&format!("rebound.example:{port}"))?;
+    ensure(refused.status == 421, || {
+        format!(
+            "a creation for another host: {} {}",
+            refused.status, refused.body
+        )
+    })?;
+    ensure(!exists()?, || {
+        "a creation for another host was stored".into()
+    })?;
+    for own in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        "LocalHost".to_owned(),
+    ] {
+        let answer = raw_request(
+            &suite.writer_url,
+            &format!("GET / HTTP/1.1\r\nHost: {own}"),
+            "",
+        )?;
+        ensure(answer.status == 200, || {
+            format!("the writer's own name {own}: {}", answer.status)
+        })?;
+    }
+    let created = create(&format!("127.0.0.1:{port}"))?;
+    ensure(created.status == 201 && exists()?, || {
+        format!(
+            "the same creation for the writer's own host: {} {}",
+            created.status, created.body
+        )
+    })
+}
+
+/// Whether a `Set-Cookie` value carries the `Secure` attribute.
+fn is_secure(set_cookie: &str) -> bool {
+    set_cookie
+        .split(';')
+        .skip(1)
+        .any(|attribute| attribute.trim().eq_ignore_ascii_case("secure"))
+}
+
+/// The form cookie's `Secure` flag follows `X-Forwarded-Proto: https` only
+/// from a proxy `rate_limit.trust_forwarded_for` trusts; from anyone else
+/// it is a client's say, and is ignored, as is `Forwarded`.
+pub fn forwarded_proto_is_believed_from_a_trusted_proxy_only(suite: &Suite) -> Result<(), String> {
+    let form_cookie = |writer_url: &str, headers: &str| -> Result<String, String> {
+        let answer = raw_request(
+            writer_url,
+            &format!("GET / HTTP/1.1\r\nHost: 127.0.0.1{headers}"),
+            "",
+        )?;
+        answer
+            .header("set-cookie")
+            .filter(|_| answer.status == 200)
+            .map(str::to_owned)
+            .ok_or_else(|| format!("no form cookie: {} {:?}", answer.status, answer.headers))
+    };
+    for claim in [
+        "\r\nX-Forwarded-Proto: https",
+        "\r\nForwarded: proto=https",
+        "\r\nX-Forwarded-Proto: https\r\nForwarded: proto=https;host=127.0.0.1",
+    ] {
+        let cookie = form_cookie(&suite.writer_url, claim)?;
+        ensure(!is_secure(&cookie), || {
+            format!("untrusted {claim:?} made the cookie Secure: {cookie}")
+        })?;
+    }
+
+    let port = free_port()?;
+    let config = suite.dir.join("behind-a-proxy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\n[redis]\nurl = \"{}\"\nhash_prefix = \"t-proxy:\"\n\
+             [varnish]\npurge_url = \"\"\n[rate_limit]\ntrust_forwarded_for = true\n",
+            suite.redis.url
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let dir = suite.dir.join("behind-a-proxy");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let writer = Writer::start(Path::new(WRITER), &dir, &config, port, &[])?;
+    let proxied = writer.base_url();
+    let secure = form_cookie(&proxied, "\r\nX-Forwarded-Proto: https")?;
+    ensure(is_secure(&secure), || {
+        format!("a trusted proxy's X-Forwarded-Proto: https left the cookie plain: {secure}")
+    })?;
+    for plain in [
+        "",
+        "\r\nX-Forwarded-Proto: http",
+        "\r\nForwarded: proto=https",
+    ] {
+        let cookie = form_cookie(&proxied, plain)?;
+        ensure(!is_secure(&cookie), || {
+            format!("{plain:?} from the trusted proxy made the cookie Secure: {cookie}")
+        })?;
+    }
+    drop(writer);
+    Ok(())
+}
+
+/// The policy's directives, by name.
+fn directives(policy: &str) -> Vec<(String, String)> {
+    policy
+        .split(';')
+        .filter_map(|d| {
+            let d = d.trim();
+            let (name, value) = d.split_once(' ').unwrap_or((d, ""));
+            (!name.is_empty()).then(|| (name.to_owned(), value.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// Whether the page at `path` runs its one inline script by digest and
+/// nothing else, and says nosniff.
+fn check_page_policy(suite: &Suite, path: &str) -> Result<(), String> {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let agent = Suite::agent();
+    let url = format!("{}{path}", suite.writer_url);
+    let mut response = agent
+        .get(&url)
+        .call()
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
+    let (policy, sniff) = (
+        header("content-security-policy"),
+        header("x-content-type-options"),
+    );
+    let page = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    let scripts: Vec<&str> = page
+        .split("<script>")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("</script>").map(|(script, _)| script))
+        .collect();
+    let digests: Vec<String> = scripts
+        .iter()
+        .map(|script| {
+            format!(
+                "'sha256-{}'",
+                base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(script))
+            )
+        })
+        .collect();
+    let expected = [
+        ("script-src", digests.join(" ")),
+        ("object-src", "'none'".to_owned()),
+        ("base-uri", "'none'".to_owned()),
+        ("frame-ancestors", "'none'".to_owned()),
+    ]
+    .map(|(n, v)| (n.to_owned(), v));
+    ensure(
+        scripts.len() == 1 && directives(&policy) == expected && sniff == "nosniff",
+        || {
+            format!(
+                "{path}: policy {policy:?}, nosniff {sniff:?}, {} scripts",
+                scripts.len()
+            )
+        },
+    )
+}
+
+/// Every page runs its own inline script, allowed by digest, and nothing
+/// else (no `'unsafe-inline'`, no other source, no plugin, no `<base>`, no
+/// frame); every other answer (JSON, images, metrics, errors, refusals)
+/// loads nothing at all. All say `X-Content-Type-Options: nosniff`.
+pub fn every_answer_is_nosniff_with_a_script_policy(suite: &Suite) -> Result<(), String> {
+    let key = create(
+        suite,
+        Some(TEST_TOKEN),
+        &serde_json::json!({
+            "url": "https://example.org/security/policy"
+        }),
+    )?;
+    for path in ["/", "/manage", &format!("/manage/stats/{key}"), "/api/docs"] {
+        check_page_policy(suite, path)?;
+    }
+    let token = format!("Bearer {TEST_TOKEN}");
+    let others: [(&str, String, &str, &str); 11] = [
+        ("GET", "/api/openapi.json".into(), "", ""),
+        ("GET", "/api/links".into(), "", ""),
+        ("GET", "/api/whoami".into(), &token, ""),
+        ("GET", format!("/api/links/{key}"), &token, ""),
+        ("GET", format!("/api/links/{key}/qr.svg"), "", ""),
+        ("GET", format!("/api/links/{key}/stats/report"), &token, ""),
+        ("GET", "/metrics".into(), "", ""),
+        ("GET", "/nowhere".into(), "", ""),
+        ("POST", "/api/links".into(), &token, "{"),
+        (
+            "POST",
+            "/api/links".into(),
+            &token,
+            "{\"url\": \"not a url\"}",
+        ),
+        ("DELETE", "/api/links/Zz9Q".into(), "", ""),
+    ];
+    let mut statuses = Vec::new();
+    for (method, path, authorization, body) in &others {
+        let mut head = vec![
+            format!("{method} {path} HTTP/1.1"),
+            "Host: 127.0.0.1".into(),
+        ];
+        if !authorization.is_empty() {
+            head.push(format!("Authorization: {authorization}"));
+        }
+        if !body.is_empty() {
+            head.push("Content-Type: application/json".into());
+        }
+        let head = head.join("\r\n");
+        let answer = raw_request(&suite.writer_url, &head, body)?;
+        let policy = answer.header("content-security-policy").unwrap_or_default();
+        let expected = [
+            ("default-src", "'none'"),
+            ("base-uri", "'none'"),
+            ("frame-ancestors", "'none'"),
+        ]
+        .map(|(n, v)| (n.to_owned(), v.to_owned()));
+        ensure(
+            directives(policy) == expected
+                && answer.header("x-content-type-options") == Some("nosniff"),
+            || format!("{method} {path}: {} {:?}", answer.status, answer.headers),
+        )?;
+        statuses.push(answer.status);
+    }
+    // Successes and failures alike.
+    ensure(
+        statuses.contains(&200)
+            && statuses.contains(&401)
+            && statuses.contains(&404)
+            && statuses.contains(&400)
+            && statuses.contains(&422),
+        || format!("the answers checked were {statuses:?}"),
+    )
 }
