@@ -59,7 +59,16 @@ where
         .map_err(|e| e.to_string())?
         .block_on(async {
             let client = open_session(port, &profile).await?;
-            let outcome = steps(client.clone()).await;
+            let mut outcome = steps(client.clone()).await;
+            // Whatever the steps did, no page of the writer broke its own
+            // script policy (the console says what it refused).
+            if outcome.is_ok() {
+                outcome = policy_violations(&client).await.and_then(|refused| {
+                    ensure(refused.is_empty(), || {
+                        format!("the browser refused something by policy: {refused:?}")
+                    })
+                });
+            }
             let _ = client.close().await;
             outcome
         });
@@ -81,6 +90,11 @@ async fn open_session(port: u16, profile: &Path) -> Result<fantoccini::Client, S
                 format!("--user-data-dir={}", profile.display()),
             ],
         }),
+    );
+    // The console, which says what a Content-Security-Policy refused.
+    capabilities.insert(
+        "goog:loggingPrefs".into(),
+        serde_json::json!({ "browser": "ALL" }),
     );
     ClientBuilder::new(HttpConnector::new())
         .capabilities(capabilities)
@@ -837,5 +851,103 @@ pub fn api_docs_page_draws_every_operation(suite: &Suite) -> Result<(), String> 
         ensure(foreign == json!([]), || {
             format!("the page loaded from other origins: {foreign}")
         })
+    })
+}
+
+/// `chromedriver`'s command for the browser's console messages since the
+/// last time they were read.
+#[derive(Debug)]
+struct ConsoleLog;
+
+impl fantoccini::wd::WebDriverCompatibleCommand for ConsoleLog {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/se/log",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _request_url: &url::Url) -> (ureq::http::Method, Option<String>) {
+        (
+            ureq::http::Method::POST,
+            Some(json!({ "type": "browser" }).to_string()),
+        )
+    }
+}
+
+/// The console messages since the last call that say a
+/// `Content-Security-Policy` refused something.
+async fn policy_violations(client: &fantoccini::Client) -> Result<Vec<String>, String> {
+    let log = client
+        .issue_cmd(ConsoleLog)
+        .await
+        .map_err(|e| format!("read the browser's console: {e}"))?;
+    let entries = log
+        .as_array()
+        .ok_or_else(|| format!("the console is not a list: {log}"))?;
+    Ok(entries
+        .iter()
+        .filter_map(|entry| entry["message"].as_str())
+        .filter(|message| message.contains("Content Security Policy"))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Each page of the writer runs its own script under its policy, with
+/// nothing refused, while a script injected into it does not run, and the
+/// console says the policy refused it: the access token the management
+/// page keeps in `sessionStorage` is out of an injected script's reach.
+pub fn pages_run_their_own_script_only(suite: &Suite) -> Result<(), String> {
+    let key = create(
+        suite,
+        Some(ALICE_TOKEN),
+        &json!({ "url": "https://example.org/browser/policy" }),
+    )?;
+    let pages = [
+        ("/", "document.documentElement.classList.contains('js')"),
+        (
+            "/manage",
+            "document.documentElement.classList.contains('js')",
+        ),
+        (
+            &format!("/manage/stats/{key}") as &str,
+            "document.documentElement.classList.contains('js')",
+        ),
+        (
+            "/api/docs",
+            "document.getElementById('about').textContent.includes('version')",
+        ),
+    ];
+    in_chromium(suite, "policy", |client| async move {
+        let client = &client;
+        for (path, ran) in pages {
+            open(client, &format!("{}{path}", suite.writer_url)).await?;
+            wait_js(client, ran, &format!("the script of {path}")).await?;
+            let refused = policy_violations(client).await?;
+            ensure(refused.is_empty(), || {
+                format!("{path} refused its own: {refused:?}")
+            })?;
+            let injected = client
+                .execute(
+                    "window.injected = false; const s = document.createElement('script'); \
+                     s.textContent = 'window.injected = true'; document.body.append(s); \
+                     return window.injected;",
+                    vec![],
+                )
+                .await
+                .map_err(|e| format!("inject a script into {path}: {e}"))?;
+            ensure(injected == json!(false), || {
+                format!("a script injected into {path} ran")
+            })?;
+            let refused = policy_violations(client).await?;
+            ensure(refused.iter().any(|m| m.contains("script-src")), || {
+                format!("the console of {path} says nothing of the injected script: {refused:?}")
+            })?;
+        }
+        Ok(())
     })
 }

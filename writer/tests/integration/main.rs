@@ -84,6 +84,10 @@ const TESTS: &[(&str, common::Test)] = &[
         browser::api_docs_page_draws_every_operation,
     ),
     (
+        "browser::pages_run_their_own_script_only",
+        browser::pages_run_their_own_script_only,
+    ),
+    (
         "import_export::import_reads_each_tools_export",
         import_export::import_reads_each_tools_export,
     ),
