@@ -508,6 +508,15 @@ impl<'de> Deserialize<'de> for BoundedItems {
     }
 }
 
+/// The body's length as its `Content-Length` announces it.
+fn announced_length(request: &HttpRequest) -> Option<usize> {
+    request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<usize>().ok())
+}
+
 /// Reads a request body of at most `limit` bytes, or answers 413: at once
 /// when its `Content-Length` says so.
 async fn body_within(
@@ -525,11 +534,7 @@ async fn body_within(
             ),
         )
     };
-    let announced = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<usize>().ok());
+    let announced = announced_length(request);
     if announced.is_some_and(|length| length > limit) {
         return Err(too_large());
     }
@@ -1498,16 +1503,20 @@ enum UploadError {
     Refused(Refusal),
 }
 
+/// The most bytes of an upload form's parts other than the file.
+const SMALL_PART: usize = 1024;
+
 /// Reads the upload form's parts; the file may be as large as a bulk
-/// request's body, the other parts a few hundred bytes. The file is read
-/// only once `admit` took the form token and access token sent before it
-/// (browsers send the parts in the form's order) and named the caller.
+/// request's body from the same caller (`limit`), the other parts a few
+/// hundred bytes. The file is read only once `admit` took the form token
+/// and access token sent before it (browsers send the parts in the form's
+/// order) and named the caller: an anonymous caller's file is refused as
+/// soon as it passes that caller's limit, never read whole.
 async fn read_upload(
     mut multipart: Multipart,
-    limit: usize,
+    limit: impl Fn(&Caller) -> usize,
     admit: impl Fn(&str, &str) -> Result<Caller, Refusal>,
 ) -> Result<Upload, UploadError> {
-    const SMALL_PART: usize = 1024;
     let unreadable = |e: &dyn std::fmt::Display| {
         UploadError::Unreadable(
             StatusCode::BAD_REQUEST,
@@ -1522,11 +1531,12 @@ async fn read_upload(
         let most = match name.as_str() {
             "csv" => {
                 let caller = admit(&csrf, &token).map_err(UploadError::Refused)?;
+                let most = limit(&caller);
                 upload = Some(Upload {
                     caller,
                     csv: Vec::new(),
                 });
-                limit
+                most
             }
             "csrf" | "token" => SMALL_PART,
             _ => 0,
@@ -1539,7 +1549,9 @@ async fn read_upload(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     if name == "csv" {
                         format!(
-                            "the file is over {most} bytes; split it, {MAX_BULK_LINKS} links at most each"
+                            "the file is over {most} bytes; split it, {MAX_BULK_LINKS} links at \
+                             most each (without an access token, as many as the rate limit's \
+                             burst)"
                         )
                     } else {
                         format!("the form's {name:?} part is over {most} bytes")
@@ -1589,7 +1601,27 @@ async fn form_upload(
     multipart: Multipart,
 ) -> HttpResponse {
     let mut view = FormView::default();
-    let limit = bulk_body_limit(&shortener.settings, true);
+    let limit = |caller: &Caller| {
+        bulk_body_limit(
+            &shortener.settings,
+            matches!(caller, Caller::TokenHolder(_)),
+        )
+    };
+    // No caller's file is larger than a token holder's: a body announced
+    // larger is refused before a byte of it is read.
+    let most = bulk_body_limit(&shortener.settings, true) + 4 * SMALL_PART;
+    if announced_length(&request).is_some_and(|length| length > most) {
+        view.bulk_error = Some(format!(
+            "the upload is over {most} bytes; split the file, {MAX_BULK_LINKS} links at most each"
+        ));
+        return form_response(
+            &request,
+            &shortener,
+            &guard,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            view,
+        );
+    }
     let admit = |csrf: &str, token: &str| {
         guard.check_form_post(&request, csrf)?;
         guard.caller(&request, Some(token))

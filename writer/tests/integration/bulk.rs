@@ -1,6 +1,8 @@
 //! `POST /api/links/bulk` and the form's CSV upload: many links at once,
 //! each under a single insert's rules, one result per row in input order.
 
+use std::fmt::Write as _;
+
 use actix_web::http::header;
 use actix_web::test as actix_test;
 use serde_json::{json, Value};
@@ -106,7 +108,14 @@ pub fn bulk_json_answers_each_item_in_order(suite: &Suite) -> Result<(), String>
         || "bulkOne or bulkTaken changed".into(),
     )?;
     let two = results[1]["key"].as_str().ok_or("no key for item 1")?;
-    let shown = api(suite, "GET", &format!("/api/links/{two}"), None, None, None)?;
+    let shown = api(
+        suite,
+        "GET",
+        &format!("/api/links/{two}"),
+        Some(ALICE_TOKEN),
+        None,
+        None,
+    )?;
     ensure(
         shown.body["expires_at"] == "2099-01-01T00:00:00Z"
             && shown.body["max_clicks"] == 3
@@ -371,4 +380,208 @@ pub fn form_uploads_a_csv_file(suite: &Suite) -> Result<(), String> {
         status == 403 && url_of(suite, "uploadForged")? == Err(404),
         || format!("an upload without the form token: {status}"),
     )
+}
+
+/// A form upload to an in-process writer with `settings`: the form's own
+/// cookie and token, then the file, from one client address.
+struct FormUploads {
+    cookie: String,
+    csrf: String,
+}
+
+const BOUNDARY: &str = "----shortlink-upload-boundary";
+
+impl FormUploads {
+    fn new(settings: &shortlink_writer::config::Settings) -> Result<Self, String> {
+        // The form key is shared through Redis: this guard's tokens are the
+        // app's.
+        let guard = shortlink_writer::access::Gatekeeper::new(settings)?;
+        let cookie = shortlink_writer::access::new_form_cookie()?;
+        let csrf = guard.form_token(&cookie);
+        Ok(Self { cookie, csrf })
+    }
+
+    /// The parts before the file, and the file's part header.
+    fn head(&self, token: &str) -> String {
+        format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"csrf\"\r\n\r\n{}\r\n\
+             --{BOUNDARY}\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\n{token}\r\n\
+             --{BOUNDARY}\r\nContent-Disposition: form-data; name=\"csv\"; filename=\"l.csv\"\r\n\
+             Content-Type: text/csv\r\n\r\n",
+            self.csrf
+        )
+    }
+
+    fn request(&self) -> actix_test::TestRequest {
+        actix_test::TestRequest::post()
+            .uri("/bulk")
+            .peer_addr("192.0.2.50:40000".parse().expect("a socket address"))
+            .cookie(actix_web::cookie::Cookie::new(
+                "shortlink_csrf",
+                self.cookie.clone(),
+            ))
+            .insert_header((
+                header::CONTENT_TYPE,
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+            ))
+    }
+}
+
+/// Every link stored under `prefix`.
+fn stored_under(suite: &Suite, prefix: &str) -> Result<usize, String> {
+    let mut count = 0;
+    for hash in suite.hashes(prefix)? {
+        count += suite.redis.query::<usize>(&["HLEN", &hash])?;
+    }
+    Ok(count)
+}
+
+/// The form's upload without a token spends the rate limit row by row, as
+/// the bulk API does: of 5 lines with a burst of 3, the first 3 are created
+/// and the other 2 refused with when to come back; with a token all are.
+pub fn form_upload_spends_the_rate_limit_row_by_row(suite: &Suite) -> Result<(), String> {
+    let prefix = "t-formrate:";
+    let settings = suite.settings_with(prefix, 2, |config| {
+        config.rate_limit.links_per_minute = 6;
+        config.rate_limit.burst = 3;
+    });
+    actix_web::rt::System::new().block_on(async {
+        let shortener = shortlink_writer::shortener::Shortener::new(settings.clone())
+            .map_err(|e| e.to_string())?;
+        let app = api_app!(shortener);
+        let form = FormUploads::new(&settings)?;
+        let upload = |tag: &str, token: &str| {
+            let rows: String = (0..5).fold(String::new(), |mut rows, n| {
+                let _ = writeln!(rows, "https://example.org/form-rate/{tag}/{n}");
+                rows
+            });
+            form.request()
+                .set_payload(format!("{}{rows}\r\n--{BOUNDARY}--\r\n", form.head(token)))
+        };
+        let response = actix_test::call_service(&app, upload("anonymous", "").to_request()).await;
+        let status = response.status().as_u16();
+        let page = String::from_utf8_lossy(&actix_test::read_body(response).await).into_owned();
+        ensure(
+            status == 200
+                && page
+                    .contains("<p id=\"bulk-summary\">3 created, 0 already there, 2 refused.</p>")
+                && page.matches("try again in").count() == 2,
+            || format!("anonymous, 5 lines, burst 3: {status} {page}"),
+        )?;
+        ensure(stored_under(suite, prefix)? == 3, || {
+            "the anonymous upload did not store exactly its burst's 3 links".into()
+        })?;
+        let response =
+            actix_test::call_service(&app, upload("token", TEST_TOKEN).to_request()).await;
+        let status = response.status().as_u16();
+        let page = String::from_utf8_lossy(&actix_test::read_body(response).await).into_owned();
+        ensure(
+            status == 200
+                && page
+                    .contains("<p id=\"bulk-summary\">5 created, 0 already there, 0 refused.</p>"),
+            || format!("a token holder's 5 lines: {status} {page}"),
+        )
+    })
+}
+
+/// Without a token the form's file may hold no more than the rate limit's
+/// burst of links, as the bulk API's body: an 18 MB upload is refused with
+/// 413 once that much is read, not read whole, and stores nothing. The
+/// same file under that size is taken from a token holder.
+pub fn form_upload_is_sized_by_its_caller(suite: &Suite) -> Result<(), String> {
+    use futures_util::StreamExt as _;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const CHUNK_ROWS: usize = 16;
+    const TOTAL: usize = 18 * 1024 * 1024;
+    let prefix = "t-formsize:";
+    let settings = suite.settings_with(prefix, 2, |config| {
+        config.rate_limit.links_per_minute = 6;
+        config.rate_limit.burst = 3;
+    });
+    let anonymous_limit = shortlink_writer::web::bulk_body_limit(&settings, false);
+    actix_web::rt::System::new().block_on(async {
+        let shortener = shortlink_writer::shortener::Shortener::new(settings.clone())
+            .map_err(|e| e.to_string())?;
+        let app = api_app!(shortener);
+        let form = FormUploads::new(&settings)?;
+        // 256-byte lines, 4 KiB at a time, 18 MB in all, counted as the
+        // writer reads them; no Content-Length, as a browser streaming it.
+        let row = |n: usize| {
+            let line = format!("https://example.org/form-size/{n}/");
+            format!("{line}{}\n", "x".repeat(255 - line.len()))
+        };
+        let read = Arc::new(AtomicUsize::new(0));
+        let head = web_bytes(form.head(""));
+        let counted = Arc::clone(&read);
+        let chunks = futures_util::stream::iter(std::iter::once(head).chain(
+            (0..TOTAL / (CHUNK_ROWS * 256)).map(move |chunk| {
+                web_bytes(
+                    (0..CHUNK_ROWS)
+                        .map(|n| row(chunk * CHUNK_ROWS + n))
+                        .collect::<String>(),
+                )
+            }),
+        ))
+        // Each chunk after a pause, as from a network: what is read is
+        // what the writer asked for, not all there is.
+        .then(move |chunk| {
+            let counted = Arc::clone(&counted);
+            async move {
+                tokio::task::yield_now().await;
+                counted.fetch_add(chunk.len(), Ordering::SeqCst);
+                Ok::<_, actix_web::error::PayloadError>(chunk)
+            }
+        });
+        let payload: actix_web::dev::Payload = actix_web::dev::Payload::Stream {
+            payload: Box::pin(chunks),
+        };
+        let (request, _) = form.request().to_request().replace_payload(payload);
+        let response = actix_test::call_service(&app, request).await;
+        let status = response.status().as_u16();
+        let page = String::from_utf8_lossy(&actix_test::read_body(response).await).into_owned();
+        let read = read.load(Ordering::SeqCst);
+        eprintln!(
+            "an anonymous 18 MB upload: {status} after {read} bytes read (the anonymous \
+             limit {anonymous_limit} bytes)"
+        );
+        ensure(
+            status == 413 && page.contains(&format!("the file is over {anonymous_limit} bytes")),
+            || format!("an anonymous 18 MB upload: {status} {page:.3000}"),
+        )?;
+        // The multipart reader reads a few chunks ahead.
+        ensure(read < anonymous_limit + 16 * CHUNK_ROWS * 256, || {
+            format!("{read} bytes read before the 413, past the anonymous {anonymous_limit}")
+        })?;
+        ensure(stored_under(suite, prefix)? == 0, || {
+            "the refused upload stored links".into()
+        })?;
+        // The same lines, as many as fit under the anonymous limit and
+        // more than the burst, from a token holder: all created.
+        let lines = anonymous_limit / 256 + 1;
+        let rows: String = (0..lines).map(row).collect();
+        let response = actix_test::call_service(
+            &app,
+            form.request()
+                .set_payload(format!(
+                    "{}{rows}\r\n--{BOUNDARY}--\r\n",
+                    form.head(TEST_TOKEN)
+                ))
+                .to_request(),
+        )
+        .await;
+        let status = response.status().as_u16();
+        let page = String::from_utf8_lossy(&actix_test::read_body(response).await).into_owned();
+        ensure(
+            status == 200
+                && page.contains(&format!(
+                    "<p id=\"bulk-summary\">{lines} created, 0 already there, 0 refused.</p>"
+                )),
+            || format!("a token holder's {lines} lines: {status} {page:.3000}"),
+        )
+    })
+}
+
+fn web_bytes(text: String) -> actix_web::web::Bytes {
+    actix_web::web::Bytes::from(text)
 }

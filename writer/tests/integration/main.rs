@@ -124,17 +124,17 @@ const TESTS: &[(&str, common::Test)] = &[
         bulk::form_uploads_a_csv_file,
     ),
     (
+        "bulk::form_upload_spends_the_rate_limit_row_by_row",
+        bulk::form_upload_spends_the_rate_limit_row_by_row,
+    ),
+    (
+        "bulk::form_upload_is_sized_by_its_caller",
+        bulk::form_upload_is_sized_by_its_caller,
+    ),
+    (
         "security::pages_refuse_frames",
         security::pages_refuse_frames,
     ),
-    (
-        "api::metrics_count_writes_by_outcome",
-        api::metrics_count_writes_by_outcome,
-    ),
-    ("store::same_url_same_key", store::same_url_same_key),
-    (
-        "qr::qr_code_decodes_to_the_short_url",
-        qr::qr_code_decodes_to_the_short_url,
     (
         "security::requests_for_other_hosts_are_refused",
         security::requests_for_other_hosts_are_refused,
@@ -147,6 +147,14 @@ const TESTS: &[(&str, common::Test)] = &[
         "security::every_answer_is_nosniff_with_a_script_policy",
         security::every_answer_is_nosniff_with_a_script_policy,
     ),
+    (
+        "api::metrics_count_writes_by_outcome",
+        api::metrics_count_writes_by_outcome,
+    ),
+    ("store::same_url_same_key", store::same_url_same_key),
+    (
+        "qr::qr_code_decodes_to_the_short_url",
+        qr::qr_code_decodes_to_the_short_url,
     ),
     (
         "qr::qr_code_refuses_bad_sizes_and_missing_links",
