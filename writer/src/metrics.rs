@@ -8,7 +8,9 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::Next;
 use actix_web::{web, Error, HttpResponse};
-use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
 
 use crate::shortener::Shortener;
 
@@ -22,6 +24,8 @@ pub struct Metrics {
     purge_failures: IntCounter,
     purges_queued: Gauge,
     flush_lag: Gauge,
+    qr_drawing: IntGauge,
+    qr_waiting: IntGauge,
 }
 
 impl Metrics {
@@ -73,6 +77,21 @@ impl Metrics {
         registry
             .register(Box::new(purges_queued.clone()))
             .expect("registered once");
+        let int_gauge = |name: &str, help: &str| {
+            let gauge = IntGauge::new(name, help).expect("a valid gauge");
+            registry
+                .register(Box::new(gauge.clone()))
+                .expect("registered once");
+            gauge
+        };
+        let qr_drawing = int_gauge(
+            "shortlink_qr_pngs_drawing",
+            "QR code PNGs being drawn now (at most qr::RENDERS_AT_ONCE)",
+        );
+        let qr_waiting = int_gauge(
+            "shortlink_qr_pngs_waiting",
+            "QR code PNGs waiting for their turn to be drawn",
+        );
         Self {
             registry,
             created,
@@ -82,6 +101,8 @@ impl Metrics {
             purge_failures,
             purges_queued,
             flush_lag,
+            qr_drawing,
+            qr_waiting,
         }
     }
 
@@ -172,6 +193,13 @@ pub async fn serve_metrics(
         .await
         .map_or(f64::NAN, |queued| queued as f64);
     metrics.purges_queued.set(queued);
+    let (drawing, waiting) = crate::qr::RENDERER.load();
+    metrics
+        .qr_drawing
+        .set(i64::try_from(drawing).unwrap_or(i64::MAX));
+    metrics
+        .qr_waiting
+        .set(i64::try_from(waiting).unwrap_or(i64::MAX));
     match metrics.render() {
         Ok(text) => HttpResponse::Ok()
             .content_type("text/plain; version=0.0.4; charset=utf-8")

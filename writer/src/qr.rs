@@ -2,7 +2,12 @@
 //! print, and PNG of a bounded size (crate `png`), for pages and chats.
 
 use std::fmt;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
 
+use lru::LruCache;
 use qrcode::{Color, EcLevel, QrCode};
 
 /// Modules of blank margin around the code, as the standard asks, so that
@@ -13,7 +18,7 @@ const QUIET_ZONE: usize = 4;
 const MIN_MODULE_PIXELS: usize = 2;
 
 /// The side of a PNG, in pixels, as asked with `?size=N`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QrSize(u32);
 
 impl QrSize {
@@ -62,6 +67,8 @@ pub enum QrError {
     Encode(String, #[source] qrcode::types::QrError),
     #[error("encoding the PNG failed")]
     Png(#[from] png::EncodingError),
+    #[error("drawing the PNG failed: {0}")]
+    Drawing(String),
 }
 
 /// Medium error correction: a code still scans with some 15 % of it
@@ -110,6 +117,129 @@ pub fn png(text: &str, wanted: QrSize) -> Result<Vec<u8>, QrError> {
     writer.write_image_data(&pixels)?;
     writer.finish()?;
     Ok(out)
+}
+
+/// PNGs drawn at once, each on a blocking thread, never on a worker: a
+/// 2048-pixel code is a 4 MiB image to fill and compress.
+pub const RENDERS_AT_ONCE: usize = 2;
+
+/// PNGs that may wait for their turn at once; past them a request is
+/// answered 503 at once.
+pub const RENDERS_WAITING: usize = 64;
+
+/// How long a PNG waits for its turn before it is answered 503.
+pub const RENDER_WAIT: Duration = Duration::from_secs(5);
+
+/// The `Retry-After` of a PNG refused for being busy, in seconds.
+pub const BUSY_RETRY_AFTER_S: u64 = 1;
+
+/// PNGs kept, the most recently asked: one of 2048 pixels is some 20 KiB.
+const PNGS_KEPT: NonZeroUsize = NonZeroUsize::new(64).expect("not zero");
+
+/// Why a PNG was not drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error(
+        "too many QR codes are being drawn; try again in {BUSY_RETRY_AFTER_S} s, or fetch the SVG"
+    )]
+    Busy,
+    #[error(transparent)]
+    Qr(#[from] QrError),
+}
+
+/// Draws PNG codes off the request threads, a few at once, and keeps the
+/// latest: one per writer, shared by its workers. A code is kept under the
+/// text it holds and its size, so a code never outlives what it says.
+pub struct PngRenderer {
+    turns: tokio::sync::Semaphore,
+    waiting: AtomicUsize,
+    running: AtomicUsize,
+    kept: Mutex<LruCache<(String, QrSize), actix_web::web::Bytes>>,
+}
+
+/// The writer's one renderer.
+pub static RENDERER: LazyLock<PngRenderer> = LazyLock::new(PngRenderer::new);
+
+/// Counts one in `counter` for as long as it lives, even when its request
+/// is dropped half-way.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(counter: &'a AtomicUsize) -> (Self, usize) {
+        let before = counter.fetch_add(1, Ordering::SeqCst);
+        (Self(counter), before)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl PngRenderer {
+    fn new() -> Self {
+        Self {
+            turns: tokio::sync::Semaphore::new(RENDERS_AT_ONCE),
+            waiting: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+            kept: Mutex::new(LruCache::new(PNGS_KEPT)),
+        }
+    }
+
+    /// The PNG of `text` at `size`, if one was drawn lately: it costs nothing.
+    pub fn kept(&self, text: &str, size: QrSize) -> Option<actix_web::web::Bytes> {
+        let mut kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.get(&(text.to_owned(), size)).cloned()
+    }
+
+    /// PNGs being drawn now, and PNGs waiting for their turn.
+    pub fn load(&self) -> (usize, usize) {
+        (
+            self.running.load(Ordering::SeqCst),
+            self.waiting.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Draws `text` at `size` once its turn comes (at most
+    /// [`RENDERS_AT_ONCE`] at a time), and keeps it; `Busy` when
+    /// [`RENDERS_WAITING`] wait already, or the turn did not come within
+    /// [`RENDER_WAIT`].
+    pub async fn draw(
+        &self,
+        text: &str,
+        size: QrSize,
+    ) -> Result<actix_web::web::Bytes, RenderError> {
+        let turn = {
+            let (_waiting, before) = Counted::new(&self.waiting);
+            if before >= RENDERS_WAITING {
+                return Err(RenderError::Busy);
+            }
+            match tokio::time::timeout(RENDER_WAIT, self.turns.acquire()).await {
+                Ok(Ok(turn)) => turn,
+                _ => return Err(RenderError::Busy),
+            }
+        };
+        // Drawn by another request while this one waited.
+        if let Some(png) = self.kept(text, size) {
+            return Ok(png);
+        }
+        let (_running, _) = Counted::new(&self.running);
+        let owned = text.to_owned();
+        let drawn = tokio::task::spawn_blocking(move || png(&owned, size))
+            .await
+            .map_err(|e| QrError::Drawing(e.to_string()))??;
+        drop(turn);
+        let png = actix_web::web::Bytes::from(drawn);
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .put((text.to_owned(), size), png.clone());
+        Ok(png)
+    }
 }
 
 #[cfg(test)]

@@ -1095,7 +1095,9 @@ async fn link_qr_svg(
 }
 
 /// The short link of `key` as a PNG QR code of `?size=N` pixels (128 to
-/// 2048; 512 by default).
+/// 2048; 512 by default). A code drawn lately is answered as kept; a new
+/// one is drawn off the request threads, a few at once, and costs a
+/// client without a token one image of its rate limit.
 #[utoipa::path(
     get,
     path = "/api/links/{key}/qr.png",
@@ -1103,26 +1105,51 @@ async fn link_qr_svg(
     params(("key" = String, Path, description = "The link's key"), QrParams),
     responses(
         (status = 200, description = "The short URL as a QR code", content_type = "image/png", body = Vec<u8>),
+        (status = 401, description = "An access token that is not valid (`WWW-Authenticate` says so)", body = ErrorBody),
         (status = 404, description = "No link has this key", body = ErrorBody),
         (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
         (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
         (status = 422, description = "size is out of bounds, or the key is not one this store's keys can be", body = ErrorBody),
+        (status = 429, description = "Too many codes drawn for this address without a token; `Retry-After` says when to come back", body = ErrorBody),
         (status = 500, description = "The QR code could not be drawn", body = ErrorBody),
-        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
-    )
+        (status = 503, description = "Too many codes are being drawn, or the link store (Redis) is unreachable; `Retry-After` says when to try again", body = ErrorBody),
+    ),
+    security((), ("token" = []))
 )]
 async fn link_qr_png(
     request: HttpRequest,
     shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
     key: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    use crate::qr::{RenderError, BUSY_RETRY_AFTER_S, RENDERER};
     let params = query::<QrParams>(&request, "size")?;
     let size = params.size.map_or(Ok(crate::qr::QrSize::DEFAULT), |size| {
         crate::qr::QrSize::try_from(size)
             .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
     })?;
     let url = qr_target(&shortener, &key).await?;
-    let png = crate::qr::png(&url, size).map_err(|e| qr_failed(&e))?;
+    let png = if let Some(png) = RENDERER.kept(&url, size) {
+        png
+    } else {
+        guard.spend_image(&request).await.map_err(|refusal| {
+            let mut error = ApiError::from(refusal);
+            if let Some(seconds) = error.retry_after_s {
+                error.message = format!(
+                    "too many QR codes drawn for your address; try again in {seconds} s, \
+                     fetch the SVG, or use an access token"
+                );
+            }
+            error
+        })?;
+        RENDERER.draw(&url, size).await.map_err(|e| match e {
+            RenderError::Busy => ApiError {
+                retry_after_s: Some(BUSY_RETRY_AFTER_S),
+                ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            },
+            RenderError::Qr(e) => qr_failed(&e),
+        })?
+    };
     Ok(HttpResponse::Ok()
         .content_type("image/png")
         .insert_header((header::CACHE_CONTROL, QR_CACHE_CONTROL))

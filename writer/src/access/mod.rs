@@ -13,7 +13,7 @@ pub use tokens::Identity;
 
 use crate::config::Settings;
 use cross_site::FormProtection;
-use rate_limit::RateLimit;
+use rate_limit::{RateLimit, Spending};
 use tokens::{bearer, AccessTokens};
 
 /// Why a write was refused.
@@ -85,6 +85,8 @@ pub struct Admitted {
 pub struct Gatekeeper {
     tokens: AccessTokens,
     rate_limit: Option<RateLimit>,
+    /// The same limit for QR code PNGs, with buckets of their own.
+    image_limit: Option<RateLimit>,
     form: FormProtection,
 }
 
@@ -92,7 +94,8 @@ impl Gatekeeper {
     pub fn new(settings: &Settings) -> Result<Self, String> {
         Ok(Self {
             tokens: AccessTokens::new(settings)?,
-            rate_limit: RateLimit::new(settings)?,
+            rate_limit: RateLimit::new(settings, Spending::Links)?,
+            image_limit: RateLimit::new(settings, Spending::Images)?,
             form: FormProtection::new(settings)?,
         })
     }
@@ -163,6 +166,36 @@ impl Gatekeeper {
             caller,
             rows: admitted,
             refusal,
+        }
+    }
+
+    /// Takes one image from the client's own bucket of images (as many as
+    /// its links, apart from them) before a QR code is drawn for it; a
+    /// token holder's are never limited. A token that is not valid is
+    /// refused, never taken as anonymous.
+    pub async fn spend_image(&self, request: &HttpRequest) -> Result<(), Refusal> {
+        if self.identify_if_sent(request)?.is_some() {
+            return Ok(());
+        }
+        let Some(limit) = &self.image_limit else {
+            return Ok(());
+        };
+        match limit.take(request, 1).await {
+            (_, Some(refusal)) => Err(refusal),
+            (_, None) => Ok(()),
+        }
+    }
+
+    /// Who sent the request's bearer token, if it sent one: `None` for an
+    /// anonymous request, a refusal for a token that is not valid.
+    pub fn identify_if_sent(&self, request: &HttpRequest) -> Result<Option<Identity>, Refusal> {
+        match bearer(request)? {
+            None => Ok(None),
+            Some(token) => self
+                .tokens
+                .identify(token)
+                .map(Some)
+                .ok_or(Refusal::TokenInvalid),
         }
     }
 

@@ -18,10 +18,21 @@ use crate::master::MasterConnection;
 
 const GCRA_SCRIPT: &str = include_str!("gcra.lua");
 
+/// What a bucket is spent on: each has buckets of its own, of the same
+/// size, so drawing QR codes never costs a client its links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spending {
+    /// Links created without a token.
+    Links,
+    /// QR code PNGs drawn for a client without a token.
+    Images,
+}
+
 /// A bucket per client address (per /64 for IPv6).
 pub struct RateLimit {
     buckets: Buckets,
     trust_forwarded_for: bool,
+    spending: Spending,
 }
 
 enum Buckets {
@@ -41,8 +52,8 @@ enum Buckets {
 }
 
 impl RateLimit {
-    /// The configured limit, or `None` when it is turned off.
-    pub fn new(settings: &Settings) -> Result<Option<Self>, String> {
+    /// The configured limit for `spending`, or `None` when it is turned off.
+    pub fn new(settings: &Settings, spending: Spending) -> Result<Option<Self>, String> {
         let config = &settings.config.rate_limit;
         let Some(per_minute) = NonZeroU32::new(config.links_per_minute) else {
             return Ok(None);
@@ -66,6 +77,7 @@ impl RateLimit {
         Ok(Some(Self {
             buckets,
             trust_forwarded_for: config.trust_forwarded_for,
+            spending,
         }))
     }
 
@@ -104,7 +116,11 @@ impl RateLimit {
                 interval_ms,
                 burst,
             } => {
-                let mut invocation = script.key(scheme.rate_limit(&client.to_string()));
+                let client = match self.spending {
+                    Spending::Links => client.to_string(),
+                    Spending::Images => format!("images/{client}"),
+                };
+                let mut invocation = script.key(scheme.rate_limit(&client));
                 invocation.arg(*interval_ms).arg(*burst).arg(wanted);
                 let answer: Result<(usize, u64), redis::RedisError> = match connection.get() {
                     Ok(mut connection) => invocation.invoke_async(&mut connection).await,

@@ -161,6 +161,14 @@ const TESTS: &[(&str, common::Test)] = &[
         qr::qr_code_refuses_bad_sizes_and_missing_links,
     ),
     (
+        "qr::big_pngs_take_turns_and_never_stall_an_insert",
+        qr::big_pngs_take_turns_and_never_stall_an_insert,
+    ),
+    (
+        "qr::anonymous_pngs_are_rate_limited",
+        qr::anonymous_pngs_are_rate_limited,
+    ),
+    (
         "cluster::links_are_written_listed_and_served_across_primaries",
         cluster::links_are_written_listed_and_served_across_primaries,
     ),
