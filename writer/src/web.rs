@@ -94,41 +94,71 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
         );
 }
 
-/// A link as the API shows it.
+/// A link as the API shows it. Anyone may read what following the short
+/// link shows (its key, URL and short URL); the rest only its owner or an
+/// admin, for whom every field is there (`null` where not set): the outer
+/// `Option` says whether a field is shown, the inner one whether it is set.
+#[allow(clippy::option_option)]
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LinkBody {
     key: String,
     url: String,
     short_url: String,
-    /// RFC 3339, UTC; `null` for a link that never expires.
-    expires_at: Option<String>,
+    /// RFC 3339, UTC; `null` for a link that never expires. Absent for a
+    /// caller who is neither the owner nor an admin, as are the fields
+    /// below.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, required = false)]
+    expires_at: Option<Option<String>>,
     /// Where the link goes once expired; `null`: it answers 410.
-    expired_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, required = false)]
+    expired_url: Option<Option<String>>,
     /// Whether the expiry has passed.
-    expired: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    expired: Option<bool>,
     /// The most people's clicks it answers before answering as expired;
     /// `null`: no limit.
-    max_clicks: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u64>, required = false)]
+    max_clicks: Option<Option<u64>>,
     /// The name of the token that created it; `null`: created without one,
     /// or by hand.
-    owner: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, required = false)]
+    owner: Option<Option<String>>,
     /// Set when the change was stored but Varnish could not be told.
     #[serde(skip_serializing_if = "Option::is_none")]
     warning: Option<String>,
 }
 
 impl LinkBody {
+    /// Every field: for the link's owner, an admin, or its creator.
     pub fn new(link: &Link, shortener: &Shortener) -> Self {
         let record = &link.record;
         Self {
+            expires_at: Some(record.expires.map(format_expiry)),
+            expired_url: Some(record.expired_url.as_ref().map(ToString::to_string)),
+            expired: Some(record.has_expired(std::time::SystemTime::now())),
+            max_clicks: Some(record.max_clicks.map(ClickLimit::get)),
+            owner: Some(record.owner.as_ref().map(ToString::to_string)),
+            ..Self::public(link, shortener)
+        }
+    }
+
+    /// What following the short link shows anyone: its key and where it
+    /// leads.
+    fn public(link: &Link, shortener: &Shortener) -> Self {
+        Self {
             key: link.key.clone(),
-            url: record.url.to_string(),
+            url: link.record.url.to_string(),
             short_url: shortener.short_url(&link.key),
-            expires_at: record.expires.map(format_expiry),
-            expired_url: record.expired_url.as_ref().map(ToString::to_string),
-            expired: record.has_expired(std::time::SystemTime::now()),
-            max_clicks: record.max_clicks.map(ClickLimit::get),
-            owner: record.owner.as_ref().map(ToString::to_string),
+            expires_at: None,
+            expired_url: None,
+            expired: None,
+            max_clicks: None,
+            owner: None,
             warning: None,
         }
     }
@@ -684,28 +714,41 @@ fn link_response(
         .json(LinkBody::new(link, shortener).warned(warning))
 }
 
-/// A link: where it leads, its expiry, click limit and owner.
+/// A link: where it leads for anyone; its expiry, click limit and owner
+/// too for its owner or an admin.
 #[utoipa::path(
     get,
     path = "/api/links/{key}",
     tag = "links",
     params(("key" = String, Path, description = "The link's key")),
     responses(
-        (status = 200, description = "The link; its `ETag` makes a later change conditional", body = LinkBody,
+        (status = 200, description = "The link (without a token, or with another owner's: only key, url and short_url); its `ETag` makes a later change conditional", body = LinkBody,
          headers(("ETag" = String))),
+        (status = 401, description = "An access token that is not valid (`WWW-Authenticate` says so)", body = ErrorBody),
         (status = 404, description = "No link has this key", body = ErrorBody),
         (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
         (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
         (status = 422, description = "The key is not one this store's keys can be", body = ErrorBody),
         (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
-    )
+    ),
+    security((), ("token" = []))
 )]
 async fn get_link(
+    request: HttpRequest,
     shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
     key: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify_if_sent(&request)?;
     let (link, current) = shortener.show(&key).await?;
-    Ok(link_response(&link, &current, &shortener, None))
+    let body = match who {
+        Some(who) if who.may_change(link.record.owner.as_ref()) => LinkBody::new(&link, &shortener),
+        _ => LinkBody::public(&link, &shortener),
+    };
+    Ok(HttpResponse::Ok()
+        .insert_header((header::ETAG, current.etag()))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(body))
 }
 
 fn if_match(request: &HttpRequest) -> Option<&str> {

@@ -42,7 +42,11 @@ pub fn create_and_get(suite: &Suite) -> Result<(), String> {
             app,
             actix_test::TestRequest::get().uri(&format!("/api/links/{key}"))
         );
-        ensure(status == 200 && got == body, || format!("{status} {got}"))?;
+        // Without a token: what following the link shows, no more.
+        let public = serde_json::json!({
+            "key": body["key"], "url": body["url"], "short_url": body["short_url"]
+        });
+        ensure(status == 200 && got == public, || format!("{status} {got}"))?;
         let (status, missing) = call!(app, actix_test::TestRequest::get().uri("/api/links/nope1"));
         ensure(status == 404 && missing["error"].is_string(), || {
             format!("{status} {missing}")
@@ -300,5 +304,72 @@ pub fn metrics_count_writes_by_outcome(suite: &Suite) -> Result<(), String> {
             })?;
         }
         Ok(())
+    })
+}
+
+/// Reading a link without a token, or with another owner's, shows what
+/// following it shows (key, URL, short URL) and nothing else: not its
+/// owner, fallback, click limit or expiry. Its owner and an admin see
+/// every field; a token that is not valid is refused.
+pub fn a_link_shows_its_details_to_its_owner_only(suite: &Suite) -> Result<(), String> {
+    use crate::common::{api, create, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN};
+    let key = create(
+        suite,
+        Some(ALICE_TOKEN),
+        &serde_json::json!({
+            "url": "https://example.org/api/private-details",
+            "expires_at": "2099-01-01T00:00:00Z",
+            "expired_url": "https://example.org/api/private-details/over",
+            "max_clicks": 40,
+        }),
+    )?;
+    let path = format!("/api/links/{key}");
+    let details = [
+        "owner",
+        "expired_url",
+        "max_clicks",
+        "expires_at",
+        "expired",
+    ];
+    for (who, token) in [("anonymous", None), ("bob", Some(BOB_TOKEN))] {
+        let answer = api(suite, "GET", &path, token, None, None)?;
+        let mut fields: Vec<&String> = answer
+            .body
+            .as_object()
+            .map(|object| object.keys().collect())
+            .unwrap_or_default();
+        fields.sort();
+        ensure(
+            answer.status == 200
+                && answer.body["url"] == "https://example.org/api/private-details"
+                && answer.body["short_url"].is_string()
+                && fields == ["key", "short_url", "url"],
+            || format!("{who}: {} {}", answer.status, answer.body),
+        )?;
+    }
+    for (who, token) in [("alice", ALICE_TOKEN), ("the admin", ADMIN_TOKEN)] {
+        let answer = api(suite, "GET", &path, Some(token), None, None)?;
+        let body = &answer.body;
+        ensure(
+            answer.status == 200
+                && body["owner"] == "alice"
+                && body["max_clicks"] == 40
+                && body["expires_at"] == "2099-01-01T00:00:00Z"
+                && body["expired_url"] == "https://example.org/api/private-details/over"
+                && body["expired"] == false
+                && details.iter().all(|field| body.get(field).is_some()),
+            || format!("{who}: {} {body}", answer.status),
+        )?;
+    }
+    let wrong = api(
+        suite,
+        "GET",
+        &path,
+        Some("not-a-token-at-all-0123456789"),
+        None,
+        None,
+    )?;
+    ensure(wrong.status == 401, || {
+        format!("a token that is not valid: {} {}", wrong.status, wrong.body)
     })
 }

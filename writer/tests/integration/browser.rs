@@ -414,7 +414,7 @@ impl ManageCase<'_> {
 
     fn stored(&self, key: &str) -> Result<serde_json::Value, String> {
         let path = format!("/api/links/{key}");
-        Ok(api(self.suite, "GET", &path, None, None, None)?.body)
+        Ok(api(self.suite, "GET", &path, Some(ALICE_TOKEN), None, None)?.body)
     }
 
     async fn open_page(&self, client: &fantoccini::Client) -> Result<(), String> {

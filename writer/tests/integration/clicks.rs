@@ -597,7 +597,14 @@ pub fn click_limit_overshoots_by_at_most_the_requests_in_flight(
         }),
     )?;
     ensure(again != key, || format!("both limited links got {key}"))?;
-    let shown = api(suite, "GET", &format!("/api/links/{key}"), None, None, None)?;
+    let shown = api(
+        suite,
+        "GET",
+        &format!("/api/links/{key}"),
+        Some(ALICE_TOKEN),
+        None,
+        None,
+    )?;
     ensure(shown.body["max_clicks"] == LIMIT, || {
         format!("the link shows {}", shown.body)
     })?;

@@ -49,7 +49,14 @@ pub fn form_links_belong_to_their_token(suite: &Suite) -> Result<(), String> {
         .and_then(|(_, rest)| rest.split_once('"'))
         .and_then(|(url, _)| url.rsplit('/').next())
         .ok_or("no short link on the result page")?;
-    let link = api(suite, "GET", &format!("/api/links/{key}"), None, None, None)?;
+    let link = api(
+        suite,
+        "GET",
+        &format!("/api/links/{key}"),
+        Some(ALICE_TOKEN),
+        None,
+        None,
+    )?;
     ensure(link.body["owner"] == "alice", || {
         format!("the form's link belongs to {}", link.body["owner"])
     })?;

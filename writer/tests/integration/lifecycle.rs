@@ -52,7 +52,14 @@ pub fn edit_is_served_at_once(suite: &Suite) -> Result<(), String> {
             || format!("before: {status} {location:?}"),
         )?;
     }
-    let read = api(suite, "GET", &format!("/api/links/{key}"), None, None, None)?;
+    let read = api(
+        suite,
+        "GET",
+        &format!("/api/links/{key}"),
+        Some(ALICE_TOKEN),
+        None,
+        None,
+    )?;
     let etag = read.etag.ok_or("GET gave no ETag")?;
     ensure(read.body["owner"] == "alice", || read.body.to_string())?;
     let change = json!({ "url": "https://example.org/lifecycle/after" });

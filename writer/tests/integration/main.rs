@@ -201,6 +201,10 @@ const TESTS: &[(&str, common::Test)] = &[
     ),
     ("api::create_and_get", api::create_and_get),
     (
+        "api::a_link_shows_its_details_to_its_owner_only",
+        api::a_link_shows_its_details_to_its_owner_only,
+    ),
+    (
         "clicks::stats_count_people_and_bots_apart",
         clicks::stats_count_people_and_bots_apart,
     ),
