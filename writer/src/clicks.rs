@@ -4,6 +4,10 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::future::Future;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::master::Connection;
 
@@ -85,6 +89,65 @@ pub struct Share {
 pub struct Trending {
     pub key: String,
     pub clicks: u64,
+}
+
+/// How long a ranking of recent clicks is answered again before it is
+/// made anew: a client asking in a loop reads the clicks' Redis once in
+/// this time, not once a call.
+pub const TRENDING_KEPT: Duration = Duration::from_secs(5);
+
+/// Rankings kept at once, the latest asked: one per window, limit and
+/// caller's view (everyone's or one owner's).
+const RANKINGS_KEPT: NonZeroUsize = NonZeroUsize::new(256).expect("not zero");
+
+/// What one ranking answers: whose links (`None`: everyone's, as an admin
+/// sees them), over how many minutes, how many at most.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TrendingQuery {
+    pub owner: Option<String>,
+    pub minutes: u64,
+    pub limit: usize,
+}
+
+/// The rankings answered lately, each for [`TRENDING_KEPT`]. One ranking
+/// is made at a time: callers asking while one is made wait for it, and
+/// the clicks' Redis never runs two at once for one writer.
+pub struct TrendingCache {
+    kept: tokio::sync::Mutex<lru::LruCache<TrendingQuery, Ranking>>,
+}
+
+/// A ranking, and when it was made.
+type Ranking = (Instant, Arc<Vec<Trending>>);
+
+impl Default for TrendingCache {
+    fn default() -> Self {
+        Self {
+            kept: tokio::sync::Mutex::new(lru::LruCache::new(RANKINGS_KEPT)),
+        }
+    }
+}
+
+impl TrendingCache {
+    /// The ranking `query` asks for: the one kept, if made less than
+    /// [`TRENDING_KEPT`] ago, or one `rank` makes now.
+    pub async fn get_or_rank<E, F>(
+        &self,
+        query: TrendingQuery,
+        rank: impl FnOnce() -> F,
+    ) -> Result<Arc<Vec<Trending>>, E>
+    where
+        F: Future<Output = Result<Vec<Trending>, E>>,
+    {
+        let mut kept = self.kept.lock().await;
+        if let Some((made, ranking)) = kept.get(&query) {
+            if made.elapsed() < TRENDING_KEPT {
+                return Ok(Arc::clone(ranking));
+            }
+        }
+        let ranking = Arc::new(rank().await?);
+        kept.put(query, (Instant::now(), Arc::clone(&ranking)));
+        Ok(ranking)
+    }
 }
 
 /// Reads counts through the writer's Redis connection.

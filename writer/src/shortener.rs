@@ -11,7 +11,7 @@ use shortlink_core::{Expiry, Key, Owner, Record, Stored, ValidUrl};
 use shortlink_core::clicks::MINUTES_KEPT;
 
 use crate::access::Identity;
-use crate::clicks::{LinkStats, Trending};
+use crate::clicks::{LinkStats, Trending, TrendingCache, TrendingQuery};
 use crate::config::Settings;
 use crate::purge::{Nodes, Purger};
 use crate::purge_queue::{PurgeQueue, RETRY_INTERVAL};
@@ -189,6 +189,8 @@ pub struct Shortener {
     pub settings: Arc<Settings>,
     store: LinkStore,
     nodes: Arc<Nodes>,
+    /// The trending links answered lately, shared by the workers.
+    trending: Arc<TrendingCache>,
 }
 
 impl Shortener {
@@ -204,6 +206,7 @@ impl Shortener {
             settings: Arc::new(settings),
             store,
             nodes,
+            trending: Arc::default(),
         })
     }
 
@@ -548,6 +551,25 @@ impl Shortener {
         }
         let limit = limit.unwrap_or(DEFAULT_PAGE);
         check_limit(limit)?;
+        let query = TrendingQuery {
+            owner: (!who.admin).then(|| who.owner.to_string()),
+            minutes,
+            limit,
+        };
+        let ranking = self
+            .trending
+            .get_or_rank(query, || self.rank_trending(who, minutes, limit))
+            .await?;
+        Ok(ranking.to_vec())
+    }
+
+    /// The ranking [`Self::trending`] answers, made now.
+    async fn rank_trending(
+        &self,
+        who: &Identity,
+        minutes: u64,
+        limit: usize,
+    ) -> Result<Vec<Trending>, ShortenError> {
         let reader = self.store.clicks();
         if who.admin {
             return Ok(reader.trending(minutes, limit).await?);

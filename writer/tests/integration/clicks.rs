@@ -661,3 +661,73 @@ pub fn click_limit_overshoots_by_at_most_the_requests_in_flight(
     )?;
     click(suite, &key, FIREFOX, None)
 }
+
+/// A ranking of recent clicks is kept for `TRENDING_KEPT` per window,
+/// limit and caller: a click counted between two calls is not seen by the
+/// second (no ranking was made for it), nor until the kept one expires;
+/// other parameters get a ranking of their own at once.
+pub fn trending_is_kept_a_few_seconds_per_query(suite: &Suite) -> Result<(), String> {
+    use actix_web::http::header;
+    use actix_web::test as actix_test;
+    use shortlink_writer::clicks::TRENDING_KEPT;
+    use shortlink_writer::config::AccessToken;
+    let settings = suite.settings_with("t-trendkept:", 2, |config| {
+        config
+            .access
+            .tokens
+            .push(AccessToken::named("ops", ADMIN_TOKEN, true));
+    });
+    let minute_set = settings.count_names.minute_set(ClickTime::now().minute());
+    let count = |key: &str, clicks: u32| {
+        suite
+            .redis
+            .query::<()>(&["ZINCRBY", &minute_set, &clicks.to_string(), key])
+    };
+    actix_web::rt::System::new().block_on(async {
+        let shortener =
+            shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
+        let app = api_app!(shortener);
+        let rank = |limit: u32| {
+            actix_test::TestRequest::get()
+                .uri(&format!("/api/trending?minutes=5&limit={limit}"))
+                .insert_header((header::AUTHORIZATION, format!("Bearer {ADMIN_TOKEN}")))
+        };
+        let ranked = |body: &Value| -> Vec<(String, u64)> {
+            body["links"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|l| {
+                    (
+                        l["key"].as_str().unwrap_or_default().to_owned(),
+                        l["clicks"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        };
+        count("kept1", 3)?;
+        let (status, first) = call!(app, rank(10));
+        let made = Instant::now();
+        let once = vec![("kept1".to_owned(), 3)];
+        ensure(status == 200 && ranked(&first) == once, || {
+            format!("the first ranking: {status} {first}")
+        })?;
+        count("kept1", 4)?;
+        count("kept2", 9)?;
+        let (status, again) = call!(app, rank(10));
+        ensure(
+            status == 200 && ranked(&again) == once && made.elapsed() < TRENDING_KEPT,
+            || format!("within {TRENDING_KEPT:?}, the kept ranking: {status} {again}"),
+        )?;
+        let anew = vec![("kept2".to_owned(), 9), ("kept1".to_owned(), 7)];
+        let (status, other) = call!(app, rank(11));
+        ensure(status == 200 && ranked(&other) == anew, || {
+            format!("another limit, ranked anew: {status} {other}")
+        })?;
+        actix_web::rt::time::sleep(TRENDING_KEPT.saturating_sub(made.elapsed())).await;
+        let (status, later) = call!(app, rank(10));
+        ensure(status == 200 && ranked(&later) == anew, || {
+            format!("after {TRENDING_KEPT:?}, the new ranking: {status} {later}")
+        })
+    })
+}

@@ -213,6 +213,10 @@ const TESTS: &[(&str, common::Test)] = &[
         clicks::trending_ranks_recent_clicks,
     ),
     (
+        "clicks::trending_is_kept_a_few_seconds_per_query",
+        clicks::trending_is_kept_a_few_seconds_per_query,
+    ),
+    (
         "clicks::hottest_are_recent_then_all_time",
         clicks::hottest_are_recent_then_all_time,
     ),
