@@ -42,6 +42,7 @@ sub vcl_init {
         cache_control = "no-cache",
         flush_interval = 1000ms,
         click_backlog = 1000000,
+        click_queue_mb = 256,
         days_kept = 400d,
         hours_kept = 168h,
         geoip = "",

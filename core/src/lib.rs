@@ -31,8 +31,8 @@ pub mod settings;
 pub use record::{ClickLimit, Expiry, Owner, Record, RecordError, Stored, DELETED};
 
 pub use settings::{
-    Bounded, ClickBacklog, DurationRule, FlushInterval, HeaderValue, PoolSize, RedirectStatus,
-    ReplicasToAck, Retention, SettingError, Timeout, TimeoutRule, Ttl, TtlRule,
+    Bounded, ClickBacklog, ClickQueueMb, DurationRule, FlushInterval, HeaderValue, PoolSize,
+    RedirectStatus, ReplicasToAck, Retention, SettingError, Timeout, TimeoutRule, Ttl, TtlRule,
 };
 
 /// Shortest key accepted anywhere. Shorter keys are refused before any

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use shortlink_core::clicks::{CountNames, Layout};
 use shortlink_core::{
-    ClickBacklog, FlushInterval, HeaderValue, KeyScheme, Owner, PoolSize, RecordError,
-    RedirectStatus, ReplicasToAck, Retention, Timeout, Ttl, DIGEST_KEY_LEN,
+    ClickBacklog, ClickQueueMb, FlushInterval, HeaderValue, KeyScheme, Owner, PoolSize,
+    RecordError, RedirectStatus, ReplicasToAck, Retention, Timeout, Ttl, DIGEST_KEY_LEN,
 };
 use url::Url;
 
@@ -58,6 +58,8 @@ pub struct ClicksConfig {
     pub flush_interval_ms: u64,
     /// Most counts a Varnish holds while Redis is away.
     pub backlog: ClickBacklog,
+    /// Most MiB of clicks waiting in a Varnish for its flusher.
+    pub queue_mb: ClickQueueMb,
     /// How long daily counts and unique visitors are kept.
     pub days_kept: u64,
     /// How long hourly counts are kept.
@@ -74,6 +76,7 @@ impl Default for ClicksConfig {
             enabled: true,
             flush_interval_ms: FlushInterval::DEFAULT.as_millis(),
             backlog: ClickBacklog::DEFAULT,
+            queue_mb: ClickQueueMb::DEFAULT,
             days_kept: Retention::DAYS.as_secs() / 86_400,
             hours_kept: Retention::HOURS.as_secs() / 3600,
             geoip: String::new(),
@@ -137,6 +140,12 @@ pub struct VarnishConfig {
     pub purge_urls: Vec<String>,
     /// Addresses (or `address/prefix` networks) allowed to PURGE.
     pub purge_acl: Vec<String>,
+    /// A secret the writer sends with its PURGE and warming requests
+    /// (`Shortlink-Secret`), which the VCL then requires besides the
+    /// address. Needed wherever something on a purger's address relays
+    /// clients (a TLS terminator on the Varnish host); empty: the address
+    /// alone decides.
+    pub purge_secret: PurgeSecret,
     /// The VMOD to import: `shortlink` when installed in Varnish's VMOD
     /// directory (or found through `vmod_path`), or the absolute path of
     /// `libvmod_shortlink.so`.
@@ -306,12 +315,6 @@ impl Default for RateLimitConfig {
     }
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            public_base_url: "http://127.0.0.1:6081/l/".into(),
-            max_url_length: 2048,
 impl RateLimitConfig {
     /// Whether a request from `peer` may say through forwarded headers
     /// (`X-Forwarded-For`, `X-Forwarded-Proto`) who the client is and how it
@@ -323,16 +326,22 @@ impl RateLimitConfig {
     }
 }
 
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_base_url: "http://127.0.0.1:6081/l/".into(),
+            max_url_length: 2048,
             max_body_bytes: 16 * 1024,
             allow_private_targets: false,
             min_generated_key_length: shortlink_core::MIN_GENERATED_LEN,
+            allowed_hosts: Vec::new(),
             expected_links: 1_000_000,
             redis: RedisConfig::default(),
             redirect: RedirectConfig::default(),
             varnish: VarnishConfig::default(),
             clicks: ClicksConfig::default(),
             access: AccessConfig::default(),
-            allowed_hosts: Vec::new(),
             rate_limit: RateLimitConfig::default(),
         }
     }
@@ -371,6 +380,7 @@ impl Default for VarnishConfig {
             purge_url: "http://127.0.0.1:6081".into(),
             purge_urls: Vec::new(),
             purge_acl: vec!["127.0.0.1".into(), "::1".into()],
+            purge_secret: PurgeSecret::default(),
             vmod: "shortlink".into(),
             hosts: Vec::new(),
         }
@@ -429,6 +439,8 @@ pub struct Settings {
     pub public_base: Url,
     /// Path of short links, from `public_base_url`: `/l/` by default.
     pub link_path: String,
+    /// The hosts a request's `Host` may name ([`Self::host_refusal`]).
+    pub writer_hosts: Vec<url::Host>,
 }
 
 impl Settings {
@@ -436,8 +448,6 @@ impl Settings {
     /// environment variable `SHORTLINK_TOKENS` are added to the file's.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
         let mut config: Config = match path {
-    /// The hosts a request's `Host` may name ([`Self::host_refusal`]).
-    pub writer_hosts: Vec<url::Host>,
             None => Config::default(),
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -526,24 +536,17 @@ impl Settings {
                 "rate_limit.burst must be at least 1 while links_per_minute is set".into(),
             ));
         }
+        let writer_hosts = writer_hosts(&config, &public_base)?;
         Ok(Self {
             config,
             scheme,
             count_names,
             public_base,
             link_path,
-        })
-        let writer_hosts = writer_hosts(&config, &public_base)?;
-    }
-
-    pub fn connect_timeout(&self) -> Duration {
-        Duration::from_millis(self.config.redis.connect_timeout_ms)
-    }
-
             writer_hosts,
-    pub fn write_timeout(&self) -> Duration {
-        Duration::from_millis(self.config.redis.write_timeout_ms)
+        })
     }
+
     /// Why the writer does not answer a request whose `Host` (or absolute
     /// URL) names `authority`: a host it was not told is its own, as when a
     /// page's name was rebound to this writer's address. `None`: it does.
@@ -560,6 +563,13 @@ impl Settings {
         ))
     }
 
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.redis.connect_timeout_ms)
+    }
+
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.redis.write_timeout_ms)
+    }
 
     /// The writer's bounds on a Redis exchange: a command may take the
     /// write timeout, as Redis syncs each write to disk first.
@@ -778,13 +788,6 @@ fn check_varnish(varnish: &VarnishConfig, public_base: &Url) -> Result<(), Confi
     Ok(())
 }
 
-/// A DNS name or IPv4 address as a Host header carries it, without a port.
-fn is_host_name(host: &str) -> bool {
-    !host.is_empty()
-        && host.len() <= 253
-        && host.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
 /// The names and addresses of [`Settings::writer_hosts`].
 fn writer_hosts(config: &Config, public_base: &Url) -> Result<Vec<url::Host>, ConfigError> {
     let mut hosts: Vec<url::Host> = public_base
@@ -840,6 +843,66 @@ fn parse_authority(authority: &str) -> Option<url::Host> {
     }
 }
 
+/// `varnish.purge_secret`: empty, or 16 to 128 characters of `A-Z a-z 0-9
+/// - _` (so it is safe in a VCL string and a header). Never shown in logs
+/// or `Debug` output.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct PurgeSecret(String);
+
+impl PurgeSecret {
+    /// How long a secret may be: long enough not to be guessed, short
+    /// enough for one header line.
+    pub const LEN: std::ops::RangeInclusive<usize> = 16..=128;
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl TryFrom<String> for PurgeSecret {
+    type Error = ConfigError;
+
+    fn try_from(secret: String) -> Result<Self, ConfigError> {
+        let valid = secret.is_empty()
+            || (Self::LEN.contains(&secret.len())
+                && secret
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b)));
+        if valid {
+            Ok(Self(secret))
+        } else {
+            Err(ConfigError(format!(
+                "varnish.purge_secret must be {} to {} characters of A-Z, a-z, 0-9, - and _ \
+                 (e.g. the output of `openssl rand -hex 24`), or empty",
+                Self::LEN.start(),
+                Self::LEN.end()
+            )))
+        }
+    }
+}
+
+impl fmt::Debug for PurgeSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "PurgeSecret(none)"
+        } else {
+            "PurgeSecret(..)"
+        })
+    }
+}
+
+/// A DNS name or IPv4 address as a Host header carries it, without a port.
+fn is_host_name(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
                 && !label.starts_with('-')
                 && !label.ends_with('-')
                 && label
@@ -916,6 +979,60 @@ mod tests {
     }
 
     #[test]
+    fn the_writer_answers_for_its_own_hosts_only() {
+        let loopback = parse("public_base_url = \"https://S.example/l/\"\nallowed_hosts = [\"admin.example\", \"[2001:db8::1]\", \"192.0.2.7\"]").unwrap();
+        for own in [
+            "s.example",
+            "S.EXAMPLE:443",
+            "s.example.",
+            "admin.example:8080",
+            "[2001:db8::1]:80",
+            "192.0.2.7",
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "[::1]:8080",
+        ] {
+            assert_eq!(loopback.host_refusal(own), None, "{own}");
+        }
+        for foreign in [
+            "evil.example",
+            "evil.example:8080",
+            "s.example.evil.example",
+            "user@s.example",
+            "s.example/x",
+            "",
+            "10.0.0.1:8080",
+        ] {
+            let refusal = loopback.host_refusal(foreign).expect(foreign);
+            assert!(refusal.contains("allowed_hosts"), "{refusal}");
+        }
+        // Beyond loopback: the listen address, not loopback names.
+        let open = parse(
+            "listen = \"192.0.2.9:8080\"\n[access]\ntokens = [\"0123456789abcdef0123456789abcdef\"]",
+        )
+        .unwrap();
+        assert_eq!(open.host_refusal("192.0.2.9:8080"), None);
+        assert!(open.host_refusal("localhost:8080").is_some());
+        let every = parse("listen = \"0.0.0.0:8080\"").unwrap();
+        assert_eq!(every.host_refusal("localhost:8080"), None);
+        assert!(every.host_refusal("0.0.0.0:8080").is_some());
+        for bad in ["s.example:80", "::1", "a b", "https://s.example", ""] {
+            let error = parse(&format!("allowed_hosts = [{bad:?}]")).unwrap_err();
+            assert!(error.0.contains("allowed_hosts"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn forwarded_headers_are_believed_from_a_trusted_local_proxy_only() {
+        let mut config = RateLimitConfig::default();
+        let local = IpAddr::from([127, 0, 0, 1]);
+        assert!(!config.trusts_forwarded_from(local));
+        config.trust_forwarded_for = true;
+        assert!(config.trusts_forwarded_from(local));
+        assert!(!config.trusts_forwarded_from(IpAddr::from([192, 0, 2, 1])));
+    }
+
+    #[test]
     fn the_example_file_is_the_defaults() {
         let example = include_str!("../shortlink.example.toml");
         let from_file: Config = toml::from_str(example).unwrap();
@@ -975,60 +1092,6 @@ mod tests {
     }
 
     #[test]
-    #[test]
-    fn the_writer_answers_for_its_own_hosts_only() {
-        let loopback = parse("public_base_url = \"https://S.example/l/\"\nallowed_hosts = [\"admin.example\", \"[2001:db8::1]\", \"192.0.2.7\"]").unwrap();
-        for own in [
-            "s.example",
-            "S.EXAMPLE:443",
-            "s.example.",
-            "admin.example:8080",
-            "[2001:db8::1]:80",
-            "192.0.2.7",
-            "127.0.0.1:8080",
-            "localhost:8080",
-            "[::1]:8080",
-        ] {
-            assert_eq!(loopback.host_refusal(own), None, "{own}");
-        }
-        for foreign in [
-            "evil.example",
-            "evil.example:8080",
-            "s.example.evil.example",
-            "user@s.example",
-            "s.example/x",
-            "",
-            "10.0.0.1:8080",
-        ] {
-            let refusal = loopback.host_refusal(foreign).expect(foreign);
-            assert!(refusal.contains("allowed_hosts"), "{refusal}");
-        }
-        // Beyond loopback: the listen address, not loopback names.
-        let open = parse(
-            "listen = \"192.0.2.9:8080\"\n[access]\ntokens = [\"0123456789abcdef0123456789abcdef\"]",
-        )
-        .unwrap();
-        assert_eq!(open.host_refusal("192.0.2.9:8080"), None);
-        assert!(open.host_refusal("localhost:8080").is_some());
-        let every = parse("listen = \"0.0.0.0:8080\"").unwrap();
-        assert_eq!(every.host_refusal("localhost:8080"), None);
-        assert!(every.host_refusal("0.0.0.0:8080").is_some());
-        for bad in ["s.example:80", "::1", "a b", "https://s.example", ""] {
-            let error = parse(&format!("allowed_hosts = [{bad:?}]")).unwrap_err();
-            assert!(error.0.contains("allowed_hosts"), "{bad}: {error}");
-        }
-    }
-
-    #[test]
-    fn forwarded_headers_are_believed_from_a_trusted_local_proxy_only() {
-        let mut config = RateLimitConfig::default();
-        let local = IpAddr::from([127, 0, 0, 1]);
-        assert!(!config.trusts_forwarded_from(local));
-        config.trust_forwarded_for = true;
-        assert!(config.trusts_forwarded_from(local));
-        assert!(!config.trusts_forwarded_from(IpAddr::from([192, 0, 2, 1])));
-    }
-
     fn purge_urls_list_every_node_and_replace_purge_url() {
         let one = parse("[varnish]\npurge_url = \"http://10.0.0.1:6081\"").unwrap();
         assert_eq!(one.config.varnish.purge_nodes(), ["http://10.0.0.1:6081"]);
@@ -1093,6 +1156,7 @@ mod tests {
             ),
             ("[clicks]\ndays_kept = 0", "clicks.days_kept"),
             ("[clicks]\nbacklog = 5", "backlog"),
+            ("[clicks]\nqueue_mb = 0", "queue_mb"),
             ("[clicks]\ngeoip = \"countries.mmdb\"", "absolute path"),
             ("[redirect]\ncache_control = \"a\\\"b\"", "cache_control"),
             ("public_base_url = \"http://x/l\"", "must be an http(s) URL"),
@@ -1109,6 +1173,11 @@ mod tests {
             ("min_generated_key_length = 2", "min_generated_key_length"),
             ("max_url_length = 10", "max_url_length"),
             ("[varnish]\npurge_acl = [\"localhost\"]", "purge_acl"),
+            ("[varnish]\npurge_secret = \"short\"", "purge_secret"),
+            (
+                "[varnish]\npurge_secret = \"0123456789abcdef\\\"; }\"",
+                "purge_secret",
+            ),
             ("[varnish]\nvmod = \"../x.so\"", "varnish.vmod"),
             ("max_body_bytes = 10", "max_body_bytes"),
             (
@@ -1147,13 +1216,18 @@ mod tests {
 
     #[test]
     fn tokens_never_show() {
-        let token = "0123456789abcdef0123456789abcdef-secret";
-        let settings = parse(&format!("[access]\ntokens = [\"{token}\"]")).unwrap();
-        assert!(!format!("{settings:?}").contains("secret"));
-        let error = parse("[access]\ntokens = [\"secret-but-short\"]")
+        let token = "0123456789abcdef0123456789abcdef-hushhush";
+        let purge_secret = "purge-hushhush-0123456789";
+        let settings = parse(&format!(
+            "[access]\ntokens = [\"{token}\"]\n[varnish]\npurge_secret = \"{purge_secret}\""
+        ))
+        .unwrap();
+        assert_eq!(settings.config.varnish.purge_secret.as_str(), purge_secret);
+        assert!(!format!("{settings:?}").contains("hushhush"));
+        let error = parse("[access]\ntokens = [\"hushhush-but-short\"]")
             .unwrap_err()
             .0;
-        assert!(!error.contains("secret"), "{error}");
+        assert!(!error.contains("hushhush"), "{error}");
     }
 
     #[test]

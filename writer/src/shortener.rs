@@ -200,6 +200,7 @@ impl Shortener {
             &settings.config.varnish.purge_nodes(),
             &settings.public_base,
             &settings.link_path,
+            settings.config.varnish.purge_secret.as_str(),
             settings.write_timeout(),
         ));
         Ok(Self {

@@ -12,7 +12,7 @@ use shortlink_writer::access::Identity;
 
 use crate::common::{
     api, block_on, create, ensure, run_writer, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN,
-    TEST_TOKEN,
+    PURGE_SECRET, TEST_TOKEN,
 };
 
 pub const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
@@ -496,7 +496,8 @@ pub fn warm_fills_the_cache_without_clicks(suite: &Suite) -> Result<(), String> 
     let mut varnish = TcpStream::connect(&address).map_err(|e| format!("{address}: {e}"))?;
     write!(
         varnish,
-        "PURGE /l/{key} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+        "PURGE /l/{key} HTTP/1.1\r\nHost: {address}\r\nShortlink-Secret: {PURGE_SECRET}\r\n\
+         Connection: close\r\n\r\n"
     )
     .map_err(|e| e.to_string())?;
     let mut answer = String::new();

@@ -24,6 +24,10 @@ pub const ALICE_TOKEN: &str = "alice-token-0123456789abcdef0123456789";
 pub const BOB_TOKEN: &str = "bob-token-0123456789abcdef0123456789ab";
 pub const ADMIN_TOKEN: &str = "ops-token-0123456789abcdef0123456789ab";
 
+/// The suite's `varnish.purge_secret`: the writer sends it with every purge
+/// and warming request, and the suite's VCL requires it.
+pub const PURGE_SECRET: &str = "suite-purge-secret-0123456789";
+
 /// A token of its own for the export test, whose links no other test lists.
 pub const CAROL_TOKEN: &str = "carol-token-0123456789abcdef0123456789";
 
@@ -60,6 +64,7 @@ impl Suite {
                  allow_private_targets = true\n\
                  [redis]\nurl = \"{}\"\n\
                  [varnish]\npurge_url = \"http://127.0.0.1:{varnish_port}\"\n\
+                 purge_secret = \"{PURGE_SECRET}\"\n\
                  vmod = \"{}\"\n\
                  [access]\ntokens = [\"{TEST_TOKEN}\",\n\
                  {{ name = \"alice\", token = \"{ALICE_TOKEN}\" }},\n\

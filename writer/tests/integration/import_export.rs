@@ -199,7 +199,7 @@ pub fn import_reads_each_tools_export(suite: &Suite) -> Result<(), String> {
 
 /// The body of `GET /api/links/export` with `token`, and whether it came
 /// in chunks (streamed) rather than with a length.
-fn export(suite: &Suite, token: &str, query: &str) -> Result<(u16, bool, String), String> {
+pub fn export(suite: &Suite, token: &str, query: &str) -> Result<(u16, bool, String), String> {
     let url = format!("{}/api/links/export{query}", suite.writer_url);
     let mut response = Suite::agent()
         .get(&url)

@@ -416,6 +416,68 @@ pub fn listing_pages_newest_first(suite: &Suite) -> Result<(), String> {
     )
 }
 
+/// Expiries written by hand past 9999-12-31T23:59:59Z, the last moment an
+/// HTTP date can spell: the API answers that the value is no link (409,
+/// saying how to fix it) instead of dropping the connection, and the
+/// export leaves them out and carries on; the last second itself is a link.
+pub fn out_of_range_expiries_are_refused_everywhere(suite: &Suite) -> Result<(), String> {
+    for (field, value) in [
+        ("9a", "https://example.org/lifecycle/far 253402300800"),
+        (
+            "9b",
+            "https://example.org/lifecycle/far 9223372036854775808",
+        ),
+        (
+            "9c",
+            "https://example.org/lifecycle/far 18446744073709551615",
+        ),
+        ("9e", "https://example.org/lifecycle/last 253402300799"),
+    ] {
+        suite
+            .redis
+            .query::<()>(&["HSET", "short:Zz", field, value])?;
+    }
+    for key in ["Zz9a", "Zz9b", "Zz9c"] {
+        let read = api(
+            suite,
+            "GET",
+            &format!("/api/links/{key}"),
+            Some(ADMIN_TOKEN),
+            None,
+            None,
+        )?;
+        ensure(
+            read.status == 409
+                && read.body["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("9999-12-31T23:59:59Z") && e.contains("redis-cli")),
+            || format!("GET {key}: {} {}", read.status, read.body),
+        )?;
+    }
+    let last = api(
+        suite,
+        "GET",
+        "/api/links/Zz9e",
+        Some(ADMIN_TOKEN),
+        None,
+        None,
+    )?;
+    ensure(
+        last.status == 200 && last.body["expires_at"] == "9999-12-31T23:59:59Z",
+        || format!("GET Zz9e: {} {}", last.status, last.body),
+    )?;
+    let (status, _, body) = crate::import_export::export(suite, ADMIN_TOKEN, "?format=jsonl")?;
+    let keys: Vec<String> = body
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|link| link["key"].as_str().map(str::to_owned))
+        .filter(|key| key.starts_with("Zz9"))
+        .collect();
+    ensure(status == 200 && keys == ["Zz9e"], || {
+        format!("export: {status}, keys of short:Zz {keys:?}")
+    })
+}
+
 /// Changes while Redis hangs: 503 within the write timeout, and nothing
 /// stored once Redis comes back; while it is down: 503 at once. On a Redis
 /// of its own, as it is hung and killed.

@@ -273,6 +273,10 @@ const TESTS: &[(&str, common::Test)] = &[
         lifecycle::listing_pages_newest_first,
     ),
     (
+        "lifecycle::out_of_range_expiries_are_refused_everywhere",
+        lifecycle::out_of_range_expiries_are_refused_everywhere,
+    ),
+    (
         "lifecycle::changes_while_redis_hangs_or_is_down_store_nothing",
         lifecycle::changes_while_redis_hangs_or_is_down_store_nothing,
     ),
