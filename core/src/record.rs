@@ -6,7 +6,8 @@
 //! URL, separated by single spaces (a valid URL has none), add to it, in
 //! any order and at most once each:
 //!
-//! - `1767225600`: digits, the moment the link expires, in Unix seconds;
+//! - `1767225600`: digits, the moment the link expires, in Unix seconds, at
+//!   most [`Expiry::MAX`] (9999-12-31T23:59:59Z);
 //! - `#100`: the most clicks (people's) the link answers; past them it
 //!   answers as an expired link does;
 //! - `@alice`: the name of the access token that created the link;
