@@ -13,7 +13,7 @@ use redis::Script;
 use shortlink_core::KeyScheme;
 
 use super::Refusal;
-use crate::config::Settings;
+use crate::config::{RateLimitConfig, Settings};
 use crate::master::MasterConnection;
 
 const GCRA_SCRIPT: &str = include_str!("gcra.lua");
@@ -31,7 +31,8 @@ pub enum Spending {
 /// A bucket per client address (per /64 for IPv6).
 pub struct RateLimit {
     buckets: Buckets,
-    trust_forwarded_for: bool,
+    /// Whom forwarded headers are believed from.
+    forwarded: RateLimitConfig,
     spending: Spending,
 }
 
@@ -76,7 +77,7 @@ impl RateLimit {
         };
         Ok(Some(Self {
             buckets,
-            trust_forwarded_for: config.trust_forwarded_for,
+            forwarded: config.clone(),
             spending,
         }))
     }
@@ -153,7 +154,7 @@ impl RateLimit {
     /// address in `X-Forwarded-For`: the one that proxy appended.
     fn client_address(&self, request: &HttpRequest) -> Option<IpAddr> {
         let peer = request.peer_addr()?.ip();
-        if !(self.trust_forwarded_for && peer.is_loopback()) {
+        if !self.forwarded.trusts_forwarded_from(peer) {
             return Some(peer);
         }
         let forwarded = request
