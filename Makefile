@@ -37,8 +37,9 @@ deb:
 	@$(CARGO) build --release --workspace
 	scripts/deb.sh
 
-## test: every test: unit and integration tests, VTC suites, the Debian package (installed, used, purged), `make run` smoke tests (one Redis, Sentinel, Cluster), `make faults`, hadolint, compose schema, rustfmt, clippy
+## test: every test: relative links in the Markdown files, unit and integration tests, VTC suites, the Debian package (installed, used, purged), `make run` smoke tests (one Redis, Sentinel, Cluster), `make faults`, hadolint, compose schema, rustfmt, clippy
 test: deps-test
+	python3 scripts/check-links.py
 	@$(CARGO) build --release --workspace
 	scripts/test-deb.sh
 	$(CARGO) test --release --workspace --exclude fault-tests --no-fail-fast
