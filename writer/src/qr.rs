@@ -4,7 +4,7 @@
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use lru::LruCache;
@@ -151,9 +151,9 @@ pub enum RenderError {
 /// latest: one per writer, shared by its workers. A code is kept under the
 /// text it holds and its size, so a code never outlives what it says.
 pub struct PngRenderer {
-    turns: tokio::sync::Semaphore,
+    turns: Arc<tokio::sync::Semaphore>,
     waiting: AtomicUsize,
-    running: AtomicUsize,
+    running: Arc<AtomicUsize>,
     kept: Mutex<LruCache<(String, QrSize), actix_web::web::Bytes>>,
 }
 
@@ -177,12 +177,26 @@ impl Drop for Counted<'_> {
     }
 }
 
+/// A PNG being drawn: holds its turn, and counts in `running`, until the
+/// drawing ends, even when its request is gone by then.
+struct Drawing {
+    running: Arc<AtomicUsize>,
+    _turn: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Drop for Drawing {
+    fn drop(&mut self) {
+        // Before the turn is given back (fields drop after this).
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl PngRenderer {
     fn new() -> Self {
         Self {
-            turns: tokio::sync::Semaphore::new(RENDERS_AT_ONCE),
+            turns: Arc::new(tokio::sync::Semaphore::new(RENDERS_AT_ONCE)),
             waiting: AtomicUsize::new(0),
-            running: AtomicUsize::new(0),
+            running: Arc::new(AtomicUsize::new(0)),
             kept: Mutex::new(LruCache::new(PNGS_KEPT)),
         }
     }
@@ -218,7 +232,7 @@ impl PngRenderer {
             if before >= RENDERS_WAITING {
                 return Err(RenderError::Busy);
             }
-            match tokio::time::timeout(RENDER_WAIT, self.turns.acquire()).await {
+            match tokio::time::timeout(RENDER_WAIT, Arc::clone(&self.turns).acquire_owned()).await {
                 Ok(Ok(turn)) => turn,
                 _ => return Err(RenderError::Busy),
             }
@@ -227,12 +241,18 @@ impl PngRenderer {
         if let Some(png) = self.kept(text, size) {
             return Ok(png);
         }
-        let (_running, _) = Counted::new(&self.running);
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let drawing = Drawing {
+            running: Arc::clone(&self.running),
+            _turn: turn,
+        };
         let owned = text.to_owned();
-        let drawn = tokio::task::spawn_blocking(move || png(&owned, size))
-            .await
-            .map_err(|e| QrError::Drawing(e.to_string()))??;
-        drop(turn);
+        let drawn = tokio::task::spawn_blocking(move || {
+            let _drawing = drawing;
+            png(&owned, size)
+        })
+        .await
+        .map_err(|e| QrError::Drawing(e.to_string()))??;
         let png = actix_web::web::Bytes::from(drawn);
         self.kept
             .lock()
