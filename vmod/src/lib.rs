@@ -6,12 +6,8 @@
 mod backend;
 mod changes;
 mod clicks;
-mod cluster;
-mod destination;
-mod flush;
-mod pool;
+mod lookups;
 mod stats;
-mod visitor;
 
 use std::time::Duration;
 
@@ -69,7 +65,7 @@ mod shortlink {
 
     use crate::backend::{LinkBackend, Resolution, Resolver, Settings};
     use crate::clicks::CountSettings;
-    use crate::pool::{PoolSettings, RedisPool};
+    use crate::lookups::pool::{PoolSettings, RedisPool};
     use crate::{duration_or, redirector, time_left, without_panic};
 
     impl redirector {
@@ -448,7 +444,7 @@ impl redirector {
             client.map(|client| client.ip()),
             key,
             &agent,
-            visitor::referrer_host(&referrer).as_deref(),
+            clicks::visitor::referrer_host(&referrer).as_deref(),
         ) {
             self.clicks.record(click);
         }

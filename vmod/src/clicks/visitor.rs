@@ -11,7 +11,7 @@ use std::rc::Rc;
 use lru::LruCache;
 
 /// uap-core's rules (see `uap-core/README`).
-const UAP_RULES: &str = include_str!("../uap-core/regexes.yaml");
+const UAP_RULES: &str = include_str!("../../uap-core/regexes.yaml");
 
 /// Distinct user agents remembered, the least recently seen forgotten
 /// first: a flood of made-up agents costs their parsing, never the memory

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use redis_target::cluster::{key_slot, Redirect, SlotMap};
 use redis_target::{Address, ClusterTarget, Timeouts};
 
-use crate::pool::{hget_reply, Exchange, Lookup, LookupError, Shared};
+use crate::lookups::pool::{hget_reply, Exchange, Lookup, LookupError, Shared};
 
 /// Most hops a lookup takes (redirects, and one retry on a fresh
 /// connection): a slot moves once at a time, so more means a cluster

@@ -242,7 +242,9 @@ impl RedisPool {
         let health = Arc::new(Health::new());
         let (exchange, locator): (Box<dyn Exchange>, _) = match target {
             Target::Cluster(cluster) => (
-                Box::new(crate::cluster::ClusterRoute::new(cluster, timeouts)),
+                Box::new(crate::lookups::cluster::ClusterRoute::new(
+                    cluster, timeouts,
+                )),
                 None,
             ),
             Target::Server(_) | Target::Sentinel(_) => {

@@ -28,10 +28,10 @@ use shortlink_core::clicks::{
 };
 use shortlink_core::{Key, KeyScheme};
 
+use crate::clicks::destination::{lane_of, Destination, Lane, Node};
+use crate::clicks::visitor::{Agent, Agents, Countries};
 use crate::clicks::{add_pending, subtract_pending, Click, ClickStore, CountSettings, Outcome};
-use crate::destination::{lane_of, Destination, Lane, Node};
-use crate::pool::now_ms;
-use crate::visitor::{Agent, Agents, Countries};
+use crate::lookups::pool::now_ms;
 
 /// Applies one batch once, in order. `KEYS[1]` is the hash noting the last
 /// batch each flusher applied in this lane, `KEYS[2]...` the keys the
@@ -1625,7 +1625,7 @@ mod tests {
     /// never a total. (`noeviction` refused every flush once full.)
     #[test]
     fn a_full_clicks_redis_evicts_history_not_totals() {
-        let shipped = include_str!("../../redis/clicks.conf");
+        let shipped = include_str!("../../../../redis/clicks.conf");
         let policy = shipped
             .lines()
             .find(|line| line.starts_with("maxmemory-policy "))

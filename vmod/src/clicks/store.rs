@@ -373,7 +373,7 @@ pub fn store_for(
     let flusher_store = Arc::clone(&store);
     std::thread::Builder::new()
         .name("shortlink-clicks".to_owned())
-        .spawn(move || crate::flush::run(&flusher_store))
+        .spawn(move || crate::clicks::flusher::run(&flusher_store))
         .map_err(|e| format!("cannot start the click flusher thread: {e}"))?;
     stores.push(Arc::clone(&store));
     Ok(store)

@@ -1,0 +1,4 @@
+//! Link lookups in the links' Redis.
+
+pub mod cluster;
+pub mod pool;
