@@ -387,4 +387,26 @@ mod tests {
         let changed: BTreeSet<String> = taken.into_iter().filter(|f| f != "key").collect();
         assert_eq!(fields("LinkChange"), changed);
     }
+
+    /// A link's answer always holds what following it shows; the rest
+    /// only for its owner or an admin, so the document must not promise it.
+    #[test]
+    fn a_link_body_promises_only_what_anyone_sees() {
+        let document = serde_json::to_value(document()).unwrap();
+        let link = &document["components"]["schemas"]["LinkBody"];
+        assert_eq!(
+            link["required"],
+            serde_json::json!(["key", "url", "short_url"]),
+            "{link}"
+        );
+        for field in [
+            "expires_at",
+            "expired_url",
+            "expired",
+            "max_clicks",
+            "owner",
+        ] {
+            assert!(link["properties"][field].is_object(), "{field}: {link}");
+        }
+    }
 }
