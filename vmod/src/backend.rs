@@ -12,7 +12,7 @@ use varnish::Vsc;
 
 use crate::changes::Changes;
 use crate::clicks::ClickStore;
-use crate::lookups::pool::{LookupError, RedisPool};
+use crate::lookups::{LookupError, RedisPool};
 use crate::stats::LinkStats;
 
 /// What the VCL author configured, checked once in `vcl_init`.

@@ -65,7 +65,7 @@ mod shortlink {
 
     use crate::backend::{LinkBackend, Resolution, Resolver, Settings};
     use crate::clicks::CountSettings;
-    use crate::lookups::pool::{PoolSettings, RedisPool};
+    use crate::lookups::{PoolSettings, RedisPool};
     use crate::{duration_or, redirector, time_left, without_panic};
 
     impl redirector {
@@ -487,6 +487,13 @@ impl redirector {
 /// Every entry point Varnish calls, and the Redis I/O thread, goes through it.
 pub(crate) fn without_panic<T>(work: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> T {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| on_panic())
+}
+
+/// Milliseconds since the Unix epoch, as Redis is told them (0 before it).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The first value of each of `names` (case-insensitive) in `headers`,

@@ -12,7 +12,7 @@ use redis_target::{Address, Timeouts};
 use shortlink_core::clicks::Layout;
 
 use crate::clicks::{ClickStore, Reach};
-use crate::lookups::cluster::{ClusterNodes, Unread, Unsent};
+use crate::lookups::{ClusterNodes, Unread, Unsent};
 
 /// A node the flusher writes to: `None` is the master.
 pub type Node = Option<Address>;

@@ -1,4 +1,168 @@
-//! Link lookups in the links' Redis.
+//! Looking links up in the links' Redis, for Varnish workers: each lookup
+//! is queued to one I/O thread (`pool`), which pipelines a batch of them
+//! onto a connection from an r2d2 pool (`master`: one server, or the master
+//! Sentinels name), or, for a Redis Cluster, splits it by node (`cluster`)
+//! over the slot map and node connections of `nodes`, which the click
+//! flusher uses too.
+//!
+//! A lookup fails only when Redis fails it: no reply within the command
+//! timeout of the round trip carrying it being sent, no connection within
+//! the command timeout, or an error from Redis. Time a lookup spends waiting
+//! for CPU (hundreds of fetch threads on two cores, say) never turns into an
+//! error about the link store: Varnish is slow then, not Redis.
+//!
+//! Here: what the pool and its routes share (the lookup on its way, its
+//! outcome, the health of Redis, the route's trait).
 
-pub mod cluster;
-pub mod pool;
+mod cluster;
+mod master;
+mod nodes;
+mod pool;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use nodes::{ClusterNodes, Unread, Unsent};
+pub use pool::{PoolSettings, RedisPool};
+
+use crate::now_ms;
+
+/// Whether Redis answered the last time anyone asked, and since when.
+/// Feeds the backend's `healthy()` so VCL can stretch grace while Redis is away.
+#[derive(Debug)]
+pub struct Health {
+    healthy: AtomicBool,
+    changed_ms: AtomicU64,
+}
+
+impl Health {
+    fn new() -> Self {
+        Self {
+            // Optimistic until proven otherwise: a VCL loaded while Redis is
+            // down should still try Redis on the first request.
+            healthy: AtomicBool::new(true),
+            changed_ms: AtomicU64::new(now_ms()),
+        }
+    }
+
+    pub fn set(&self, healthy: bool) {
+        if self.healthy.swap(healthy, Ordering::Relaxed) != healthy {
+            self.changed_ms.store(now_ms(), Ordering::Relaxed);
+        }
+    }
+
+    pub fn get(&self) -> (bool, SystemTime) {
+        let changed = UNIX_EPOCH + Duration::from_millis(self.changed_ms.load(Ordering::Relaxed));
+        (self.healthy.load(Ordering::Relaxed), changed)
+    }
+}
+/// Why a lookup got no answer from Redis.
+#[derive(Debug, Clone)]
+pub enum LookupError {
+    /// No reply within the command timeout of being sent (or no connection
+    /// within the command timeout).
+    Timeout(String),
+    /// Redis refused or dropped the connection.
+    Unreachable(String),
+    /// Redis answered with an error, such as `WRONGTYPE` for a hash name
+    /// that holds something else.
+    Answer(String),
+}
+
+impl fmt::Display for LookupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout(detail) => write!(f, "Redis did not answer in time: {detail}"),
+            Self::Unreachable(detail) => write!(f, "Redis is unreachable: {detail}"),
+            Self::Answer(detail) => write!(f, "Redis answered with an error: {detail}"),
+        }
+    }
+}
+pub(crate) type Outcome = Result<Option<Vec<u8>>, LookupError>;
+
+/// One lookup on its way: filled in by the I/O thread, awaited by a worker.
+pub(crate) struct Lookup {
+    pub(crate) hash: String,
+    pub(crate) field: String,
+    outcome: Mutex<Option<Outcome>>,
+    ready: Condvar,
+}
+
+impl Lookup {
+    pub(crate) fn fulfil(&self, outcome: Outcome) {
+        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+        self.ready.notify_one();
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Arc<Lookup>>,
+    stopping: bool,
+}
+
+/// What the workers and the I/O thread share.
+pub(crate) struct Shared {
+    pub(crate) health: Arc<Health>,
+    command_timeout: Duration,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    round_trips: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn count_round_trips(&self, count: usize) {
+        self.round_trips
+            .fetch_add(u64::try_from(count).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+}
+
+/// How the I/O thread gets a batch of lookups answered.
+pub(crate) trait Exchange: Send {
+    /// Sends `batch` and hands each lookup its reply; on a failure that
+    /// answers none of them, says why instead (and hands out nothing).
+    fn serve(&mut self, shared: &Shared, batch: &[Arc<Lookup>]) -> Option<LookupError>;
+
+    /// Drops every connection in use: after a panic, its stream may have
+    /// stopped halfway through an exchange.
+    fn forget_connections(&mut self);
+}
+/// What one `HGET` reply means for its lookup.
+pub(crate) fn hget_reply(reply: redis::Value) -> Outcome {
+    match reply {
+        redis::Value::Nil => Ok(None),
+        redis::Value::BulkString(bytes) => Ok(Some(bytes)),
+        redis::Value::ServerError(error) => Err(LookupError::Answer(
+            redis::RedisError::from(error).to_string(),
+        )),
+        other => Err(LookupError::Answer(format!(
+            "unexpected reply to HGET: {other:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{hget_reply, LookupError};
+
+    #[test]
+    fn hget_replies_become_outcomes() {
+        assert_eq!(hget_reply(redis::Value::Nil).unwrap(), None);
+        assert_eq!(
+            hget_reply(redis::Value::BulkString(b"https://example.org/".to_vec())).unwrap(),
+            Some(b"https://example.org/".to_vec())
+        );
+        // As Redis sends it for a hash name that holds a string.
+        let wrong_type = redis::parse_redis_value(b"-WRONGTYPE not a hash\r\n").unwrap();
+        assert!(matches!(
+            hget_reply(wrong_type),
+            Err(LookupError::Answer(m)) if m.contains("WRONGTYPE")
+        ));
+        assert!(matches!(
+            hget_reply(redis::Value::Int(1)),
+            Err(LookupError::Answer(m)) if m.contains("unexpected")
+        ));
+    }
+}

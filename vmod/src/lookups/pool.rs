@@ -1,137 +1,18 @@
-//! Redis lookups for Varnish workers: pipelined by one I/O thread onto
-//! connections from an r2d2 pool, or, for a Redis Cluster, onto one
-//! connection per node (see `cluster`).
-//!
-//! A lookup fails only when Redis fails it: no reply within the command
-//! timeout of the round trip carrying it being sent, no connection within
-//! the command timeout, or an error from Redis. Time a lookup spends waiting
-//! for CPU (hundreds of fetch threads on two cores, say) never turns into an
-//! error about the link store: Varnish is slow then, not Redis.
+//! The pool: workers queue their lookups, one I/O thread sends them in
+//! batches over the route to Redis (`master` or `cluster`), and hands each
+//! worker its answer.
 
-use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use redis::ConnectionLike;
 use redis_target::{Locator, Target, Timeouts};
 use shortlink_core::Slot;
 
-/// One Redis connection and whether it may be reused.
-pub struct PooledConnection {
-    connection: redis::Connection,
-    /// Set after a failed or timed-out command: the stream may still carry a
-    /// late reply, so the connection must never serve another lookup.
-    broken: bool,
-    /// The locator's generation when it was opened: one from before a
-    /// failover leads to a demoted master.
-    generation: u64,
-}
-
-/// Opens connections to the master the locator names, with the connect
-/// timeout, and arms read and write timeouts on each, so no socket call can
-/// block longer than allowed.
-struct ConnectionManager {
-    locator: Arc<Locator>,
-    health: Arc<Health>,
-}
-
-impl r2d2::ManageConnection for ConnectionManager {
-    type Connection = PooledConnection;
-    type Error = redis::RedisError;
-
-    fn connect(&self) -> Result<PooledConnection, redis::RedisError> {
-        match self.locator.connect() {
-            Ok((connection, generation)) => Ok(PooledConnection {
-                connection,
-                broken: false,
-                generation,
-            }),
-            Err(error) => {
-                self.health.set(false);
-                Err(error)
-            }
-        }
-    }
-
-    // Only called if test_on_check_out is on, which it is not: a PING per
-    // lookup would double Redis traffic. Broken connections are found from
-    // the errors of real commands instead.
-    fn is_valid(&self, conn: &mut PooledConnection) -> Result<(), redis::RedisError> {
-        redis::cmd("PING").query::<()>(&mut conn.connection)
-    }
-
-    fn has_broken(&self, conn: &mut PooledConnection) -> bool {
-        conn.broken || !conn.connection.is_open() || conn.is_stale(&self.locator)
-    }
-}
-
-impl PooledConnection {
-    /// Whether the master has changed since this connection was opened.
-    fn is_stale(&self, locator: &Locator) -> bool {
-        self.generation != locator.generation()
-    }
-}
-
-/// Whether Redis answered the last time anyone asked, and since when.
-/// Feeds the backend's `healthy()` so VCL can stretch grace while Redis is away.
-#[derive(Debug)]
-pub struct Health {
-    healthy: AtomicBool,
-    changed_ms: AtomicU64,
-}
-
-impl Health {
-    fn new() -> Self {
-        Self {
-            // Optimistic until proven otherwise: a VCL loaded while Redis is
-            // down should still try Redis on the first request.
-            healthy: AtomicBool::new(true),
-            changed_ms: AtomicU64::new(now_ms()),
-        }
-    }
-
-    pub fn set(&self, healthy: bool) {
-        if self.healthy.swap(healthy, Ordering::Relaxed) != healthy {
-            self.changed_ms.store(now_ms(), Ordering::Relaxed);
-        }
-    }
-
-    pub fn get(&self) -> (bool, SystemTime) {
-        let changed = UNIX_EPOCH + Duration::from_millis(self.changed_ms.load(Ordering::Relaxed));
-        (self.healthy.load(Ordering::Relaxed), changed)
-    }
-}
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// Why a lookup got no answer from Redis.
-#[derive(Debug, Clone)]
-pub enum LookupError {
-    /// No reply within the command timeout of being sent (or no connection
-    /// within the command timeout).
-    Timeout(String),
-    /// Redis refused or dropped the connection.
-    Unreachable(String),
-    /// Redis answered with an error, such as `WRONGTYPE` for a hash name
-    /// that holds something else.
-    Answer(String),
-}
-
-impl fmt::Display for LookupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Timeout(detail) => write!(f, "Redis did not answer in time: {detail}"),
-            Self::Unreachable(detail) => write!(f, "Redis is unreachable: {detail}"),
-            Self::Answer(detail) => write!(f, "Redis answered with an error: {detail}"),
-        }
-    }
-}
+use super::cluster::ClusterRoute;
+use super::master::MasterRoute;
+use super::{Exchange, Health, Lookup, LookupError, Outcome, Queue, Shared};
 
 /// Settings of a [`RedisPool`].
 pub struct PoolSettings<'a> {
@@ -140,65 +21,6 @@ pub struct PoolSettings<'a> {
     pub command_timeout: Duration,
     pub size: u32,
 }
-
-pub(crate) type Outcome = Result<Option<Vec<u8>>, LookupError>;
-
-/// One lookup on its way: filled in by the I/O thread, awaited by a worker.
-pub(crate) struct Lookup {
-    pub(crate) hash: String,
-    pub(crate) field: String,
-    outcome: Mutex<Option<Outcome>>,
-    ready: Condvar,
-}
-
-impl Lookup {
-    pub(crate) fn fulfil(&self, outcome: Outcome) {
-        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
-        self.ready.notify_one();
-    }
-}
-
-#[derive(Default)]
-struct Queue {
-    waiting: Vec<Arc<Lookup>>,
-    stopping: bool,
-}
-
-/// What the workers and the I/O thread share.
-pub(crate) struct Shared {
-    pub(crate) health: Arc<Health>,
-    command_timeout: Duration,
-    queue: Mutex<Queue>,
-    wake: Condvar,
-    round_trips: AtomicU64,
-}
-
-impl Shared {
-    pub(crate) fn count_round_trips(&self, count: usize) {
-        self.round_trips
-            .fetch_add(u64::try_from(count).unwrap_or(u64::MAX), Ordering::Relaxed);
-    }
-}
-
-/// How the I/O thread gets a batch of lookups answered.
-pub(crate) trait Exchange: Send {
-    /// Sends `batch` and hands each lookup its reply; on a failure that
-    /// answers none of them, says why instead (and hands out nothing).
-    fn serve(&mut self, shared: &Shared, batch: &[Arc<Lookup>]) -> Option<LookupError>;
-
-    /// Drops every connection in use: after a panic, its stream may have
-    /// stopped halfway through an exchange.
-    fn forget_connections(&mut self);
-}
-
-/// One server, or the master Sentinels name: connections from an r2d2
-/// pool, one in use at a time.
-struct MasterRoute {
-    pool: r2d2::Pool<ConnectionManager>,
-    locator: Arc<Locator>,
-    connection: Option<r2d2::PooledConnection<ConnectionManager>>,
-}
-
 /// Lookups for Varnish workers, pipelined onto pooled connections.
 ///
 /// A worker queues its `HGET` and waits for the I/O thread's verdict. The
@@ -241,30 +63,11 @@ impl RedisPool {
             .map_err(|e: redis_target::TargetError| e.to_string())?;
         let health = Arc::new(Health::new());
         let (exchange, locator): (Box<dyn Exchange>, _) = match target {
-            Target::Cluster(cluster) => (
-                Box::new(crate::lookups::cluster::ClusterRoute::new(
-                    cluster, timeouts,
-                )),
-                None,
-            ),
+            Target::Cluster(cluster) => (Box::new(ClusterRoute::new(cluster, timeouts)), None),
             Target::Server(_) | Target::Sentinel(_) => {
                 let locator = Arc::new(Locator::open(settings.url, timeouts)?);
-                let manager = ConnectionManager {
-                    locator: Arc::clone(&locator),
-                    health: Arc::clone(&health),
-                };
-                let pool = r2d2::Pool::builder()
-                    .max_size(settings.size)
-                    .min_idle(Some(1))
-                    .test_on_check_out(false)
-                    .connection_timeout(settings.command_timeout)
-                    .error_handler(Box::new(r2d2::NopErrorHandler))
-                    .build_unchecked(manager);
-                let route = MasterRoute {
-                    pool,
-                    locator: Arc::clone(&locator),
-                    connection: None,
-                };
+                let route =
+                    MasterRoute::new(&locator, &health, settings.size, settings.command_timeout);
                 (Box::new(route), Some(locator))
             }
         };
@@ -416,127 +219,5 @@ fn io_loop(shared: &Shared, mut exchange: Box<dyn Exchange>) {
                 lookup.fulfil(Err(error.clone()));
             }
         }
-    }
-}
-
-/// Sends `batch` as one pipeline and hands out the replies; on failure,
-/// hands out nothing and says why. A connection that Redis dropped (it
-/// restarted, say) is only noticed when used, so such a failure is retried
-/// on a fresh connection while the command timeout lasts.
-impl Exchange for MasterRoute {
-    fn serve(&mut self, shared: &Shared, batch: &[Arc<Lookup>]) -> Option<LookupError> {
-        let retry_until = Instant::now() + shared.command_timeout;
-        let mut pipeline = redis::pipe();
-        for lookup in batch {
-            pipeline.cmd("HGET").arg(&lookup.hash).arg(&lookup.field);
-        }
-        let packed = pipeline.get_packed_pipeline();
-        loop {
-            let mut conn = if let Some(conn) = self
-                .connection
-                .take()
-                .filter(|conn| !conn.is_stale(&self.locator))
-            {
-                conn
-            } else {
-                let wait = retry_until.saturating_duration_since(Instant::now());
-                match self.pool.get_timeout(wait) {
-                    // An idle connection from before a failover: the pool
-                    // drops it, and the next try opens one to the new master.
-                    Ok(mut conn) if conn.is_stale(&self.locator) => {
-                        conn.broken = true;
-                        continue;
-                    }
-                    Ok(conn) => conn,
-                    Err(e) => {
-                        return Some(LookupError::Timeout(format!(
-                            "no connection within the command timeout of {:?}: {e}",
-                            shared.command_timeout
-                        )))
-                    }
-                }
-            };
-            shared.count_round_trips(1);
-            match exchange(&mut conn.connection, &packed, batch.len()) {
-                Ok(replies) => {
-                    shared.health.set(true);
-                    self.connection = Some(conn);
-                    for (lookup, reply) in batch.iter().zip(replies) {
-                        lookup.fulfil(hget_reply(reply));
-                    }
-                    return None;
-                }
-                Err(error) => {
-                    // A failed exchange may leave a late reply in the stream.
-                    conn.broken = true;
-                    if error.is_timeout() {
-                        return Some(LookupError::Timeout(format!(
-                            "no reply within the command timeout of {:?}: {error}",
-                            shared.command_timeout
-                        )));
-                    }
-                    if Instant::now() >= retry_until {
-                        return Some(LookupError::Unreachable(error.to_string()));
-                    }
-                }
-            }
-        }
-    }
-
-    fn forget_connections(&mut self) {
-        self.connection = None;
-    }
-}
-
-/// Writes a packed pipeline and reads its `count` replies, each read bounded
-/// by the socket's timeout (the command timeout).
-///
-/// Not `Pipeline::query`: after a failed read it goes on reading every
-/// remaining reply, each waiting the whole timeout again, so a hung Redis
-/// would hold a batch of n lookups n times the command timeout.
-fn exchange(
-    connection: &mut redis::Connection,
-    packed: &[u8],
-    count: usize,
-) -> redis::RedisResult<Vec<redis::Value>> {
-    connection.send_packed_command(packed)?;
-    (0..count).map(|_| connection.recv_response()).collect()
-}
-
-/// What one `HGET` reply means for its lookup.
-pub(crate) fn hget_reply(reply: redis::Value) -> Outcome {
-    match reply {
-        redis::Value::Nil => Ok(None),
-        redis::Value::BulkString(bytes) => Ok(Some(bytes)),
-        redis::Value::ServerError(error) => Err(LookupError::Answer(
-            redis::RedisError::from(error).to_string(),
-        )),
-        other => Err(LookupError::Answer(format!(
-            "unexpected reply to HGET: {other:?}"
-        ))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{hget_reply, LookupError};
-
-    #[test]
-    fn hget_replies_become_outcomes() {
-        assert_eq!(hget_reply(redis::Value::Nil).unwrap(), None);
-        assert_eq!(
-            hget_reply(redis::Value::BulkString(b"https://example.org/".to_vec())).unwrap(),
-            Some(b"https://example.org/".to_vec())
-        );
-        // As Redis sends it for a hash name that holds a string.
-        let wrong_type = redis::parse_redis_value(b"-WRONGTYPE not a hash\r\n").unwrap();
-        assert!(matches!(
-            hget_reply(wrong_type),
-            Err(LookupError::Answer(m)) if m.contains("WRONGTYPE")
-        ));
-        assert!(matches!(
-            hget_reply(redis::Value::Int(1)),
-            Err(LookupError::Answer(m)) if m.contains("unexpected")
-        ));
     }
 }

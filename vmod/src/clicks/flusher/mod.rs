@@ -31,7 +31,7 @@ use shortlink_core::{Key, KeyScheme};
 use crate::clicks::destination::{lane_of, Destination, Lane, Node};
 use crate::clicks::visitor::{Agent, Agents, Countries};
 use crate::clicks::{add_pending, subtract_pending, Click, ClickStore, CountSettings, Outcome};
-use crate::lookups::pool::now_ms;
+use crate::now_ms;
 
 /// Applies one batch once, in order. `KEYS[1]` is the hash noting the last
 /// batch each flusher applied in this lane, `KEYS[2]...` the keys the
