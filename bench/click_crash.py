@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How many clicks a SIGKILL of the Varnish child loses, under load.
 
-README.md ("Loss bounds") says a crash of the Varnish child loses the clicks
+docs/clicks.md ("Loss bounds") says a crash of the Varnish child loses the clicks
 of at most one flush interval: those counted in memory and not yet sent.
 This measures it, with bench.py's helpers, in its own directory
 (target/bench/work/crash), on free loopback ports:

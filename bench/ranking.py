@@ -2,8 +2,8 @@
 """What ranking an hour of busy minutes costs Redis, and the writer.
 
 `GET /api/trending` and `shortlink warm` rank links by their clicks over
-the last minutes, summed over one sorted set per minute (README, "Hot
-links"). Each set holds every link clicked in its minute, so a busy hour is
+the last minutes, summed over one sorted set per minute (docs/clicks.md,
+"Warming a new cache"). Each set holds every link clicked in its minute, so a busy hour is
 millions of entries. This fills a Redis of its own (no persistence) with
 60 minute sets in the storage layout, each of MEMBERS Zipf-ranked links
 drawn from a million, then measures:

@@ -59,7 +59,7 @@ pub const MAX_DETAIL_FIELD: usize = "referrer:".len() + MAX_DETAIL_VALUE;
 /// Most bytes of field names and counts in one link's details hash
 /// ([`MAX_DETAIL_FIELDS`] fields of [`MAX_DETAIL_FIELD`] bytes and a
 /// 20-digit count, and each kind's `other`): some 22 KB. Redis's own
-/// overhead comes on top; the README gives what `MEMORY USAGE` measured.
+/// overhead comes on top; `docs/clicks.md` gives what `MEMORY USAGE` measured.
 pub const MAX_DETAIL_BYTES: usize =
     (MAX_DETAIL_FIELDS + Detail::ALL.len()) * (MAX_DETAIL_FIELD + 20);
 
@@ -533,10 +533,11 @@ mod tests {
         }
     }
 
-    /// The README's table of both layouts spells the names as they are.
+    /// The table of both layouts in `docs/redis-cluster.md` spells the
+    /// names as they are.
     #[test]
-    fn the_readme_spells_both_layouts() {
-        let readme = include_str!("../../README.md");
+    fn the_docs_spell_both_layouts() {
+        let doc = include_str!("../../docs/redis-cluster.md");
         let scheme = KeyScheme::default();
         let at = ClickTime(1_795_442_709);
         for layout in [Layout::Plain, Layout::Cluster] {
@@ -552,8 +553,8 @@ mod tests {
                 names.applied(at.day(), None),
             ] {
                 assert!(
-                    readme.contains(&format!("`{name}`")),
-                    "README.md lacks `{name}`"
+                    doc.contains(&format!("`{name}`")),
+                    "docs/redis-cluster.md lacks `{name}`"
                 );
             }
         }

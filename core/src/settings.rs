@@ -444,8 +444,8 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_spells_the_defaults() {
-        let readme = include_str!("../../README.md");
+    fn the_docs_spell_the_defaults() {
+        let doc = include_str!("../../docs/operating.md");
         let constructor = format!(
             "connect_timeout = {}ms, command_timeout = {}ms, pool_size = {},\n    \
              status = {}, ttl = {}s, negative_ttl = {}s, grace = {}s,\n    \
@@ -467,8 +467,8 @@ mod tests {
             ReplicasToAck::DEFAULT,
         );
         assert!(
-            readme.contains(&constructor),
-            "README.md's constructor example no longer spells the defaults; it should read:\n{constructor}"
+            doc.contains(&constructor),
+            "docs/operating.md's constructor example no longer spells the defaults; it should read:\n{constructor}"
         );
     }
 }

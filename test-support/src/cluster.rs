@@ -36,7 +36,7 @@ impl RedisCluster {
     /// and returns once every node sees every slot served.
     ///
     /// `cluster-require-full-coverage no`: a node keeps serving its own
-    /// slots while another is down, as the README advises.
+    /// slots while another is down, as `docs/redis-cluster.md` advises.
     pub fn start(dir: &Path, primaries: usize, replicas: usize) -> Result<Self, String> {
         let began = Instant::now();
         let total = primaries * (1 + replicas);
