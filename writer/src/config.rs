@@ -843,9 +843,9 @@ fn parse_authority(authority: &str) -> Option<url::Host> {
     }
 }
 
-/// `varnish.purge_secret`: empty, or 16 to 128 characters of `A-Z a-z 0-9
-/// - _` (so it is safe in a VCL string and a header). Never shown in logs
-/// or `Debug` output.
+/// `varnish.purge_secret`: empty, or 16 to 128 characters of letters,
+/// digits, `-` and `_` (so it is safe in a VCL string and a header). Never
+/// shown in logs or `Debug` output.
 #[derive(Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub struct PurgeSecret(String);

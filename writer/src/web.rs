@@ -1346,82 +1346,6 @@ fn html_page(status: StatusCode, script: Option<&str>) -> actix_web::HttpRespons
     response
 }
 
-#[derive(Debug, Deserialize)]
-pub struct FormInput {
-    #[serde(default)]
-    url: String,
-    #[serde(default)]
-    key: String,
-    /// The form token the page carried (against cross-site posts).
-    #[serde(default)]
-    csrf: String,
-    /// An access token typed by the user, when the writer needs one.
-    #[serde(default)]
-    token: String,
-}
-
-/// The web form.
-#[utoipa::path(
-    get,
-    path = "/",
-    tag = "pages",
-    responses(
-        (status = 200, description = "The form, with a form cookie and token", content_type = "text/html"),
-        (status = 500, description = "No form cookie could be made (no randomness)", body = String),
-    )
-)]
-async fn form_page(
-    request: HttpRequest,
-    shortener: web::Data<Shortener>,
-    guard: web::Data<Gatekeeper>,
-) -> HttpResponse {
-    form_response(
-        &request,
-        &shortener,
-        &guard,
-        StatusCode::OK,
-        FormView::default(),
-    )
-}
-
-/// The web form's post: shortens one URL.
-#[utoipa::path(
-    post,
-    path = "/",
-    tag = "pages",
-    request_body(content_type = "application/x-www-form-urlencoded", content = String,
-                 description = "url, key, csrf (the page's form token) and token (an access token, when needed)"),
-    responses(
-        (status = 201, description = "The page with the new short link", content_type = "text/html"),
-        (status = 200, description = "The page with the link the URL already had", content_type = "text/html"),
-        (status = 401, description = "The page asking for a (valid) access token", content_type = "text/html"),
-        (status = 403, description = "Posted from another site, or without the page's form token", content_type = "text/html"),
-        (status = 409, description = "The page saying the key is taken", content_type = "text/html"),
-        (status = 400, description = "The form could not be read", body = ErrorBody),
-        (status = 413, description = "The form is over max_body_bytes", body = ErrorBody),
-        (status = 415, description = "The form is not sent as application/x-www-form-urlencoded", body = ErrorBody),
-        (status = 422, description = "The page saying what is wrong with the URL or key", content_type = "text/html"),
-        (status = 429, description = "The page saying when to come back", content_type = "text/html"),
-        (status = 500, description = "No form cookie could be made (no randomness)", body = String),
-        (status = 503, description = "The page saying the store is unreachable", content_type = "text/html"),
-    )
-)]
-async fn form_submit(
-    request: HttpRequest,
-    shortener: web::Data<Shortener>,
-    guard: web::Data<Gatekeeper>,
-    form: web::Form<FormInput>,
-) -> HttpResponse {
-    let key = form.key.trim();
-    let mut view = FormView {
-        url: form.url.clone(),
-        key: form.key.clone(),
-        ..FormView::default()
-    };
-    let admitted = match guard.check_form_post(&request, &form.csrf) {
-        Ok(()) => guard.admit(&request, Some(&form.token)).await,
-        Err(refusal) => Err(refusal),
-    };
 /// A page's `Content-Security-Policy`: the one inline script it was built
 /// with runs, allowed by its SHA-256, and no other: not one injected into
 /// the page (which could read the access token the management page keeps in
@@ -1511,6 +1435,82 @@ fn came_over_https(request: &HttpRequest, settings: &Settings) -> bool {
             .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"))
 }
 
+#[derive(Debug, Deserialize)]
+pub struct FormInput {
+    #[serde(default)]
+    url: String,
+    #[serde(default)]
+    key: String,
+    /// The form token the page carried (against cross-site posts).
+    #[serde(default)]
+    csrf: String,
+    /// An access token typed by the user, when the writer needs one.
+    #[serde(default)]
+    token: String,
+}
+
+/// The web form.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "pages",
+    responses(
+        (status = 200, description = "The form, with a form cookie and token", content_type = "text/html"),
+        (status = 500, description = "No form cookie could be made (no randomness)", body = String),
+    )
+)]
+async fn form_page(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+) -> HttpResponse {
+    form_response(
+        &request,
+        &shortener,
+        &guard,
+        StatusCode::OK,
+        FormView::default(),
+    )
+}
+
+/// The web form's post: shortens one URL.
+#[utoipa::path(
+    post,
+    path = "/",
+    tag = "pages",
+    request_body(content_type = "application/x-www-form-urlencoded", content = String,
+                 description = "url, key, csrf (the page's form token) and token (an access token, when needed)"),
+    responses(
+        (status = 201, description = "The page with the new short link", content_type = "text/html"),
+        (status = 200, description = "The page with the link the URL already had", content_type = "text/html"),
+        (status = 401, description = "The page asking for a (valid) access token", content_type = "text/html"),
+        (status = 403, description = "Posted from another site, or without the page's form token", content_type = "text/html"),
+        (status = 409, description = "The page saying the key is taken", content_type = "text/html"),
+        (status = 400, description = "The form could not be read", body = ErrorBody),
+        (status = 413, description = "The form is over max_body_bytes", body = ErrorBody),
+        (status = 415, description = "The form is not sent as application/x-www-form-urlencoded", body = ErrorBody),
+        (status = 422, description = "The page saying what is wrong with the URL or key", content_type = "text/html"),
+        (status = 429, description = "The page saying when to come back", content_type = "text/html"),
+        (status = 500, description = "No form cookie could be made (no randomness)", body = String),
+        (status = 503, description = "The page saying the store is unreachable", content_type = "text/html"),
+    )
+)]
+async fn form_submit(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    form: web::Form<FormInput>,
+) -> HttpResponse {
+    let key = form.key.trim();
+    let mut view = FormView {
+        url: form.url.clone(),
+        key: form.key.clone(),
+        ..FormView::default()
+    };
+    let admitted = match guard.check_form_post(&request, &form.csrf) {
+        Ok(()) => guard.admit(&request, Some(&form.token)).await,
+        Err(refusal) => Err(refusal),
+    };
     let caller = match admitted {
         Ok(caller) => caller,
         Err(refusal) => {
