@@ -444,7 +444,7 @@ impl redirector {
             client.map(|client| client.ip()),
             key,
             &agent,
-            clicks::visitor::referrer_host(&referrer).as_deref(),
+            clicks::referrer_host(&referrer).as_deref(),
         ) {
             self.clicks.record(click);
         }

@@ -11,7 +11,7 @@ use redis_target::cluster::Redirect;
 use redis_target::{Address, Timeouts};
 use shortlink_core::clicks::Layout;
 
-use crate::clicks::{ClickStore, Reach};
+use super::store::{ClickStore, Reach};
 use crate::lookups::{ClusterNodes, Unread, Unsent};
 
 /// A node the flusher writes to: `None` is the master.

@@ -1,21 +1,16 @@
-//! Counting every answer Varnish delivers for a link, cache hits included,
-//! without a Redis call on the request path.
-//!
-//! A worker records a click into one of a few queues and goes on; a flusher
-//! thread takes the queues at every flush interval, classifies and tallies
-//! the clicks, and sends the tallies to Redis in one pipelined round trip
-//! (see `flush.rs`). The queues, the tallies and the flusher belong to a
-//! process-wide store, one per Redis and key scheme, which outlives the
-//! VCL that made it: a reload finds the same store, pending counts and all.
+//! The click store: the queues workers record clicks into, without a Redis
+//! call on the request path, and what the flusher and the lookups read of
+//! it (settings, counters, clicks pending on limited links).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use shortlink_core::clicks::{ClickTime, CountNames, Layout};
-use shortlink_core::KeyScheme;
+use shortlink_core::clicks::{ClickTime, CountNames};
+#[cfg(test)]
+use shortlink_core::{clicks::Layout, KeyScheme};
 
 /// Queues clicks are spread over, so workers seldom wait for each other.
 const QUEUES: usize = 16;
@@ -337,46 +332,6 @@ fn queue_of_this_thread() -> usize {
         static QUEUE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % QUEUES;
     }
     QUEUE.with(|queue| *queue)
-}
-
-/// Every store of the process; never emptied, so a store outlives every
-/// VCL and its counts survive reloads.
-static STORES: Mutex<Vec<Arc<ClickStore>>> = Mutex::new(Vec::new());
-
-/// The store counting for `redis_url` and `scheme`, made (with its flusher
-/// thread) on first use; `settings` replace those of an existing one.
-pub fn store_for(
-    redis_url: &str,
-    scheme: &KeyScheme,
-    settings: CountSettings,
-) -> Result<Arc<ClickStore>, String> {
-    let mut stores = STORES.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(store) = stores
-        .iter()
-        .find(|s| s.redis_url == redis_url && s.names.scheme() == scheme)
-    {
-        store.set(settings);
-        return Ok(Arc::clone(store));
-    }
-    let (reach, layout) = match redis_url.parse() {
-        Ok(redis_target::Target::Cluster(cluster)) => (Reach::Cluster(cluster), Layout::Cluster),
-        _ => (
-            Reach::Master(redis_target::Locator::open(
-                redis_url,
-                settings.redis_timeouts(),
-            )?),
-            Layout::Plain,
-        ),
-    };
-    let names = CountNames::new(scheme, layout).map_err(|e| e.to_string())?;
-    let store = Arc::new(ClickStore::new(redis_url, reach, names, settings));
-    let flusher_store = Arc::clone(&store);
-    std::thread::Builder::new()
-        .name("shortlink-clicks".to_owned())
-        .spawn(move || crate::clicks::flusher::run(&flusher_store))
-        .map_err(|e| format!("cannot start the click flusher thread: {e}"))?;
-    stores.push(Arc::clone(&store));
-    Ok(store)
 }
 
 /// Adds `n` clicks to a key's pending count.

@@ -1,0 +1,497 @@
+//! The tally: clicks gathered per link between two flushes, their sources
+//! (agent, referrer host, country) numbered once, within the backlog's
+//! bound; and the flusher's taking of the store's clicks into it.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use shortlink_core::clicks::{ClickTime, Day, Detail, Hour, Minute, Total};
+use shortlink_core::{Key, KeyScheme};
+
+use super::{Flusher, Map, Set};
+use crate::clicks::store::{
+    add_pending, subtract_pending, Click, ClickStore, CountSettings, Outcome,
+};
+use crate::clicks::visitor::{Agent, Agents, Countries};
+
+/// Clicks waiting to be sealed, gathered per link: a click costs one
+/// lookup of its key, and more clicks on a link add to its counts instead
+/// of making entries.
+#[derive(Default)]
+pub(super) struct Tally {
+    pub(super) clicks: u64,
+    /// Fields and visitors the tally will write: what the backlog bounds.
+    pub(super) entries: usize,
+    /// Kept allocated from one flush to the next (see [`Flusher::seal`]).
+    pub(super) links: Map<Key, LinkTally>,
+    pub(super) names: Names,
+    /// Clicks on links with a click limit, pending in the store until
+    /// their batch is stored.
+    pub(super) limited: HashMap<Box<str>, u64>,
+}
+
+/// Where people's clicks came from, as a tally numbers them: agent,
+/// referrer host and country.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct Source {
+    pub(super) agent: u32,
+    pub(super) referrer: u32,
+    /// [`NO_COUNTRY`] when not known.
+    pub(super) country: u32,
+}
+
+pub(super) const NO_COUNTRY: u32 = u32::MAX;
+
+impl Source {
+    /// How many detail fields a click from here counts in.
+    fn fields(self) -> usize {
+        if self.country == NO_COUNTRY {
+            4
+        } else {
+            5
+        }
+    }
+}
+
+/// The agents, referrer hosts and countries of a tally's clicks, each
+/// numbered once: a person's click adds to its link's count of a
+/// [`Source`], three numbers, where counting each detail under its field
+/// name took four names written and looked up per click (`perf`: two
+/// thirds of the flusher's time on hot links, with the visitor's digest).
+#[derive(Default)]
+pub(super) struct Names {
+    /// Held so that their addresses, which number them, stay theirs.
+    pub(super) agents: Vec<Rc<Agent>>,
+    pub(super) agent_numbers: Map<usize, u32>,
+    pub(super) referrers: Numbered,
+    pub(super) countries: Numbered,
+}
+
+impl Names {
+    /// The source of a click by `agent` from `referrer` and `country`.
+    fn source(&mut self, agent: &Rc<Agent>, referrer: &str, country: Option<&str>) -> Source {
+        let next = self.agents.len();
+        let agent = *self
+            .agent_numbers
+            .entry(Rc::as_ptr(agent) as usize)
+            .or_insert_with(|| {
+                self.agents.push(Rc::clone(agent));
+                u32::try_from(next).unwrap_or(u32::MAX)
+            });
+        let referrer = self.referrers.number(referrer);
+        let country = country.map_or(NO_COUNTRY, |country| self.countries.number(country));
+        Source {
+            agent,
+            referrer,
+            country,
+        }
+    }
+
+    pub(super) fn agent(&self, number: u32) -> &Agent {
+        &self.agents[number as usize]
+    }
+
+    /// The detail fields `source` counts in, as kind and value.
+    pub(super) fn details(&self, source: Source) -> impl Iterator<Item = (Detail, &str)> {
+        let agent = self.agent(source.agent);
+        let country = (source.country != NO_COUNTRY)
+            .then(|| (Detail::Country, self.countries.name(source.country)));
+        [
+            (Detail::Referrer, self.referrers.name(source.referrer)),
+            (Detail::Device, agent.device),
+            (Detail::Browser, agent.browser.as_str()),
+            (Detail::Os, agent.os.as_str()),
+        ]
+        .into_iter()
+        .chain(country)
+    }
+
+    /// Forgets every name, keeping the room they took.
+    pub(super) fn clear(&mut self) {
+        self.agents.clear();
+        self.agent_numbers.clear();
+        self.referrers.clear();
+        self.countries.clear();
+    }
+}
+
+/// Names numbered in the order they were first seen.
+#[derive(Default)]
+pub(super) struct Numbered {
+    pub(super) numbers: Map<Box<str>, u32>,
+    pub(super) names: Vec<Box<str>>,
+}
+
+impl Numbered {
+    fn number(&mut self, name: &str) -> u32 {
+        if let Some(number) = self.numbers.get(name) {
+            return *number;
+        }
+        let number = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push(name.into());
+        self.numbers.insert(name.into(), number);
+        number
+    }
+
+    fn name(&self, number: u32) -> &str {
+        self.names.get(number as usize).map_or("", |name| &**name)
+    }
+
+    fn clear(&mut self) {
+        self.numbers.clear();
+        self.names.clear();
+    }
+}
+
+impl Tally {
+    pub(super) fn is_empty(&self) -> bool {
+        self.clicks == 0
+    }
+}
+
+/// The tally of the link `text` names; `None` if the scheme refuses it.
+/// A key already tallied is found by its text, neither checked nor copied.
+pub(super) fn link_of<'t>(
+    links: &'t mut Map<Key, LinkTally>,
+    text: &str,
+    scheme: &KeyScheme,
+) -> Option<&'t mut LinkTally> {
+    if !links.contains_key(text) {
+        links.insert(scheme.key(text).ok()?, LinkTally::default());
+    }
+    links.get_mut(text)
+}
+
+/// One link's share of a tally. A tally spans a flush interval (longer
+/// only while Redis is away), so it holds a day, an hour and a minute or
+/// two per link: short lists, searched from the newest.
+#[derive(Default)]
+pub(super) struct LinkTally {
+    /// In [`Total::ALL`]'s order.
+    pub(super) totals: [u64; Total::ALL.len()],
+    pub(super) days: Vec<(Day, u64)>,
+    pub(super) hours: Vec<(Hour, u64)>,
+    pub(super) minutes: Vec<(Minute, u64)>,
+    /// People's clicks by source: one map, empty and unallocated for bots
+    /// and gone answers, keeps the tally small, and the map of links cheap
+    /// to grow.
+    pub(super) sources: Map<Source, u64>,
+    /// People by address and agent (numbered in [`Names`]); hashed and
+    /// salted when sealed.
+    pub(super) visitors: Vec<(Day, Set<(IpAddr, u32)>)>,
+}
+
+impl LinkTally {
+    /// A click that adds to one of the link's totals only: a bot's, or an
+    /// answer after expiry or deletion.
+    fn add_total(&mut self, total: Total, entries: &mut usize) {
+        let count = &mut self.totals[total_slot(total)];
+        *entries += usize::from(*count == 0);
+        *count += 1;
+    }
+
+    /// A person's click at `at` from `source`, from `client` if the
+    /// address is known.
+    fn add_person(
+        &mut self,
+        at: ClickTime,
+        source: Source,
+        client: Option<IpAddr>,
+        entries: &mut usize,
+    ) {
+        let day = at.day();
+        self.add_total(Total::People, entries);
+        add_dated(&mut self.days, day, entries);
+        add_dated(&mut self.hours, at.hour(), entries);
+        add_dated(&mut self.minutes, at.minute(), entries);
+        let count = self.sources.entry(source).or_default();
+        if *count == 0 {
+            // At most this many new fields: what the backlog bounds.
+            *entries += source.fields();
+        }
+        *count += 1;
+        if let Some(client) = client {
+            let index = self
+                .visitors
+                .iter()
+                .rposition(|(known, _)| *known == day)
+                .unwrap_or_else(|| {
+                    self.visitors.push((day, Set::default()));
+                    self.visitors.len() - 1
+                });
+            *entries += usize::from(self.visitors[index].1.insert((client, source.agent)));
+        }
+    }
+}
+
+/// Adds a click to the count of `at`, a new entry if `at` has none yet.
+pub(super) fn add_dated<T: PartialEq>(counts: &mut Vec<(T, u64)>, at: T, entries: &mut usize) {
+    if let Some((_, count)) = counts.iter_mut().rev().find(|(known, _)| *known == at) {
+        *count += 1;
+    } else {
+        counts.push((at, 1));
+        *entries += 1;
+    }
+}
+
+pub(super) const fn total_slot(total: Total) -> usize {
+    match total {
+        Total::People => 0,
+        Total::Bots => 1,
+        Total::Gone => 2,
+    }
+}
+
+impl Flusher {
+    pub(super) fn tally(&mut self, clicks: &[Click], settings: &CountSettings, store: &ClickStore) {
+        if clicks.is_empty() {
+            return;
+        }
+        let agents = self.agents.get_or_insert_with(Agents::new);
+        let countries = match (&self.countries, &settings.geoip) {
+            (Some((path, opened)), Some(wanted)) if path == wanted => opened.as_ref().ok(),
+            (_, Some(wanted)) => {
+                let opened = Countries::open(wanted);
+                if let Err(error) = &opened {
+                    eprintln!("shortlink: countries are not counted: {error}");
+                }
+                self.countries = Some((wanted.clone(), opened));
+                self.countries.as_ref().and_then(|(_, c)| c.as_ref().ok())
+            }
+            (_, None) => None,
+        };
+        let room = settings
+            .backlog
+            .saturating_sub(self.sealed.iter().map(|b| b.entries).sum());
+        let mut dropped = 0;
+        let mut never_stored = HashMap::new();
+        // First, so that whatever happens next they are settled: when
+        // stored, when dropped below, or when a panic abandons the tally.
+        for click in clicks {
+            if click.outcome == Outcome::Limited {
+                add_pending(&mut self.open.limited, click.key(), 1);
+            }
+        }
+        let Tally {
+            clicks: tallied,
+            entries,
+            links,
+            names,
+            limited,
+        } = &mut self.open;
+        for click in clicks {
+            // `count` records only keys that pass the rules: this turns
+            // the text back into the `Key` the layout is named from.
+            // Past the backlog's room the click is dropped, but for a
+            // click on a link with a click limit: it still counts against
+            // the limit, in the link's total of people's clicks only (one
+            // entry per limited link at most).
+            let text = click.key();
+            let scheme = store.names.scheme();
+            let link = if *entries < room {
+                link_of(links, text, scheme)
+            } else if click.outcome == Outcome::Limited {
+                if let Some(link) = link_of(links, text, scheme) {
+                    *tallied += 1;
+                    link.add_total(Total::People, entries);
+                    continue;
+                }
+                None
+            } else {
+                dropped += u64::from(scheme.check(text).is_ok());
+                None
+            };
+            let Some(link) = link else {
+                if click.outcome == Outcome::Limited {
+                    subtract_pending(limited, text, 1);
+                    add_pending(&mut never_stored, text, 1);
+                }
+                continue;
+            };
+            *tallied += 1;
+            // Gone answers and bots count in a total only: their user
+            // agent (a HEAD is a bot's whatever it says) and country are
+            // not looked up.
+            if click.outcome == Outcome::Gone {
+                link.add_total(Total::Gone, entries);
+                continue;
+            }
+            if click.head {
+                link.add_total(Total::Bots, entries);
+                continue;
+            }
+            let agent = agents.classify(click.user_agent());
+            if agent.bot {
+                link.add_total(Total::Bots, entries);
+                continue;
+            }
+            let country = countries.and_then(|c| click.client.and_then(|ip| c.country(ip)));
+            let referrer = click.referrer().unwrap_or("(none)");
+            let source = names.source(&agent, referrer, country.as_deref());
+            link.add_person(click.at, source, click.client, entries);
+        }
+        store.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
+        store.settle(&never_stored);
+    }
+
+    /// Tallies clicks on limited links that found the store's queues full
+    /// (see [`ClickStore::take_overflow`]): in their links' totals of
+    /// people's clicks, whatever the backlog's room, so that they count
+    /// against the limits as the clicks they stand for would have.
+    pub(super) fn tally_overflow(&mut self, overflow: HashMap<Box<str>, u64>, store: &ClickStore) {
+        let mut never_stored = HashMap::new();
+        let Tally {
+            clicks,
+            entries,
+            links,
+            limited,
+            ..
+        } = &mut self.open;
+        for (key, n) in overflow {
+            add_pending(limited, &key, n);
+            let Some(link) = link_of(links, &key, store.names.scheme()) else {
+                subtract_pending(limited, &key, n);
+                add_pending(&mut never_stored, &key, n);
+                continue;
+            };
+            *clicks += n;
+            let total = &mut link.totals[total_slot(Total::People)];
+            *entries += usize::from(*total == 0);
+            *total += n;
+        }
+        store.settle(&never_stored);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clicks::flusher::tests::{click, FIREFOX};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn slots_follow_the_order_of_all() {
+        for (slot, total) in Total::ALL.into_iter().enumerate() {
+            assert_eq!(total_slot(total), slot, "{total:?}");
+        }
+    }
+
+    #[test]
+    fn more_clicks_on_a_tallied_link_cost_no_entries() {
+        let store = ClickStore::detached(1000);
+        let mut flusher = Flusher::new();
+        let clicks: Vec<Click> = (0..500).map(|_| click("Lm25", 1)).collect();
+        flusher.tally(&clicks, &store.settings(), &store);
+        let entries = flusher.open.entries;
+        flusher.tally(&clicks, &store.settings(), &store);
+        assert_eq!(flusher.open.entries, entries);
+        assert_eq!(flusher.open.clicks, 1000);
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_full_backlog_drops_clicks_and_counts_them() {
+        let store = ClickStore::detached(1000);
+        let mut flusher = Flusher::new();
+        let clicks: Vec<Click> = (0..1000).map(|n| click(&format!("Key{n}"), 1)).collect();
+        flusher.tally(&clicks, &store.settings(), &store);
+        let dropped = store.counters.dropped.load(Ordering::Relaxed);
+        assert!(dropped > 0, "1000 links tally far more than 1000 entries");
+        assert_eq!(
+            flusher.open.clicks + dropped,
+            1000,
+            "every click kept or counted"
+        );
+        // Sealed batches waiting for Redis take their share of the backlog.
+        let mut tally = std::mem::take(&mut flusher.open);
+        flusher.seal(&mut tally, &store.names, &store.settings());
+        flusher.tally(&clicks[..10], &store.settings(), &store);
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), dropped + 10);
+    }
+
+    /// The fields and counts the sealed batches add to `hash`.
+    fn sealed_counts(flusher: &Flusher, hash: &str) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for batch in &flusher.sealed {
+            let mut i = 0;
+            while i < batch.args.len() {
+                let key = &batch.keys[batch.args[i + 1].parse::<usize>().unwrap() - 2];
+                let n: usize = batch.args[i + 3].parse().unwrap();
+                let pairs = &batch.args[i + 4..i + 4 + n];
+                if key == hash {
+                    for pair in pairs.chunks(2) {
+                        *counts.entry(pair[0].clone()).or_default() +=
+                            pair[1].parse::<u64>().unwrap();
+                    }
+                }
+                i += 4 + n;
+            }
+        }
+        counts
+    }
+
+    /// Past the backlog's room, a click on a link with a click limit is
+    /// still tallied, in the link's total of people's clicks, and held
+    /// against the limit until stored (or abandoned); other clicks are
+    /// dropped.
+    #[test]
+    fn limited_clicks_past_the_backlog_still_count() {
+        let store = ClickStore::detached(1);
+        let address = IpAddr::from([192, 0, 2, 1]);
+        let click = |outcome, key: &str| {
+            Click::new(outcome, false, Some(address), key, FIREFOX, None).unwrap()
+        };
+        let mut clicks: Vec<Click> = (0..5)
+            .map(|n| click(Outcome::Limited, &format!("Key{n}")))
+            .collect();
+        clicks.push(click(Outcome::Redirect, "Key9"));
+        for c in &clicks {
+            store.record(click(c.outcome, c.key()));
+        }
+        store.take();
+        let mut flusher = Flusher::new();
+        // A backlog of one entry takes the first click whole (its details
+        // too); the other limited ones count in their totals only.
+        flusher.tally(&clicks, &store.settings(), &store);
+        let held: Vec<u64> = clicks.iter().map(|c| store.pending(c.key())).collect();
+        assert_eq!(held, [1, 1, 1, 1, 1, 0]);
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(flusher.open.clicks, 5);
+        let mut tally = std::mem::take(&mut flusher.open);
+        flusher.seal(&mut tally, &store.names, &store.settings());
+        let totals = sealed_counts(&flusher, "short:clicks:Ke");
+        let expected: BTreeMap<String, u64> = (0..5).map(|n| (format!("y{n}"), 1)).collect();
+        assert_eq!(totals, expected);
+        flusher.abandon(&store);
+        assert_eq!(store.pending("Key0"), 0);
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 6);
+    }
+
+    /// Clicks on a limited link that found the queues full reach the
+    /// link's total of people's clicks, held against the limit meanwhile.
+    #[test]
+    fn limited_clicks_past_full_queues_reach_the_totals() {
+        let store = ClickStore::detached(1_000_000);
+        let mut settings = store.settings();
+        settings.queue_bytes = 0;
+        store.set(settings);
+        for _ in 0..3 {
+            store.record(Click::new(Outcome::Limited, false, None, "Lm25", "", None).unwrap());
+        }
+        let mut flusher = Flusher::new();
+        flusher.tally_overflow(store.take_overflow(), &store);
+        assert_eq!(store.pending("Lm25"), 3);
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
+        let mut tally = std::mem::take(&mut flusher.open);
+        flusher.seal(&mut tally, &store.names, &store.settings());
+        let totals = sealed_counts(&flusher, "short:clicks:Lm");
+        assert_eq!(totals, BTreeMap::from([("25".to_owned(), 3)]));
+        // Settled once Redis applied the batch.
+        assert_eq!(flusher.sealed.len(), 1);
+        flusher.forget_applied(&[true], &store);
+        assert_eq!(store.pending("Lm25"), 0);
+        assert_eq!(store.counters.flushed.load(Ordering::Relaxed), 3);
+    }
+}
