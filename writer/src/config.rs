@@ -580,22 +580,6 @@ impl Settings {
         }
     }
 
-    /// One blocking connection to the links' master (or cluster), for a
-    /// question asked once at start.
-    pub fn connect_to_links_redis(&self) -> Result<Box<dyn redis::ConnectionLike>, String> {
-        let url = &self.config.redis.url;
-        let timeouts = self.redis_timeouts();
-        if let Ok(redis_target::Target::Cluster(cluster)) = url.parse() {
-            let connection = crate::master::cluster_client(&cluster, timeouts)
-                .and_then(|client| client.get_connection())
-                .map_err(|e| e.to_string())?;
-            return Ok(Box::new(connection));
-        }
-        let locator = redis_target::Locator::open(url, timeouts)?;
-        let (connection, _) = locator.connect().map_err(|e| e.to_string())?;
-        Ok(Box::new(connection))
-    }
-
     /// A warning when `expected_links` spread over the split's hashes would
     /// put more fields in a hash than Redis keeps compact
     /// (`hash-max-listpack-entries`, 512 in the shipped `redis/redis.conf`).

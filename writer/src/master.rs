@@ -198,6 +198,24 @@ pub fn cluster_client(target: &ClusterTarget, timeouts: Timeouts) -> RedisResult
         .build()
 }
 
+/// One blocking connection to the links' master (or cluster) `settings`
+/// name, for a question asked once at start.
+pub fn connect_to_links_redis(
+    settings: &Settings,
+) -> Result<Box<dyn redis::ConnectionLike>, String> {
+    let url = &settings.config.redis.url;
+    let timeouts = settings.redis_timeouts();
+    if let Ok(Target::Cluster(cluster)) = url.parse() {
+        let connection = cluster_client(&cluster, timeouts)
+            .and_then(|client| client.get_connection())
+            .map_err(|e| e.to_string())?;
+        return Ok(Box::new(connection));
+    }
+    let locator = Locator::open(url, timeouts)?;
+    let (connection, _) = locator.connect().map_err(|e| e.to_string())?;
+    Ok(Box::new(connection))
+}
+
 impl MasterConnection {
     /// Follows the Redis `url` names with the writer's timeouts.
     pub fn open(url: &str, settings: &Settings) -> RedisResult<Self> {
