@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 use crate::master::Connection;
 
 use crate::master::MasterConnection;
+use redis::RedisResult;
 use serde::Serialize;
 use shortlink_core::clicks::{ClickTime, CountNames, Detail, Total, MINUTES_KEPT};
 use shortlink_core::Key;
 
-use crate::store::{scan, StoreError};
+use crate::scan::scan;
 
 /// Entries listed per detail kind.
 const TOP: usize = 10;
@@ -164,7 +165,7 @@ impl ClickReader {
 
     /// `key`'s counts, with `days` days and `hours` hours of history, in
     /// one round trip.
-    pub async fn link(&self, key: &Key, days: u64, hours: u64) -> Result<LinkStats, StoreError> {
+    pub async fn link(&self, key: &Key, days: u64, hours: u64) -> RedisResult<LinkStats> {
         let (names, scheme) = (&self.names, self.names.scheme());
         let (head, field) = (scheme.head(key), scheme.field(key));
         let now = ClickTime::now();
@@ -263,7 +264,7 @@ impl ClickReader {
 
     /// The `limit` links with the most clicks by people over the last
     /// `minutes` minutes (this one included), most first, ties by key.
-    pub async fn trending(&self, minutes: u64, limit: usize) -> Result<Vec<Trending>, StoreError> {
+    pub async fn trending(&self, minutes: u64, limit: usize) -> RedisResult<Vec<Trending>> {
         let mut ranked = self.recent_clicks(minutes).await?;
         let order = |a: &Trending, b: &Trending| b.clicks.cmp(&a.clicks).then(a.key.cmp(&b.key));
         if ranked.len() > limit && limit > 0 {
@@ -281,7 +282,7 @@ impl ClickReader {
     /// runs one long command: a `ZUNION` of an hour of busy minutes held it
     /// for 2 s (`bench/ranking.py`), and every lookup timed out meanwhile.
     /// Two readers keep a piece on its way while the writer sums the last.
-    async fn recent_clicks(&self, minutes: u64) -> Result<Vec<Trending>, StoreError> {
+    async fn recent_clicks(&self, minutes: u64) -> RedisResult<Vec<Trending>> {
         let now = ClickTime::now();
         let sets: Vec<String> = (0..minutes.clamp(1, MINUTES_KEPT))
             .map(|n| self.names.minute_set(now.before(n * 60).minute()))
@@ -327,7 +328,7 @@ impl ClickReader {
     /// rest by their clicks of all time. The all-time ranking reads every
     /// totals hash (a `SCAN`, then pipelined `HGETALL`s); it is done once
     /// per Varnish start.
-    pub async fn hottest(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+    pub async fn hottest(&self, limit: usize) -> RedisResult<Vec<String>> {
         let recent = self.trending(MINUTES_KEPT, limit).await?;
         let mut chosen: Vec<String> = recent.into_iter().map(|t| t.key).collect();
         if chosen.len() >= limit {
@@ -372,7 +373,7 @@ impl ClickReader {
     /// Seconds since a Varnish last reached Redis to send counts (or to say
     /// it has none); `None` when none ever did. Each Varnish's own backlog
     /// is its varnishstat `clicks_pending`.
-    pub async fn flush_lag(&self) -> Result<Option<f64>, StoreError> {
+    pub async fn flush_lag(&self) -> RedisResult<Option<f64>> {
         let mut connection = self.connection.get()?;
         let beats: HashMap<String, u64> = redis::cmd("HGETALL")
             .arg(self.names.flushers())
@@ -392,7 +393,7 @@ impl ClickReader {
 
 /// A piece of a minute set: the set's place in the window, and members
 /// with their scores.
-type Piece = Result<(usize, Vec<(String, f64)>), StoreError>;
+type Piece = RedisResult<(usize, Vec<(String, f64)>)>;
 
 /// Sends every member of the minute `sets` with its score, a piece at a
 /// time, until done or the receiver is gone. `ZSCAN` may give a member twice
@@ -415,7 +416,7 @@ async fn read_minute_sets(
                 .await;
             let (next, piece) = match read {
                 Ok((next, entries)) => (next, Ok((place, entries))),
-                Err(error) => (0, Err(error.into())),
+                Err(error) => (0, Err(error)),
             };
             let failed = piece.is_err();
             if pieces.send(piece).await.is_err() || failed {

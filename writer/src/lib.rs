@@ -14,6 +14,7 @@ pub mod page;
 pub mod purge;
 pub mod purge_queue;
 pub mod qr;
+pub mod scan;
 pub mod shortener;
 pub mod stats_page;
 pub mod store;

@@ -516,7 +516,12 @@ impl Shortener {
             return Err(ShortenError::NotYours);
         }
         let hours = STATS_HOURS.min(clicks.hours_kept);
-        let mut stats = self.store.clicks().link(&key, days, hours).await?;
+        let mut stats = self
+            .store
+            .clicks()
+            .link(&key, days, hours)
+            .await
+            .map_err(StoreError::from)?;
         let record = match current.stored {
             Stored::Link(record) => Some(record),
             Stored::Deleted => None,
@@ -531,7 +536,12 @@ impl Shortener {
     /// Seconds since a Varnish last sent click counts (see
     /// [`crate::clicks::ClickReader::flush_lag`]).
     pub async fn click_flush_lag(&self) -> Result<Option<f64>, ShortenError> {
-        Ok(self.store.clicks().flush_lag().await?)
+        Ok(self
+            .store
+            .clicks()
+            .flush_lag()
+            .await
+            .map_err(StoreError::from)?)
     }
 
     /// The links with the most clicks by people over the last `minutes`:
@@ -573,10 +583,16 @@ impl Shortener {
     ) -> Result<Vec<Trending>, ShortenError> {
         let reader = self.store.clicks();
         if who.admin {
-            return Ok(reader.trending(minutes, limit).await?);
+            return Ok(reader
+                .trending(minutes, limit)
+                .await
+                .map_err(StoreError::from)?);
         }
         // Others' links are ranked too: read enough to find `limit` of one's own.
-        let ranked = reader.trending(minutes, usize::MAX).await?;
+        let ranked = reader
+            .trending(minutes, usize::MAX)
+            .await
+            .map_err(StoreError::from)?;
         let mut own = Vec::new();
         for chunk in ranked.chunks(TRENDING_CHUNK) {
             let (keys, links): (Vec<Key>, Vec<&Trending>) = chunk
@@ -604,7 +620,7 @@ impl Shortener {
     /// The keys of the `limit` hottest links (see
     /// [`crate::clicks::ClickReader::hottest`]), hottest first.
     pub async fn hottest(&self, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.store.clicks().hottest(limit).await
+        Ok(self.store.clicks().hottest(limit).await?)
     }
 
     /// Loads the `limit` hottest links into the cache of `node` (a URL of
