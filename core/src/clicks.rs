@@ -31,7 +31,7 @@
 //!
 //! Minute sets, salts and the flushers' heartbeats keep their names.
 //! `short:applied:<day>` notes, per flusher, the last batch of counts it
-//! sealed on `day` and applied (see the VMOD's `flush.rs`); it is kept two
+//! sealed on `day` and applied (see the VMOD's `clicks/flusher/`); it is kept two
 //! days from its first note.
 
 use std::fmt;

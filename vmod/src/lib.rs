@@ -1,7 +1,7 @@
 //! `vmod_shortlink`: short links served by Varnish, looked up in Redis.
 //!
 //! See `API.md` (generated from the doc comments below) for the VCL API and
-//! the repository's README for the storage format.
+//! `docs/storage.md` for the storage format.
 
 mod backend;
 mod changes;
@@ -20,7 +20,7 @@ pub use backend::{key_of, Resolution};
 ///
 /// A key `Lm25` is looked up with `HGET short:Lm 25` (hash prefix `short:`,
 /// split 2); the value is the long URL, perhaps followed by an expiry, an
-/// owner and a fallback (see the README's storage format). Found links
+/// owner and a fallback (see `docs/storage.md`). Found links
 /// become a cacheable redirect, deleted and expired ones a cacheable 410
 /// (or the fallback's redirect), unknown keys a cacheable 404, and a Redis
 /// that does not answer a failed fetch (503) that is never cached.
