@@ -5,10 +5,10 @@
 use serde::Deserialize;
 use shortlink_core::Owner;
 
+use crate::link_body::LinkBody;
 use crate::shortener::Shortener;
 use crate::store::Link;
 use crate::validate::format_expiry;
-use crate::web::LinkBody;
 
 /// How exported links are written.
 #[derive(

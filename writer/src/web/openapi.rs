@@ -9,7 +9,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
 use crate::bulk::{Made, Refused, RowOutcome, Summary};
 use crate::clicks::{DayCount, HourCount, LinkStats, Share, Trending};
 use crate::export::ExportFormat;
-use crate::web::LinkBody;
+use crate::link_body::LinkBody;
 
 /// Every failure's body.
 #[derive(Debug, Serialize, ToSchema)]
@@ -326,11 +326,13 @@ mod tests {
     use super::*;
 
     /// Every `(method, path)` the writer routes, read from `routes()` in
-    /// `web.rs`: `.route("PATH", web::METHOD()...)` and
+    /// `web/mod.rs`: `.route("PATH", web::METHOD()...)` and
     /// `web::resource("PATH").guard(guard::METHOD())`.
     fn routed() -> BTreeSet<(String, String)> {
-        let source = include_str!("web.rs");
-        let start = source.find("pub fn routes(").expect("routes() in web.rs");
+        let source = include_str!("mod.rs");
+        let start = source
+            .find("pub fn routes(")
+            .expect("routes() in web/mod.rs");
         let end = start + source[start..].find("\n}\n").expect("the end of routes()");
         let body: String = source[start..end].split_whitespace().collect();
         let mut routes = BTreeSet::new();

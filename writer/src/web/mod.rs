@@ -8,17 +8,17 @@ use actix_web::cookie::{Cookie, SameSite};
 use actix_web::error::{JsonPayloadError, UrlencodedError};
 use actix_web::http::{header, StatusCode};
 use actix_web::{guard, middleware, web, HttpRequest, HttpResponse, ResponseError};
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 use crate::clicks::LinkStats;
-use crate::openapi::{
+use crate::link_body::LinkBody;
+use openapi::{
     BulkAnswer, BulkResult, Deleted, ErrorBody, LinkChange, LinkInput, LinkPage, TrendingLinks,
     WhoAmI,
 };
 
 use serde_json::{Map, Value};
-use shortlink_core::ClickLimit;
 
 use crate::access::{
     is_form_cookie, new_form_cookie, Admitted, Caller, Gatekeeper, Refusal, CSRF_COOKIE,
@@ -32,9 +32,11 @@ use crate::metrics::{count_writes, serve_metrics, Metrics};
 use crate::page::{render, BulkView, FormView, Outcome};
 use crate::shortener::{Change, ListQuery, NewLink, ShortenError, Shortener, Written};
 use crate::store::{Current, Inserted, Link};
-use crate::validate::{format_expiry, Field, Invalid};
+use crate::validate::{Field, Invalid};
 use actix_multipart::Multipart;
 use futures_util::StreamExt as _;
+
+pub mod openapi;
 
 /// Routes of the writer, for `App::configure`; bodies over `max_body_bytes`
 /// get 413. The app must also hold a `Shortener`, a `Gatekeeper` and the
@@ -92,81 +94,6 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
                 .route("/manage/stats/{key}", web::get().to(stats_page))
                 .route("/api/trending", web::get().to(trending)),
         );
-}
-
-/// A link as the API shows it. Anyone may read what following the short
-/// link shows (its key, URL and short URL); the rest only its owner or an
-/// admin, for whom every field is there (`null` where not set): the outer
-/// `Option` says whether a field is shown, the inner one whether it is set.
-#[allow(clippy::option_option)]
-#[derive(Debug, Serialize, ToSchema)]
-pub struct LinkBody {
-    key: String,
-    url: String,
-    short_url: String,
-    /// RFC 3339, UTC; `null` for a link that never expires. Absent for a
-    /// caller who is neither the owner nor an admin, as are the fields
-    /// below.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, required = false)]
-    expires_at: Option<Option<String>>,
-    /// Where the link goes once expired; `null`: it answers 410.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, required = false)]
-    expired_url: Option<Option<String>>,
-    /// Whether the expiry has passed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(required = false)]
-    expired: Option<bool>,
-    /// The most people's clicks it answers before answering as expired;
-    /// `null`: no limit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<u64>, required = false)]
-    max_clicks: Option<Option<u64>>,
-    /// The name of the token that created it; `null`: created without one,
-    /// or by hand.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, required = false)]
-    owner: Option<Option<String>>,
-    /// Set when the change was stored but Varnish could not be told.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    warning: Option<String>,
-}
-
-impl LinkBody {
-    /// Every field: for the link's owner, an admin, or its creator.
-    pub fn new(link: &Link, shortener: &Shortener) -> Self {
-        let record = &link.record;
-        Self {
-            expires_at: Some(record.expires.map(format_expiry)),
-            expired_url: Some(record.expired_url.as_ref().map(ToString::to_string)),
-            expired: Some(record.has_expired(std::time::SystemTime::now())),
-            max_clicks: Some(record.max_clicks.map(ClickLimit::get)),
-            owner: Some(record.owner.as_ref().map(ToString::to_string)),
-            ..Self::public(link, shortener)
-        }
-    }
-
-    /// What following the short link shows anyone: its key and where it
-    /// leads.
-    fn public(link: &Link, shortener: &Shortener) -> Self {
-        Self {
-            key: link.key.clone(),
-            url: link.record.url.to_string(),
-            short_url: shortener.short_url(&link.key),
-            expires_at: None,
-            expired_url: None,
-            expired: None,
-            max_clicks: None,
-            owner: None,
-            warning: None,
-        }
-    }
-
-    fn warned(mut self, warning: Option<String>) -> Self {
-        self.warning = warning;
-        self
-    }
 }
 
 /// The fields a link's JSON object may hold: what [`row_of`] and
@@ -1299,8 +1226,8 @@ async fn whoami(
 )]
 async fn openapi_json() -> HttpResponse {
     static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let document = DOCUMENT
-        .get_or_init(|| serde_json::to_string(&crate::openapi::document()).unwrap_or_default());
+    let document =
+        DOCUMENT.get_or_init(|| serde_json::to_string(&openapi::document()).unwrap_or_default());
     HttpResponse::Ok()
         .content_type("application/json")
         .body(document.as_str())
@@ -1315,7 +1242,7 @@ async fn openapi_json() -> HttpResponse {
     responses((status = 200, description = "The API's documentation page", content_type = "text/html"))
 )]
 async fn api_docs_page() -> HttpResponse {
-    html_page(StatusCode::OK, Some(crate::openapi::DOCS_SCRIPT)).body(crate::openapi::page())
+    html_page(StatusCode::OK, Some(openapi::DOCS_SCRIPT)).body(openapi::page())
 }
 
 /// The management page; it holds no data and asks the API for everything.

@@ -1,0 +1,86 @@
+//! A link as the JSON API and the JSON-lines export show it.
+
+use serde::Serialize;
+use shortlink_core::ClickLimit;
+use utoipa::ToSchema;
+
+use crate::shortener::Shortener;
+use crate::store::Link;
+use crate::validate::format_expiry;
+
+/// A link as the API shows it. Anyone may read what following the short
+/// link shows (its key, URL and short URL); the rest only its owner or an
+/// admin, for whom every field is there (`null` where not set): the outer
+/// `Option` says whether a field is shown, the inner one whether it is set.
+#[allow(clippy::option_option)]
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LinkBody {
+    key: String,
+    url: String,
+    short_url: String,
+    /// RFC 3339, UTC; `null` for a link that never expires. Absent for a
+    /// caller who is neither the owner nor an admin, as are the fields
+    /// below.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, required = false)]
+    expires_at: Option<Option<String>>,
+    /// Where the link goes once expired; `null`: it answers 410.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, required = false)]
+    expired_url: Option<Option<String>>,
+    /// Whether the expiry has passed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    expired: Option<bool>,
+    /// The most people's clicks it answers before answering as expired;
+    /// `null`: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u64>, required = false)]
+    max_clicks: Option<Option<u64>>,
+    /// The name of the token that created it; `null`: created without one,
+    /// or by hand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, required = false)]
+    owner: Option<Option<String>>,
+    /// Set when the change was stored but Varnish could not be told.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warning: Option<String>,
+}
+
+impl LinkBody {
+    /// Every field: for the link's owner, an admin, or its creator.
+    pub fn new(link: &Link, shortener: &Shortener) -> Self {
+        let record = &link.record;
+        Self {
+            expires_at: Some(record.expires.map(format_expiry)),
+            expired_url: Some(record.expired_url.as_ref().map(ToString::to_string)),
+            expired: Some(record.has_expired(std::time::SystemTime::now())),
+            max_clicks: Some(record.max_clicks.map(ClickLimit::get)),
+            owner: Some(record.owner.as_ref().map(ToString::to_string)),
+            ..Self::public(link, shortener)
+        }
+    }
+
+    /// What following the short link shows anyone: its key and where it
+    /// leads.
+    pub fn public(link: &Link, shortener: &Shortener) -> Self {
+        Self {
+            key: link.key.clone(),
+            url: link.record.url.to_string(),
+            short_url: shortener.short_url(&link.key),
+            expires_at: None,
+            expired_url: None,
+            expired: None,
+            max_clicks: None,
+            owner: None,
+            warning: None,
+        }
+    }
+
+    /// With the warning a stored change left, if any.
+    #[must_use]
+    pub fn warned(mut self, warning: Option<String>) -> Self {
+        self.warning = warning;
+        self
+    }
+}
