@@ -2,100 +2,21 @@
 //! `#[utoipa::path]` attributes and the types they answer, and a page that
 //! renders it with nothing loaded from other sites.
 
-use serde::Serialize;
+use actix_web::http::StatusCode;
+use actix_web::HttpResponse;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{Modify, OpenApi};
 
 use crate::bulk::{Made, Refused, RowOutcome, Summary};
 use crate::clicks::{DayCount, HourCount, LinkStats, Share, Trending};
 use crate::export::ExportFormat;
 use crate::link_body::LinkBody;
-
-/// Every failure's body.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    /// What went wrong and what to do about it.
-    pub error: String,
-    /// The input to blame, when one is.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-    /// For 429: seconds until another link is allowed (also in `Retry-After`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry_after_s: Option<u64>,
-}
-
-/// A link to create. Fields other than these are refused with 422.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct LinkInput {
-    /// The long URL: `http` or `https`.
-    pub url: String,
-    /// A custom key; absent, empty or `null` for a generated one.
-    pub key: Option<String>,
-    /// When the link expires, RFC 3339 (`2026-12-31T23:59:59Z`).
-    pub expires_at: Option<String>,
-    /// Where the link goes once expired; absent: it answers 410.
-    pub expired_url: Option<String>,
-    /// After this many people's clicks the link answers as expired.
-    pub max_clicks: Option<u64>,
-}
-
-/// A change to a link: absent fields stay; `null` removes an expiry, an
-/// expired URL or a click limit. A key never changes.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct LinkChange {
-    pub url: Option<String>,
-    pub expires_at: Option<String>,
-    pub expired_url: Option<String>,
-    pub max_clicks: Option<u64>,
-}
-
-/// A page of links.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct LinkPage {
-    pub links: Vec<LinkBody>,
-    /// Pass as `cursor` for the next page; `null` on the last.
-    pub next_cursor: Option<String>,
-}
-
-/// What a bulk insert did.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct BulkAnswer {
-    pub summary: Summary,
-    /// One per row, in input order.
-    pub results: Vec<BulkResult>,
-}
-
-/// One row's outcome; `status` says which fields follow.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct BulkResult {
-    /// The row's place in the input, from 0.
-    pub index: usize,
-    /// The row's line, for CSV.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<u64>,
-    #[serde(flatten)]
-    pub outcome: RowOutcome,
-}
-
-/// A deletion Varnish could not be told about.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Deleted {
-    pub deleted: String,
-    pub warning: String,
-}
-
-/// Who a token belongs to.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct WhoAmI {
-    pub name: String,
-    pub admin: bool,
-}
-
-/// The links with the most clicks lately.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TrendingLinks {
-    pub links: Vec<Trending>,
-}
+use crate::web::bulk::{BulkAnswer, BulkResult};
+use crate::web::error::ErrorBody;
+use crate::web::html_page;
+use crate::web::links::{Deleted, LinkChange, LinkInput, LinkPage};
+use crate::web::stats::TrendingLinks;
+use crate::web::whoami::WhoAmI;
 
 /// Adds the bearer token scheme the paths name.
 struct BearerToken;
@@ -126,26 +47,26 @@ impl Modify for BearerToken {
                        delete, list, import and export them, and read their clicks."
     ),
     paths(
-        crate::web::create_link,
-        crate::web::list_links,
-        crate::web::create_links_in_bulk,
-        crate::web::export_links,
-        crate::web::get_link,
-        crate::web::edit_link,
-        crate::web::delete_link,
-        crate::web::link_stats,
-        crate::web::link_stats_report,
-        crate::web::link_qr_svg,
-        crate::web::link_qr_png,
-        crate::web::trending,
-        crate::web::whoami,
-        crate::web::openapi_json,
-        crate::web::api_docs_page,
-        crate::web::form_page,
-        crate::web::form_submit,
-        crate::web::form_upload,
-        crate::web::manage_page,
-        crate::web::stats_page,
+        crate::web::links::create_link,
+        crate::web::links::list_links,
+        crate::web::bulk::create_links_in_bulk,
+        crate::web::export::export_links,
+        crate::web::links::get_link,
+        crate::web::links::edit_link,
+        crate::web::links::delete_link,
+        crate::web::stats::link_stats,
+        crate::web::stats::link_stats_report,
+        crate::web::qr::link_qr_svg,
+        crate::web::qr::link_qr_png,
+        crate::web::stats::trending,
+        crate::web::whoami::whoami,
+        crate::web::openapi::openapi_json,
+        crate::web::openapi::api_docs_page,
+        crate::web::pages::form::form_page,
+        crate::web::pages::form::form_submit,
+        crate::web::pages::form::form_upload,
+        crate::web::pages::manage::manage_page,
+        crate::web::pages::stats_page::stats_page,
         crate::metrics::serve_metrics,
     ),
     components(schemas(
@@ -181,7 +102,7 @@ pub fn page() -> String {
          <a href=\"/\">Shorten a link</a> · <a href=\"/manage\">Manage your links</a></p>\n\
          <div id=\"operations\"><p>Loading…</p></div>\n<h2>Schemas</h2>\n<div id=\"schemas\"></div>\n\
          </main>\n<script>{DOCS_SCRIPT}</script>\n</body>\n</html>\n",
-        crate::page::STYLE
+        crate::web::pages::page::STYLE
     )
 }
 
@@ -319,6 +240,34 @@ fetch('/api/openapi.json').then(function (r) { return r.json(); }).then(function
 });
 ";
 
+/// This API described as OpenAPI 3.1: every endpoint, its parameters,
+/// bodies, statuses and error bodies.
+#[utoipa::path(
+    get,
+    path = "/api/openapi.json",
+    tag = "operations",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json"))
+)]
+pub(crate) async fn openapi_json() -> HttpResponse {
+    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let document = DOCUMENT.get_or_init(|| serde_json::to_string(&document()).unwrap_or_default());
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(document.as_str())
+}
+
+/// The OpenAPI document drawn for people, with nothing loaded from other
+/// sites.
+#[utoipa::path(
+    get,
+    path = "/api/docs",
+    tag = "pages",
+    responses((status = 200, description = "The API's documentation page", content_type = "text/html"))
+)]
+pub(crate) async fn api_docs_page() -> HttpResponse {
+    html_page(StatusCode::OK, Some(DOCS_SCRIPT)).body(page())
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -381,7 +330,7 @@ mod tests {
                 .cloned()
                 .collect()
         };
-        let taken: BTreeSet<String> = crate::web::LINK_FIELDS
+        let taken: BTreeSet<String> = crate::web::links::LINK_FIELDS
             .iter()
             .map(|field| field.name().to_owned())
             .collect();

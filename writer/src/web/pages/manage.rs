@@ -7,8 +7,12 @@
 use std::fmt::Write as _;
 use std::sync::LazyLock;
 
-use crate::page::STYLE;
+use actix_web::http::StatusCode;
+use actix_web::HttpResponse;
+
+use super::page::STYLE;
 use crate::validate::Field;
+use crate::web::html_page;
 
 const MANAGE_STYLE: &str = r"
 main { max-width: 48rem; }
@@ -158,6 +162,17 @@ fn edit_field(page: &mut String, field: Field, id: &str, label: &str, kind: &str
          <p class=\"hint\" id=\"{id}-help\" data-hint=\"{hint}\"></p>\n</div>\n",
         name = field.name(),
     );
+}
+
+/// The management page; it holds no data and asks the API for everything.
+#[utoipa::path(
+    get,
+    path = "/manage",
+    tag = "pages",
+    responses((status = 200, description = "The management page", content_type = "text/html"))
+)]
+pub(crate) async fn manage_page() -> HttpResponse {
+    html_page(StatusCode::OK, Some(SCRIPT)).body(render())
 }
 
 #[cfg(test)]

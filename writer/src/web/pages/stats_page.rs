@@ -10,10 +10,13 @@
 use std::fmt::Write as _;
 use std::sync::LazyLock;
 
+use actix_web::http::StatusCode;
+use actix_web::HttpResponse;
 use shortlink_core::escape_html as escape;
 
+use super::page::STYLE;
 use crate::clicks::{LinkStats, Share};
-use crate::page::STYLE;
+use crate::web::html_page;
 
 const STATS_STYLE: &str = r"
 main { max-width: 52rem; }
@@ -316,6 +319,19 @@ fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// A link's statistics page; like the management page, it holds no data
+/// and asks the API for everything.
+#[utoipa::path(
+    get,
+    path = "/manage/stats/{key}",
+    tag = "pages",
+    params(("key" = String, Path, description = "The link's key")),
+    responses((status = 200, description = "The statistics page; it asks the API for the counts", content_type = "text/html"))
+)]
+pub(crate) async fn stats_page() -> HttpResponse {
+    html_page(StatusCode::OK, Some(SCRIPT)).body(render())
 }
 
 #[cfg(test)]

@@ -1,0 +1,454 @@
+//! One link through the API: create, read, change and delete it, and list
+//! the links a token may change; and how a link's JSON object is read.
+
+// `#[utoipa::path]` writes the `params(...)` types out with their module
+// path, which this lint flags in the code it generates.
+#![allow(unused_qualifications)]
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::access::Gatekeeper;
+use crate::bulk::Row;
+use crate::link_body::LinkBody;
+use crate::metrics::Metrics;
+use crate::shortener::{Change, ListQuery, Shortener, Written, DEFAULT_PAGE};
+use crate::store::{Current, Inserted, Link};
+use crate::validate::{Field, Invalid};
+use crate::web::error::{ApiError, ErrorBody};
+use crate::web::query;
+
+/// A link to create. Fields other than these are refused with 422.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LinkInput {
+    /// The long URL: `http` or `https`.
+    pub url: String,
+    /// A custom key; absent, empty or `null` for a generated one.
+    pub key: Option<String>,
+    /// When the link expires, RFC 3339 (`2026-12-31T23:59:59Z`).
+    pub expires_at: Option<String>,
+    /// Where the link goes once expired; absent: it answers 410.
+    pub expired_url: Option<String>,
+    /// After this many people's clicks the link answers as expired.
+    pub max_clicks: Option<u64>,
+}
+
+/// A change to a link: absent fields stay; `null` removes an expiry, an
+/// expired URL or a click limit. A key never changes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LinkChange {
+    pub url: Option<String>,
+    pub expires_at: Option<String>,
+    pub expired_url: Option<String>,
+    pub max_clicks: Option<u64>,
+}
+
+/// A page of links.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LinkPage {
+    pub links: Vec<LinkBody>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// A deletion Varnish could not be told about.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Deleted {
+    pub deleted: String,
+    pub warning: String,
+}
+
+/// The fields a link's JSON object may hold: what [`row_of`] and
+/// `edit_link` read (the latter all but the key), and the OpenAPI
+/// document's `LinkInput` lists.
+pub const LINK_FIELDS: [Field; 5] = [
+    Field::Url,
+    Field::Key,
+    Field::ExpiresAt,
+    Field::ExpiredUrl,
+    Field::MaxClicks,
+];
+
+/// The fields of a JSON object, each taken at most once by name; whatever
+/// is left is an unknown field, answered 422 with its name.
+struct Fields(Map<String, Value>);
+
+impl Fields {
+    /// A string field: absent `None`; `null` is refused unless `nullable`,
+    /// where it is `Some(None)`: a change tells "leave it" from "remove it".
+    #[allow(clippy::option_option)]
+    fn text(&mut self, field: Field, nullable: bool) -> Result<Option<Option<String>>, Invalid> {
+        match self.0.remove(field.name()) {
+            None => Ok(None),
+            Some(Value::String(text)) => Ok(Some(Some(text))),
+            Some(Value::Null) if nullable => Ok(Some(None)),
+            Some(other) => Err(Invalid::new(
+                field,
+                format!(
+                    "{} must be a string{}, not {other}",
+                    field.name(),
+                    if nullable { " or null" } else { "" }
+                ),
+            )),
+        }
+    }
+
+    /// A whole-number field: absent `None`, `null` `Some(None)`.
+    #[allow(clippy::option_option)]
+    fn count(&mut self, field: Field) -> Result<Option<Option<u64>>, Invalid> {
+        match self.0.remove(field.name()) {
+            None => Ok(None),
+            Some(Value::Null) => Ok(Some(None)),
+            Some(Value::Number(n)) if n.as_u64().is_some() => Ok(Some(n.as_u64())),
+            Some(other) => Err(Invalid::new(
+                field,
+                format!(
+                    "{} must be a whole number of clicks or null, not {other}",
+                    field.name()
+                ),
+            )),
+        }
+    }
+
+    fn done(self) -> Result<(), Invalid> {
+        match self.0.keys().next() {
+            None => Ok(()),
+            Some(unknown) => Err(Invalid {
+                field: Field::Unknown,
+                message: format!(
+                    "unknown field {unknown:?}; a link has {}",
+                    LINK_FIELDS.map(Field::name).join(", ")
+                ),
+            }),
+        }
+    }
+}
+
+/// Creates a link: with a token it is the token's, without one it
+/// spends the address's rate limit.
+#[utoipa::path(
+    post,
+    path = "/api/links",
+    tag = "links",
+    request_body = LinkInput,
+    responses(
+        (status = 201, description = "Created; `Location` names it", body = LinkBody,
+         headers(("Location" = String, description = "/api/links/{key}"))),
+        (status = 200, description = "The same URL, owner and expiry already had this link", body = LinkBody),
+        (status = 400, description = "The body is not a JSON object", body = ErrorBody),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 409, description = "The custom key holds another link (or every generated key is taken)", body = ErrorBody),
+        (status = 413, description = "The body is over max_body_bytes", body = ErrorBody),
+        (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
+        (status = 422, description = "A field is not valid, or unknown; `field` names it", body = ErrorBody),
+        (status = 429, description = "Too many links from this address without a token; `Retry-After` says when to come back", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security((), ("token" = []))
+)]
+pub(crate) async fn create_link(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    body: web::Json<Map<String, Value>>,
+) -> Result<HttpResponse, ApiError> {
+    let caller = guard.admit(&request, None).await?;
+    let row = row_of(body.into_inner())?;
+    let Written {
+        outcome: inserted,
+        purge_warning,
+    } = shortener.create(&row.new_link(), caller.owner()).await?;
+    note_purge_failure(&request, purge_warning.as_ref());
+    let status = match inserted {
+        Inserted::Created(_) => StatusCode::CREATED,
+        Inserted::Existing(_) => StatusCode::OK,
+    };
+    let link = inserted.link();
+    Ok(HttpResponse::build(status)
+        .insert_header((header::LOCATION, format!("/api/links/{}", link.key)))
+        .json(LinkBody::new(link, &shortener).warned(purge_warning)))
+}
+
+/// The link a JSON object describes, as a single insert and each item of
+/// a bulk one take it.
+pub(crate) fn row_of(object: Map<String, Value>) -> Result<Row, Invalid> {
+    let mut fields = Fields(object);
+    let url = fields
+        .text(Field::Url, false)?
+        .flatten()
+        .ok_or_else(|| Invalid::new(Field::Url, "send the long URL: {\"url\": \"https://...\"}"))?;
+    let row = Row {
+        url,
+        key: fields.text(Field::Key, true)?.flatten(),
+        expires_at: fields.text(Field::ExpiresAt, true)?.flatten(),
+        expired_url: fields.text(Field::ExpiredUrl, true)?.flatten(),
+        max_clicks: fields.count(Field::MaxClicks)?.flatten(),
+        owner: None,
+    };
+    fields.done()?;
+    Ok(row)
+}
+
+/// Counts a change that was stored but not purged.
+pub(crate) fn note_purge_failure(request: &HttpRequest, warning: Option<&String>) {
+    if warning.is_some() {
+        if let Some(metrics) = request.app_data::<web::Data<Metrics>>() {
+            metrics.purge_failed();
+        }
+    }
+}
+
+/// A link, with its `ETag` for a later `If-Match`.
+fn link_response(
+    link: &Link,
+    current: &Current,
+    shortener: &Shortener,
+    warning: Option<String>,
+) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::ETAG, current.etag()))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(LinkBody::new(link, shortener).warned(warning))
+}
+
+/// A link: where it leads for anyone; its expiry, click limit and owner
+/// too for its owner or an admin.
+#[utoipa::path(
+    get,
+    path = "/api/links/{key}",
+    tag = "links",
+    params(("key" = String, Path, description = "The link's key")),
+    responses(
+        (status = 200, description = "The link (without a token, or with another owner's: only key, url and short_url); its `ETag` makes a later change conditional", body = LinkBody,
+         headers(("ETag" = String))),
+        (status = 401, description = "An access token that is not valid (`WWW-Authenticate` says so)", body = ErrorBody),
+        (status = 404, description = "No link has this key", body = ErrorBody),
+        (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
+        (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
+        (status = 422, description = "The key is not one this store's keys can be", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security((), ("token" = []))
+)]
+pub(crate) async fn get_link(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify_if_sent(&request)?;
+    let (link, current) = shortener.show(&key).await?;
+    let body = match who {
+        Some(who) if who.may_change(link.record.owner.as_ref()) => LinkBody::new(&link, &shortener),
+        _ => LinkBody::public(&link, &shortener),
+    };
+    Ok(HttpResponse::Ok()
+        .insert_header((header::ETAG, current.etag()))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(body))
+}
+
+fn if_match(request: &HttpRequest) -> Option<&str> {
+    request
+        .headers()
+        .get(header::IF_MATCH)
+        .map(|value| value.to_str().unwrap_or("\"unreadable\""))
+}
+
+/// Changes a link's target, expiry, expired URL or click limit; Varnish
+/// serves the change at once.
+#[utoipa::path(
+    patch,
+    path = "/api/links/{key}",
+    tag = "links",
+    params(
+        ("key" = String, Path, description = "The link's key"),
+        ("If-Match" = Option<String>, Header, description = "Change only if the link still has this ETag")
+    ),
+    request_body = LinkChange,
+    responses(
+        (status = 200, description = "The changed link; Varnish serves the change at once", body = LinkBody,
+         headers(("ETag" = String))),
+        (status = 400, description = "The body is not a JSON object", body = ErrorBody),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 403, description = "The link belongs to another token; only that token or an admin token may do this", body = ErrorBody),
+        (status = 404, description = "No link has this key", body = ErrorBody),
+        (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
+        (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
+        (status = 412, description = "The link changed since the ETag in If-Match was read", body = ErrorBody),
+        (status = 413, description = "The body is over max_body_bytes", body = ErrorBody),
+        (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
+        (status = 422, description = "A field is not valid, unknown, or the key; or nothing to change", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security(("token" = []))
+)]
+pub(crate) async fn edit_link(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    key: web::Path<String>,
+    body: web::Json<Map<String, Value>>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify(&request)?;
+    let mut fields = Fields(body.into_inner());
+    let url = fields.text(Field::Url, false)?.flatten();
+    let expires_at = fields.text(Field::ExpiresAt, true)?;
+    let expired_url = fields.text(Field::ExpiredUrl, true)?;
+    let max_clicks = fields.count(Field::MaxClicks)?;
+    if fields.0.contains_key(Field::Key.name()) {
+        return Err(Invalid::new(
+            Field::Key,
+            "a link's key cannot change: create a new link with the new key instead",
+        )
+        .into());
+    }
+    fields.done()?;
+    if url.is_none() && expires_at.is_none() && expired_url.is_none() && max_clicks.is_none() {
+        return Err(Invalid::new(
+            Field::Url,
+            "nothing to change: send url, expires_at, expired_url or max_clicks",
+        )
+        .into());
+    }
+    let change = Change {
+        url: url.as_deref(),
+        expires_at: expires_at.as_ref().map(Option::as_deref),
+        expired_url: expired_url.as_ref().map(Option::as_deref),
+        max_clicks,
+    };
+    let written = shortener
+        .edit(&who, &key, &change, if_match(&request))
+        .await?;
+    note_purge_failure(&request, written.purge_warning.as_ref());
+    let (link, current) = &written.outcome;
+    Ok(link_response(
+        link,
+        current,
+        &shortener,
+        written.purge_warning,
+    ))
+}
+
+/// Deletes a link: it answers 410 from now on, and its key is never
+/// given to another link.
+#[utoipa::path(
+    delete,
+    path = "/api/links/{key}",
+    tag = "links",
+    params(
+        ("key" = String, Path, description = "The link's key"),
+        ("If-Match" = Option<String>, Header, description = "Delete only if the link still has this ETag")
+    ),
+    responses(
+        (status = 204, description = "Deleted: it answers 410 from now on"),
+        (status = 200, description = "Deleted, but Varnish could not be told: it may redirect until its TTL", body = Deleted),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 403, description = "The link belongs to another token; only that token or an admin token may do this", body = ErrorBody),
+        (status = 404, description = "No link has this key", body = ErrorBody),
+        (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
+        (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
+        (status = 412, description = "The link changed since the ETag in If-Match was read", body = ErrorBody),
+        (status = 422, description = "The key is not one this store's keys can be", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security(("token" = []))
+)]
+pub(crate) async fn delete_link(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify(&request)?;
+    let written = shortener.delete(&who, &key, if_match(&request)).await?;
+    note_purge_failure(&request, written.purge_warning.as_ref());
+    Ok(match written.purge_warning {
+        None => HttpResponse::NoContent().finish(),
+        // Deleted, but Varnish may still redirect: say so.
+        Some(warning) => HttpResponse::Ok().json(Deleted {
+            deleted: key.into_inner(),
+            warning,
+        }),
+    })
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    limit: Option<usize>,
+    cursor: Option<String>,
+    search: Option<String>,
+    owner: Option<String>,
+}
+
+/// A page of the links the token may change, newest first: its own, or
+/// for an admin everyone's (one owner's with `owner`).
+#[utoipa::path(
+    get,
+    path = "/api/links",
+    tag = "links",
+    params(ListParams),
+    responses(
+        (status = 200, description = "A page of links, newest first", body = LinkPage),
+        (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
+        (status = 403, description = "Only admins may list another owner's links", body = ErrorBody),
+        (status = 422, description = "A parameter is not valid (limit 1 to 100, a cursor this API gave)", body = ErrorBody),
+        (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
+    ),
+    security(("token" = []))
+)]
+pub(crate) async fn list_links(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+) -> Result<HttpResponse, ApiError> {
+    let who = guard.identify(&request)?;
+    let params = query::<ListParams>(&request, "limit, cursor, search and owner")?;
+    let query = ListQuery {
+        limit: params.limit.unwrap_or(DEFAULT_PAGE),
+        cursor: params.cursor.as_deref(),
+        search: params.search.as_deref().filter(|s| !s.is_empty()),
+        owner: params.owner.as_deref().filter(|s| !s.is_empty()),
+    };
+    let listing = shortener.list(&who, &query).await?;
+    let links: Vec<LinkBody> = listing
+        .links
+        .iter()
+        .map(|link| LinkBody::new(link, &shortener))
+        .collect();
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(LinkPage {
+            links,
+            next_cursor: listing.next_cursor,
+        }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_object_may_hold_every_link_field() {
+        let mut object = Map::new();
+        for field in LINK_FIELDS {
+            let value = match field {
+                Field::MaxClicks => Value::from(3),
+                _ => Value::from("https://example.org/"),
+            };
+            object.insert(field.name().to_owned(), value);
+        }
+        assert!(row_of(object.clone()).is_ok());
+        object.insert("colour".into(), "blue".into());
+        let refused = row_of(object).unwrap_err();
+        assert_eq!(refused.field, Field::Unknown);
+        assert!(refused
+            .message
+            .contains("url, key, expires_at, expired_url, max_clicks"));
+    }
+}
