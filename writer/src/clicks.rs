@@ -9,15 +9,15 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::master::Connection;
+use crate::redis::master::Connection;
 
-use crate::master::MasterConnection;
+use crate::redis::master::MasterConnection;
 use redis::RedisResult;
 use serde::Serialize;
 use shortlink_core::clicks::{ClickTime, CountNames, Detail, Total, MINUTES_KEPT};
 use shortlink_core::Key;
 
-use crate::scan::scan;
+use crate::redis::scan::scan;
 
 /// Entries listed per detail kind.
 const TOP: usize = 10;

@@ -563,7 +563,7 @@ fn warn_purge(warning: Option<String>) {
 /// limit if Redis is away), and when Redis has fewer replicas than
 /// `replicas_to_ack` waits for: every change would then answer 503.
 fn check_store(settings: &Settings) {
-    let mut connection = shortlink_writer::master::connect_to_links_redis(settings).ok();
+    let mut connection = shortlink_writer::redis::master::connect_to_links_redis(settings).ok();
     let limit = connection
         .as_mut()
         .and_then(|connection| {

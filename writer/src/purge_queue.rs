@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::RedisError;
 
-use crate::master::MasterConnection;
+use crate::redis::master::MasterConnection;
 
 use crate::purge::{Nodes, Purger, Unconfirmed};
 

@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::master::{Connection, MasterConnection};
-use crate::scan::scan;
+use crate::redis::master::{Connection, MasterConnection};
+use crate::redis::scan::scan;
 use redis::Script;
 use shortlink_core::{digest_key, Key, KeyScheme, Owner, Record, Stored};
 

@@ -78,7 +78,7 @@ fn shared_form_key(
     settings: &Settings,
     fresh: &[u8; FORM_KEY_BYTES],
 ) -> Result<[u8; FORM_KEY_BYTES], String> {
-    let mut connection = crate::master::connect_to_links_redis(settings)?;
+    let mut connection = crate::redis::master::connect_to_links_redis(settings)?;
     let name = settings.scheme.form_key();
     let fresh_text = URL_SAFE_NO_PAD.encode(fresh);
     // One command, which a cluster connection takes as well: the key there

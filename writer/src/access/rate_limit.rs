@@ -14,7 +14,7 @@ use shortlink_core::KeyScheme;
 
 use super::Refusal;
 use crate::config::{RateLimitConfig, Settings};
-use crate::master::MasterConnection;
+use crate::redis::master::MasterConnection;
 
 const GCRA_SCRIPT: &str = include_str!("gcra.lua");
 

@@ -3,7 +3,7 @@
 
 use redis::RedisResult;
 
-use crate::master::Connection;
+use crate::redis::master::Connection;
 
 /// Every name matching `pattern` that holds a value of `kind` (`hash`,
 /// `list`...), read with `SCAN` so that Redis is never blocked for long; in
