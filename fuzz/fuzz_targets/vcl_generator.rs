@@ -21,11 +21,11 @@ use libfuzzer_sys::fuzz_target;
 use regex::Regex;
 use shortlink_core::{digest_key, MAX_KEY_LEN};
 use shortlink_writer::config::{Config, Settings};
-use shortlink_writer::vcl;
+use shortlink_writer::varnish::vcl;
 
-const LINKS: &str = include_str!("../../writer/src/links.vcl.in");
-const STANDALONE: &str = include_str!("../../writer/src/standalone.vcl.in");
-const INCLUDE: &str = include_str!("../../writer/src/include.vcl.in");
+const LINKS: &str = include_str!("../../writer/src/varnish/links.vcl.in");
+const STANDALONE: &str = include_str!("../../writer/src/varnish/standalone.vcl.in");
+const INCLUDE: &str = include_str!("../../writer/src/varnish/include.vcl.in");
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {

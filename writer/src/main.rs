@@ -18,7 +18,8 @@ use shortlink_writer::metrics::Metrics;
 use shortlink_writer::shortener::{Change, ListQuery, NewLink, Shortener, Written};
 use shortlink_writer::store::{Inserted, Link};
 use shortlink_writer::validate::format_expiry;
-use shortlink_writer::{vcl, web as routes};
+use shortlink_writer::varnish::vcl;
+use shortlink_writer::web as routes;
 
 /// Short links served by Varnish from Redis: insert them, and generate the
 /// VCL that serves them.

@@ -13,13 +13,13 @@ use shortlink_core::clicks::MINUTES_KEPT;
 use crate::access::Identity;
 use crate::clicks::{LinkStats, Trending, TrendingCache, TrendingQuery};
 use crate::config::Settings;
-use crate::purge::{Nodes, Purger};
-use crate::purge_queue::{PurgeQueue, RETRY_INTERVAL};
 use crate::store::{Current, Export, Inserted, Link, LinkStore, StoreError};
 use crate::validate::{
     check_click_limit, check_custom_key, normalize_expired_url, normalize_url, parse_expiry, Field,
     Invalid,
 };
+use crate::varnish::purge::{Nodes, Purger};
+use crate::varnish::purge_queue::{PurgeQueue, RETRY_INTERVAL};
 
 /// How often an edit without `If-Match` is tried again when another change
 /// came between its read and its write.

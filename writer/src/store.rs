@@ -232,8 +232,11 @@ impl LinkStore {
 
     /// The purges Varnish nodes did not confirm, in the links' Redis: kept
     /// as durably as the links they purge.
-    pub fn purge_queue(&self) -> crate::purge_queue::PurgeQueue {
-        crate::purge_queue::PurgeQueue::new(self.connection.clone(), self.scheme.purge_queue())
+    pub fn purge_queue(&self) -> crate::varnish::purge_queue::PurgeQueue {
+        crate::varnish::purge_queue::PurgeQueue::new(
+            self.connection.clone(),
+            self.scheme.purge_queue(),
+        )
     }
 
     /// A reader of the click counts, in the clicks' Redis.

@@ -185,7 +185,7 @@ mod tests {
             Form::Standalone,
         )
         .unwrap();
-        let shipped = include_str!("../../vcl/shortlink.vcl");
+        let shipped = include_str!("../../../vcl/shortlink.vcl");
         assert!(
             generated == shipped,
             "vcl/shortlink.vcl is stale: regenerate it with `make vcl > vcl/shortlink.vcl`"

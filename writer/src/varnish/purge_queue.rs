@@ -24,7 +24,7 @@ use redis::RedisError;
 
 use crate::redis::master::MasterConnection;
 
-use crate::purge::{Nodes, Purger, Unconfirmed};
+use crate::varnish::purge::{Nodes, Purger, Unconfirmed};
 
 /// How often a writer sends the queued purges again.
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
