@@ -122,7 +122,7 @@ CLICK_TOTALS_BYTES_LIMIT = 24
 EXPORT_HELD_LIMIT = 0.05
 VARNISHD_PARAMS = ROOT / "vcl" / "varnishd.params"
 # The writer's claim script: its deadline prologue, then the claim.
-CLAIM_SCRIPT = [ROOT / "writer" / "src" / "deadline.lua", ROOT / "writer" / "src" / "claim.lua"]
+CLAIM_SCRIPT = [ROOT / "writer" / "src" / "links" / "deadline.lua", ROOT / "writer" / "src" / "links" / "claim.lua"]
 BENCH_TOKEN = "bench-token-" + "0123456789abcdef" * 2
 
 

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
 use shortlink_core::{escape_html, Expiry, Stored};
-use shortlink_writer::validate::format_expiry;
+use shortlink_writer::links::validate::format_expiry;
 
 fuzz_target!(|value: &str| {
     let Ok(stored) = Stored::parse(value) else {

@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 use libfuzzer_sys::fuzz_target;
 use shortlink_core::{check_redirect_target, digest_key, escape_html, MAX_TARGET_LEN};
 use shortlink_writer::config::Settings;
-use shortlink_writer::validate::normalize_url;
+use shortlink_writer::links::validate::normalize_url;
 use url::Url;
 
 /// The defaults, and variants with other bases and length limits. Written as

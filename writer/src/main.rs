@@ -11,13 +11,13 @@ use futures_util::StreamExt as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use shortlink_core::Owner;
 use shortlink_writer::access::{Gatekeeper, Identity};
-use shortlink_writer::bulk::{create_all, CsvRows, Format, RowOutcome, Summary};
 use shortlink_writer::config::Settings;
-use shortlink_writer::export::ExportFormat;
+use shortlink_writer::links::bulk::{create_all, CsvRows, Format, RowOutcome, Summary};
+use shortlink_writer::links::export::ExportFormat;
+use shortlink_writer::links::shortener::{Change, ListQuery, NewLink, Shortener, Written};
+use shortlink_writer::links::store::{Inserted, Link};
+use shortlink_writer::links::validate::format_expiry;
 use shortlink_writer::metrics::Metrics;
-use shortlink_writer::shortener::{Change, ListQuery, NewLink, Shortener, Written};
-use shortlink_writer::store::{Inserted, Link};
-use shortlink_writer::validate::format_expiry;
 use shortlink_writer::varnish::vcl;
 use shortlink_writer::web as routes;
 

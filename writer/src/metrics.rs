@@ -12,7 +12,7 @@ use prometheus::{
     Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
 
-use crate::shortener::Shortener;
+use crate::links::shortener::Shortener;
 
 /// The writer's counters, one set per writer, shared by its workers.
 pub struct Metrics {

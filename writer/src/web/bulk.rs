@@ -13,11 +13,11 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::access::{Admitted, Caller, Gatekeeper, Refusal};
-use crate::bulk::{
+use crate::config::Settings;
+use crate::links::bulk::{
     create_all, csv_batch, BatchError, Item, Refused, RowOutcome, Summary, MAX_BULK_LINKS,
 };
-use crate::config::Settings;
-use crate::shortener::Shortener;
+use crate::links::shortener::Shortener;
 use crate::web::error::{ApiError, ErrorBody};
 use crate::web::links::{row_of, LinkInput};
 

@@ -8,8 +8,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::access::Refusal;
-use crate::shortener::ShortenError;
-use crate::validate::{Field, Invalid};
+use crate::links::shortener::ShortenError;
+use crate::links::validate::{Field, Invalid};
 
 /// Every failure's body.
 #[derive(Debug, Serialize, ToSchema)]

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::access::Gatekeeper;
-use crate::export::ExportFormat;
-use crate::shortener::{ShortenError, Shortener};
+use crate::links::export::ExportFormat;
+use crate::links::shortener::{ShortenError, Shortener};
 use crate::web::error::{ApiError, ErrorBody};
 use crate::web::query;
 

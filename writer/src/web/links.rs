@@ -12,12 +12,12 @@ use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::access::Gatekeeper;
-use crate::bulk::Row;
-use crate::link_body::LinkBody;
+use crate::links::body::LinkBody;
+use crate::links::bulk::Row;
+use crate::links::shortener::{Change, ListQuery, Shortener, Written, DEFAULT_PAGE};
+use crate::links::store::{Current, Inserted, Link};
+use crate::links::validate::{Field, Invalid};
 use crate::metrics::Metrics;
-use crate::shortener::{Change, ListQuery, Shortener, Written, DEFAULT_PAGE};
-use crate::store::{Current, Inserted, Link};
-use crate::validate::{Field, Invalid};
 use crate::web::error::{ApiError, ErrorBody};
 use crate::web::query;
 

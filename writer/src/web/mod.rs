@@ -23,8 +23,8 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{guard, middleware, web, HttpRequest, HttpResponse, ResponseError};
 
 use crate::config::Settings;
+use crate::links::shortener::Shortener;
 use crate::metrics::{count_writes, serve_metrics};
-use crate::shortener::Shortener;
 use crate::web::bulk::create_links_in_bulk;
 use crate::web::error::{form_error, json_error};
 use crate::web::export::export_links;

@@ -7,10 +7,10 @@ use actix_web::HttpResponse;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::bulk::{Made, Refused, RowOutcome, Summary};
 use crate::clicks::{DayCount, HourCount, LinkStats, Share, Trending};
-use crate::export::ExportFormat;
-use crate::link_body::LinkBody;
+use crate::links::body::LinkBody;
+use crate::links::bulk::{Made, Refused, RowOutcome, Summary};
+use crate::links::export::ExportFormat;
 use crate::web::bulk::{BulkAnswer, BulkResult};
 use crate::web::error::ErrorBody;
 use crate::web::html_page;

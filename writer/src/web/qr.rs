@@ -10,7 +10,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::access::Gatekeeper;
-use crate::shortener::Shortener;
+use crate::links::shortener::Shortener;
 use crate::web::error::{ApiError, ErrorBody};
 use crate::web::query;
 

@@ -12,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::access::Gatekeeper;
 use crate::clicks::{LinkStats, Trending};
-use crate::shortener::Shortener;
+use crate::links::shortener::Shortener;
 use crate::web::error::{ApiError, ErrorBody};
 use crate::web::{html_page, query};
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use actix_web::test as actix_test;
 use shortlink_core::digest_key;
-use shortlink_writer::shortener::Shortener;
+use shortlink_writer::links::shortener::Shortener;
 use test_support::free_port;
 
 use crate::common::{ensure, Suite, TEST_TOKEN};

@@ -180,7 +180,7 @@ pub fn bulk_csv_answers_each_line(suite: &Suite) -> Result<(), String> {
 /// 10,000 links in one request are all created; 10,001 are refused with
 /// 413 before any is stored; neither JSON nor CSV is 415.
 pub fn bulk_takes_ten_thousand_links_and_refuses_more(suite: &Suite) -> Result<(), String> {
-    let limit = shortlink_writer::bulk::MAX_BULK_LINKS;
+    let limit = shortlink_writer::links::bulk::MAX_BULK_LINKS;
     let items = |n: usize, tag: &str| -> String {
         let items: Vec<Value> = (0..n)
             .map(|i| json!({ "url": format!("https://example.org/bulk/{tag}/{i}") }))
@@ -244,8 +244,8 @@ pub fn bulk_spends_the_rate_limit_row_by_row(suite: &Suite) -> Result<(), String
         config.rate_limit.burst = 2;
     });
     actix_web::rt::System::new().block_on(async {
-        let shortener =
-            shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
+        let shortener = shortlink_writer::links::shortener::Shortener::new(settings)
+            .map_err(|e| e.to_string())?;
         let app = api_app!(shortener);
         let rows = |tag: &str| {
             (0..5)
@@ -446,7 +446,7 @@ pub fn form_upload_spends_the_rate_limit_row_by_row(suite: &Suite) -> Result<(),
         config.rate_limit.burst = 3;
     });
     actix_web::rt::System::new().block_on(async {
-        let shortener = shortlink_writer::shortener::Shortener::new(settings.clone())
+        let shortener = shortlink_writer::links::shortener::Shortener::new(settings.clone())
             .map_err(|e| e.to_string())?;
         let app = api_app!(shortener);
         let form = FormUploads::new(&settings)?;
@@ -501,7 +501,7 @@ pub fn form_upload_is_sized_by_its_caller(suite: &Suite) -> Result<(), String> {
     });
     let anonymous_limit = shortlink_writer::web::bulk_body_limit(&settings, false);
     actix_web::rt::System::new().block_on(async {
-        let shortener = shortlink_writer::shortener::Shortener::new(settings.clone())
+        let shortener = shortlink_writer::links::shortener::Shortener::new(settings.clone())
             .map_err(|e| e.to_string())?;
         let app = api_app!(shortener);
         let form = FormUploads::new(&settings)?;

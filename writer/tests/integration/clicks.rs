@@ -361,8 +361,8 @@ pub fn clicks_apart_are_read_in_their_redis(suite: &Suite) -> Result<(), String>
     };
     // One runtime: the shortener's connections live on the one that made them.
     block_on(async {
-        let shortener =
-            shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
+        let shortener = shortlink_writer::links::shortener::Shortener::new(settings)
+            .map_err(|e| e.to_string())?;
         let inserted = shortener
             .shorten("https://example.org/apart", None)
             .await
@@ -685,8 +685,8 @@ pub fn trending_is_kept_a_few_seconds_per_query(suite: &Suite) -> Result<(), Str
             .query::<()>(&["ZINCRBY", &minute_set, &clicks.to_string(), key])
     };
     actix_web::rt::System::new().block_on(async {
-        let shortener =
-            shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
+        let shortener = shortlink_writer::links::shortener::Shortener::new(settings)
+            .map_err(|e| e.to_string())?;
         let app = api_app!(shortener);
         let rank = |limit: u32| {
             actix_test::TestRequest::get()

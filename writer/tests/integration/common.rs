@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use shortlink_writer::config::{AccessToken, Config, Settings};
-use shortlink_writer::shortener::Shortener;
+use shortlink_writer::links::shortener::Shortener;
 use test_support::{
     free_port, generate_vcl, release_dir, work_dir, write_country_database, Persistence, Redis,
     Varnish, Writer,

@@ -296,7 +296,7 @@ pub fn export_streams_every_link_the_caller_may_see(suite: &Suite) -> Result<(),
     })?;
     let mut csv_rows = csv.lines();
     ensure(
-        csv_rows.next() == Some(&*shortlink_writer::export::CSV_COLUMNS.join(",")),
+        csv_rows.next() == Some(&*shortlink_writer::links::export::CSV_COLUMNS.join(",")),
         || format!("header: {:?}", csv.lines().next()),
     )?;
     let keys: BTreeSet<&str> = csv_rows.filter_map(|l| l.split(',').nth(1)).collect();

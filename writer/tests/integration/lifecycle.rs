@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::json;
 use shortlink_core::Stored;
 use shortlink_writer::access::Identity;
-use shortlink_writer::shortener::{Change, ShortenError};
-use shortlink_writer::store::StoreError;
+use shortlink_writer::links::shortener::{Change, ShortenError};
+use shortlink_writer::links::store::StoreError;
 use test_support::{Persistence, Redis};
 
 use crate::common::{
@@ -497,8 +497,8 @@ pub fn changes_while_redis_hangs_or_is_down_store_nothing(suite: &Suite) -> Resu
         ..Change::default()
     };
     block_on(async {
-        let shortener =
-            shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
+        let shortener = shortlink_writer::links::shortener::Shortener::new(settings)
+            .map_err(|e| e.to_string())?;
         shortener
             .shorten("https://example.org/lifecycle/hung", Some("hung1"))
             .await
@@ -634,9 +634,9 @@ pub fn unpurged_changes_say_so(suite: &Suite) -> Result<(), String> {
         admin: true,
     };
     block_on(async {
-        let shortener =
-            shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
-        let new = shortlink_writer::shortener::NewLink {
+        let shortener = shortlink_writer::links::shortener::Shortener::new(settings)
+            .map_err(|e| e.to_string())?;
+        let new = shortlink_writer::links::shortener::NewLink {
             url: "https://example.org/lifecycle/unpurged",
             key: Some("unpurged"),
             ..Default::default()

@@ -226,8 +226,8 @@ pub fn anonymous_pngs_are_rate_limited(suite: &Suite) -> Result<(), String> {
         config.rate_limit.burst = 2;
     });
     actix_web::rt::System::new().block_on(async {
-        let shortener =
-            shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
+        let shortener = shortlink_writer::links::shortener::Shortener::new(settings)
+            .map_err(|e| e.to_string())?;
         let app = api_app!(shortener);
         let (status, link) = call!(
             app,

@@ -143,8 +143,8 @@ pub fn tokens_and_rate_limit(suite: &Suite) -> Result<(), String> {
         config.rate_limit.burst = 2;
     });
     actix_web::rt::System::new().block_on(async {
-        let shortener =
-            shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
+        let shortener = shortlink_writer::links::shortener::Shortener::new(settings)
+            .map_err(|e| e.to_string())?;
         let app = api_app!(shortener);
         let mut n = 0;
         let mut create = |peer: &str, authorization: Option<&str>| {
@@ -242,8 +242,8 @@ pub fn required_token(suite: &Suite) -> Result<(), String> {
         config.access.require_token = true;
     });
     actix_web::rt::System::new().block_on(async {
-        let shortener =
-            shortlink_writer::shortener::Shortener::new(required).map_err(|e| e.to_string())?;
+        let shortener = shortlink_writer::links::shortener::Shortener::new(required)
+            .map_err(|e| e.to_string())?;
         let app = api_app!(shortener);
         let request = |authorization: Option<String>| {
             let mut request = actix_test::TestRequest::post()
@@ -277,8 +277,8 @@ pub fn refused_bodies_store_nothing(suite: &Suite) -> Result<(), String> {
         config.max_body_bytes = 2048;
     });
     actix_web::rt::System::new().block_on(async {
-        let shortener =
-            shortlink_writer::shortener::Shortener::new(settings).map_err(|e| e.to_string())?;
+        let shortener = shortlink_writer::links::shortener::Shortener::new(settings)
+            .map_err(|e| e.to_string())?;
         let app = api_app!(shortener);
         let long = format!("https://example.org/{}", "x".repeat(2100));
         let json = actix_test::TestRequest::post()

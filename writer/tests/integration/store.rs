@@ -6,8 +6,8 @@ use std::process::Command;
 
 use shortlink_core::digest_key;
 use shortlink_writer::config::Settings;
-use shortlink_writer::shortener::{ShortenError, Shortener};
-use shortlink_writer::store::{Inserted, StoreError};
+use shortlink_writer::links::shortener::{ShortenError, Shortener};
+use shortlink_writer::links::store::{Inserted, StoreError};
 
 use crate::common::{block_on, ensure, Suite};
 

@@ -12,10 +12,10 @@ use futures_util::StreamExt as _;
 use serde::Deserialize;
 
 use crate::access::{is_form_cookie, new_form_cookie, Caller, Gatekeeper, Refusal, CSRF_COOKIE};
-use crate::bulk::{csv_batch, BatchError, MAX_BULK_LINKS};
-use crate::shortener::{NewLink, Shortener, Written};
-use crate::store::Inserted;
-use crate::validate::Field;
+use crate::links::bulk::{csv_batch, BatchError, MAX_BULK_LINKS};
+use crate::links::shortener::{NewLink, Shortener, Written};
+use crate::links::store::Inserted;
+use crate::links::validate::Field;
 use crate::web::bulk::{announced_length, bulk_body_limit, create_admitted};
 use crate::web::error::{ApiError, ErrorBody};
 use crate::web::links::note_purge_failure;

@@ -11,7 +11,7 @@ use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
 
 use super::page::STYLE;
-use crate::validate::Field;
+use crate::links::validate::Field;
 use crate::web::html_page;
 
 const MANAGE_STYLE: &str = r"

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use shortlink_core::{escape_html as escape, KeyScheme, MAX_KEY_LEN};
 
-use crate::bulk::{RowOutcome, Summary, MAX_BULK_LINKS};
+use crate::links::bulk::{RowOutcome, Summary, MAX_BULK_LINKS};
 
 /// What the page shows: the inputs as typed, and the result or the errors.
 #[derive(Debug, Default)]

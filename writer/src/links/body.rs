@@ -4,9 +4,9 @@ use serde::Serialize;
 use shortlink_core::ClickLimit;
 use utoipa::ToSchema;
 
-use crate::shortener::Shortener;
-use crate::store::Link;
-use crate::validate::format_expiry;
+use crate::links::shortener::Shortener;
+use crate::links::store::Link;
+use crate::links::validate::format_expiry;
 
 /// A link as the API shows it. Anyone may read what following the short
 /// link shows (its key, URL and short URL); the rest only its owner or an

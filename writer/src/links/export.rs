@@ -5,10 +5,10 @@
 use serde::Deserialize;
 use shortlink_core::Owner;
 
-use crate::link_body::LinkBody;
-use crate::shortener::Shortener;
-use crate::store::Link;
-use crate::validate::format_expiry;
+use crate::links::body::LinkBody;
+use crate::links::shortener::Shortener;
+use crate::links::store::Link;
+use crate::links::validate::format_expiry;
 
 /// How exported links are written.
 #[derive(

@@ -13,8 +13,8 @@ use shortlink_core::clicks::MINUTES_KEPT;
 use crate::access::Identity;
 use crate::clicks::{LinkStats, Trending, TrendingCache, TrendingQuery};
 use crate::config::Settings;
-use crate::store::{Current, Export, Inserted, Link, LinkStore, StoreError};
-use crate::validate::{
+use crate::links::store::{Current, Export, Inserted, Link, LinkStore, StoreError};
+use crate::links::validate::{
     check_click_limit, check_custom_key, normalize_expired_url, normalize_url, parse_expiry, Field,
     Invalid,
 };

@@ -11,9 +11,9 @@ use futures_util::{Stream, StreamExt as _};
 use serde::Serialize;
 use shortlink_core::Owner;
 
-use crate::shortener::{NewLink, ShortenError, Shortener, Written};
-use crate::store::{Inserted, StoreError};
-use crate::validate::{Field, Invalid};
+use crate::links::shortener::{NewLink, ShortenError, Shortener, Written};
+use crate::links::store::{Inserted, StoreError};
+use crate::links::validate::{Field, Invalid};
 
 /// Most links one bulk request may hold: enough for a campaign's worth,
 /// few enough that its answer stays a few megabytes.
@@ -178,7 +178,7 @@ async fn create_row(
         },
         None => owner,
     };
-    let made = |link: &crate::store::Link| Made {
+    let made = |link: &crate::links::store::Link| Made {
         key: link.key.clone(),
         short_url: shortener.short_url(&link.key),
         url: link.record.url.to_string(),

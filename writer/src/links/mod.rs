@@ -1,0 +1,21 @@
+//! The links: what a link may hold, how it is stored in Redis, and the
+//! operations every interface (API, form, command line) goes through.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `shortener.rs` | the one door: create, read, change, delete, list, stats, purge |
+//! | `validate.rs` | the rules a link's fields follow, and their messages |
+//! | `store.rs` | the links in Redis, with its scripts (`claim.lua`, `replace.lua`, `index.lua`, and `deadline.lua` before the first two) |
+//! | `bulk.rs` | many links at once: rows, CSV, their outcomes |
+//! | `export.rs` | the links written out as CSV or JSON lines |
+//! | `body.rs` | a link as the API and the JSON-lines export show it |
+//!
+//! It uses the configuration, the connections to Redis, the purges and the
+//! click reader; the HTTP layer and the command line use it.
+
+pub mod body;
+pub mod bulk;
+pub mod export;
+pub mod shortener;
+pub mod store;
+pub mod validate;
