@@ -158,7 +158,14 @@ pub fn import_reads_each_tools_export(suite: &Suite) -> Result<(), String> {
             ensure(run.success, || format!("{format}: {}", run.stderr))?;
         }
     }
-    let shown = api(suite, "GET", "/api/links/impCsv1", None, None, None)?;
+    let shown = api(
+        suite,
+        "GET",
+        "/api/links/impCsv1",
+        Some(ADMIN_TOKEN),
+        None,
+        None,
+    )?;
     ensure(
         shown.body["expires_at"] == "2099-01-01T00:00:00Z"
             && shown.body["max_clicks"] == 7
