@@ -4,6 +4,7 @@
 pub mod access;
 pub mod clicks;
 pub mod config;
+pub mod error_code;
 pub mod links;
 pub mod metrics;
 pub mod qr;

@@ -6,11 +6,11 @@
 use std::collections::VecDeque;
 use std::io::Read;
 
-use actix_web::http::StatusCode;
 use futures_util::{Stream, StreamExt as _};
 use serde::Serialize;
 use shortlink_core::Owner;
 
+use crate::error_code::ErrorCode;
 use crate::links::shortener::{NewLink, ShortenError, Shortener, Written};
 use crate::links::store::{Inserted, StoreError};
 use crate::links::validate::{Field, Invalid};
@@ -65,9 +65,11 @@ pub struct Refused {
 }
 
 impl Refused {
-    pub fn new(status: StatusCode, error: String, field: Option<Field>) -> Self {
+    /// A row refused with `reason`: its `code` is the status that answers
+    /// it.
+    pub fn new(reason: ErrorCode, error: String, field: Option<Field>) -> Self {
         Self {
-            code: status.as_u16(),
+            code: reason.status(),
             error,
             field: field.map(Field::name),
             retry_after_s: None,
@@ -76,14 +78,14 @@ impl Refused {
 
     /// Whether the row's key holds another link already.
     pub fn is_conflict(&self) -> bool {
-        self.code == StatusCode::CONFLICT.as_u16() && self.field == Some(Field::Key.name())
+        self.code == ErrorCode::KeyTaken.status() && self.field == Some(Field::Key.name())
     }
 }
 
 impl From<Invalid> for Refused {
     fn from(invalid: Invalid) -> Self {
         Self::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidInput,
             invalid.message,
             Some(invalid.field),
         )
@@ -204,8 +206,8 @@ async fn create_row(
 }
 
 fn refused_for(error: &ShortenError) -> Refused {
-    let (status, field, message) = error.answer();
-    Refused::new(status, message, field)
+    let (code, field, message) = error.answer();
+    Refused::new(code, message, field)
 }
 
 /// Where a CSV file comes from: which columns hold what.
@@ -468,7 +470,7 @@ impl<R: Read> Iterator for CsvRows<R> {
             Ok(false) => return None,
             Ok(true) => self.row(&record),
             Err(error) => Err(Refused::new(
-                StatusCode::BAD_REQUEST,
+                ErrorCode::BadCsv,
                 format!("the line could not be read as CSV: {error}"),
                 None,
             )),

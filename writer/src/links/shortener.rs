@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use actix_web::http::StatusCode;
 use shortlink_core::{Expiry, Key, Owner, Record, Stored, ValidUrl};
 
 use shortlink_core::clicks::MINUTES_KEPT;
@@ -13,6 +12,7 @@ use shortlink_core::clicks::MINUTES_KEPT;
 use crate::access::Identity;
 use crate::clicks::{LinkStats, Trending, TrendingCache, TrendingQuery};
 use crate::config::Settings;
+use crate::error_code::ErrorCode;
 use crate::links::store::{Current, Export, Inserted, Link, LinkStore, StoreError};
 use crate::links::validate::{
     check_click_limit, check_custom_key, normalize_expired_url, normalize_url, parse_expiry, Field,
@@ -82,35 +82,37 @@ pub enum ShortenError {
 }
 
 impl ShortenError {
-    /// The one map from a failure to what the client is told: the HTTP
-    /// status and the input to blame (none when the store failed). The
-    /// JSON API and the form both answer through it.
-    pub fn status_and_field(&self) -> (StatusCode, Option<Field>) {
+    /// The one map from a failure to what the client is told: its code
+    /// (the HTTP layer answers each code with its status) and the input to
+    /// blame (none when the store failed). The JSON API, the form and bulk
+    /// rows all answer through it.
+    pub fn code_and_field(&self) -> (ErrorCode, Option<Field>) {
         match self {
-            Self::Invalid(invalid) => (StatusCode::UNPROCESSABLE_ENTITY, Some(invalid.field)),
-            Self::Store(StoreError::KeyTaken { .. }) => (StatusCode::CONFLICT, Some(Field::Key)),
-            Self::Store(StoreError::DigestExhausted) => (StatusCode::CONFLICT, Some(Field::Url)),
-            Self::Store(StoreError::Unreadable { .. }) => (StatusCode::CONFLICT, None),
-            Self::Store(StoreError::Unavailable(_) | StoreError::NotReplicated { .. }) => {
-                (StatusCode::SERVICE_UNAVAILABLE, None)
+            Self::Invalid(invalid) => (ErrorCode::InvalidInput, Some(invalid.field)),
+            Self::Store(StoreError::KeyTaken { .. }) => (ErrorCode::KeyTaken, Some(Field::Key)),
+            Self::Store(StoreError::DigestExhausted) => {
+                (ErrorCode::DigestExhausted, Some(Field::Url))
             }
-            Self::NotFound(_) => (StatusCode::NOT_FOUND, None),
-            Self::Gone(_) => (StatusCode::GONE, None),
-            Self::NotYours => (StatusCode::FORBIDDEN, None),
-            Self::Stale { .. } => (StatusCode::PRECONDITION_FAILED, None),
+            Self::Store(StoreError::Unreadable { .. }) => (ErrorCode::UnreadableValue, None),
+            Self::Store(StoreError::Unavailable(_)) => (ErrorCode::StoreUnavailable, None),
+            Self::Store(StoreError::NotReplicated { .. }) => (ErrorCode::NotReplicated, None),
+            Self::NotFound(_) => (ErrorCode::NotFound, None),
+            Self::Gone(_) => (ErrorCode::Gone, None),
+            Self::NotYours => (ErrorCode::NotOwner, None),
+            Self::Stale { .. } => (ErrorCode::Stale, None),
         }
     }
 
     /// What a client is told about this failure, by the JSON API, the form
-    /// and each row of a bulk insert alike: status, the input to blame, and
-    /// the message. Failures on this side are logged too.
-    pub fn answer(&self) -> (StatusCode, Option<Field>, String) {
-        let (status, field) = self.status_and_field();
+    /// and each row of a bulk insert alike: its code, the input to blame,
+    /// and the message. Failures on this side are logged too.
+    pub fn answer(&self) -> (ErrorCode, Option<Field>, String) {
+        let (code, field) = self.code_and_field();
         let message = self.to_string();
-        if status.is_server_error() {
+        if code.is_server_error() {
             log::error!("{message}");
         }
-        (status, field, message)
+        (code, field, message)
     }
 }
 

@@ -5,7 +5,7 @@
 // path, which this lint flags in the code it generates.
 #![allow(unused_qualifications)]
 
-use actix_web::http::{header, StatusCode};
+use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 
 use crate::access::{Admitted, Caller, Gatekeeper, Refusal};
 use crate::config::Settings;
+use crate::error_code::ErrorCode;
 use crate::links::bulk::{
     create_all, csv_batch, BatchError, Item, Refused, RowOutcome, Summary, MAX_BULK_LINKS,
 };
@@ -60,7 +61,7 @@ fn bulk_media(request: &HttpRequest) -> Result<BulkMedia, ApiError> {
         Some("application/json") => Ok(BulkMedia::Json),
         Some("text/csv") => Ok(BulkMedia::Csv),
         _ => Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::UnsupportedMediaType,
             "send the links as a JSON array (Content-Type: application/json) or as CSV \
              lines url[,key] (Content-Type: text/csv)"
                 .to_owned(),
@@ -74,7 +75,7 @@ const _: () = assert!(MAX_BULK_LINKS == 10_000, "TOO_MANY_LINKS names the limit"
 
 /// The rows of a bulk request's body: a JSON array of links, or CSV.
 fn bulk_rows(media: BulkMedia, body: &[u8]) -> Result<Vec<(Option<u64>, Item)>, ApiError> {
-    let too_many = || ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, TOO_MANY_LINKS.to_owned());
+    let too_many = || ApiError::new(ErrorCode::TooManyLinks, TOO_MANY_LINKS.to_owned());
     match media {
         BulkMedia::Json => {
             let BoundedItems(items) = serde_json::from_slice(body).map_err(|e| {
@@ -82,7 +83,7 @@ fn bulk_rows(media: BulkMedia, body: &[u8]) -> Result<Vec<(Option<u64>, Item)>, 
                     return too_many();
                 }
                 ApiError::new(
-                    StatusCode::BAD_REQUEST,
+                    ErrorCode::BadJson,
                     format!(
                         "the body is not a JSON array of links: {e}; send \
                          [{{\"url\": \"https://...\", \"key\": \"optional\"}}, ...]"
@@ -95,7 +96,7 @@ fn bulk_rows(media: BulkMedia, body: &[u8]) -> Result<Vec<(Option<u64>, Item)>, 
                     let row = match item {
                         Value::Object(object) => row_of(object).map_err(Refused::from),
                         other => Err(Refused::new(
-                            StatusCode::UNPROCESSABLE_ENTITY,
+                            ErrorCode::InvalidInput,
                             format!("each item must be a link object like {{\"url\": \"https://...\"}}, not {other}"),
                             None,
                         )),
@@ -110,10 +111,9 @@ fn bulk_rows(media: BulkMedia, body: &[u8]) -> Result<Vec<(Option<u64>, Item)>, 
                 .map(|(line, item)| (Some(line), item))
                 .collect()),
             Err(BatchError::TooMany) => Err(too_many()),
-            Err(BatchError::Unreadable(error)) => Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                error.to_string(),
-            )),
+            Err(BatchError::Unreadable(error)) => {
+                Err(ApiError::new(ErrorCode::InvalidInput, error.to_string()))
+            }
         },
     }
 }
@@ -169,7 +169,7 @@ async fn body_within(
 ) -> Result<Vec<u8>, ApiError> {
     let too_large = || {
         ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::BodyTooLarge,
             format!(
                 "this bulk request's body may be at most {limit} bytes; send the rest in \
                  another (without an access token, a request holds at most the rate \
@@ -185,7 +185,7 @@ async fn body_within(
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| {
             ApiError::new(
-                StatusCode::BAD_REQUEST,
+                ErrorCode::BadBody,
                 format!("the request body could not be read: {e}"),
             )
         })?;
@@ -285,7 +285,7 @@ fn rate_refusal(refusal: &Refusal) -> Refused {
     let error = ApiError::from(refusal.clone());
     Refused {
         retry_after_s: error.retry_after_s,
-        ..Refused::new(error.status, error.message, None)
+        ..Refused::new(error.code, error.message, None)
     }
 }
 

@@ -1,5 +1,6 @@
 //! The API's failure: [`ApiError`], answered as [`ErrorBody`] with its status,
-//! and the answers to bodies the JSON and form extractors refuse.
+//! and the answers to bodies the JSON and form extractors refuse. The one
+//! place a failure's [`ErrorCode`] becomes an HTTP status ([`status_of`]).
 
 use actix_web::error::{JsonPayloadError, UrlencodedError};
 use actix_web::http::{header, StatusCode};
@@ -8,12 +9,15 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::access::Refusal;
+use crate::error_code::ErrorCode;
 use crate::links::shortener::ShortenError;
 use crate::links::validate::{Field, Invalid};
 
 /// Every failure's body.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
+    /// Why, as a stable code to branch on (the message may change).
+    pub code: ErrorCode,
     /// What went wrong and what to do about it.
     pub error: String,
     /// The input to blame, when one is.
@@ -24,10 +28,11 @@ pub struct ErrorBody {
     pub retry_after_s: Option<u64>,
 }
 
-/// An API failure, answered as `{"error": "..."}` with the matching status.
+/// An API failure, answered as `{"code": "...", "error": "..."}` with the
+/// status of its code.
 #[derive(Debug)]
 pub struct ApiError {
-    pub(crate) status: StatusCode,
+    pub(crate) code: ErrorCode,
     pub(crate) message: String,
     pub(crate) field: Option<Field>,
     /// `Retry-After` seconds, for 429.
@@ -37,15 +42,25 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub(crate) fn new(status: StatusCode, message: String) -> Self {
+    pub(crate) fn new(code: ErrorCode, message: String) -> Self {
         Self {
-            status,
+            code,
             message,
             field: None,
             retry_after_s: None,
             challenge: None,
         }
     }
+
+    /// The status this failure is answered with.
+    pub(crate) fn status(&self) -> StatusCode {
+        status_of(self.code)
+    }
+}
+
+/// The HTTP status a failure with `code` is answered with.
+pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
+    StatusCode::from_u16(code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 impl std::fmt::Display for ApiError {
@@ -56,11 +71,11 @@ impl std::fmt::Display for ApiError {
 
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
-        self.status
+        self.status()
     }
 
     fn error_response(&self) -> HttpResponse {
-        let mut response = HttpResponse::build(self.status);
+        let mut response = HttpResponse::build(self.status());
         if let Some(seconds) = self.retry_after_s {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
@@ -68,6 +83,7 @@ impl ResponseError for ApiError {
             response.insert_header((header::WWW_AUTHENTICATE, challenge));
         }
         response.json(ErrorBody {
+            code: self.code,
             error: self.message.clone(),
             field: self.field.map(|field| field.name().to_owned()),
             retry_after_s: self.retry_after_s,
@@ -77,10 +93,10 @@ impl ResponseError for ApiError {
 
 impl From<ShortenError> for ApiError {
     fn from(error: ShortenError) -> Self {
-        let (status, field, message) = error.answer();
+        let (code, field, message) = error.answer();
         Self {
             field,
-            ..Self::new(status, message)
+            ..Self::new(code, message)
         }
     }
 }
@@ -93,18 +109,18 @@ impl From<Invalid> for ApiError {
 
 impl From<Refusal> for ApiError {
     fn from(refusal: Refusal) -> Self {
-        let mut error = Self::new(StatusCode::FORBIDDEN, refusal.to_string());
+        let mut error = Self::new(ErrorCode::Forbidden, refusal.to_string());
         match refusal {
             Refusal::TokenMissing => {
-                error.status = StatusCode::UNAUTHORIZED;
+                error.code = ErrorCode::TokenRequired;
                 error.challenge = Some("Bearer realm=\"shortlink\"");
             }
             Refusal::TokenInvalid => {
-                error.status = StatusCode::UNAUTHORIZED;
+                error.code = ErrorCode::BadToken;
                 error.challenge = Some("Bearer realm=\"shortlink\", error=\"invalid_token\"");
             }
             Refusal::RateLimited { retry_after_s } => {
-                error.status = StatusCode::TOO_MANY_REQUESTS;
+                error.code = ErrorCode::RateLimited;
                 error.retry_after_s = Some(retry_after_s);
             }
             Refusal::CrossSite(_) => {}
@@ -114,39 +130,39 @@ impl From<Refusal> for ApiError {
 }
 
 pub(crate) fn json_error(error: &JsonPayloadError, max_body_bytes: usize) -> ApiError {
-    let (status, message) = match error {
+    let (code, message) = match error {
         JsonPayloadError::ContentType => (
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::UnsupportedMediaType,
             "send the link as JSON, with Content-Type: application/json".to_owned(),
         ),
         JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => (
-            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::BodyTooLarge,
             format!("the request body is over {max_body_bytes} bytes"),
         ),
         JsonPayloadError::Deserialize(e) => (
-            StatusCode::BAD_REQUEST,
+            ErrorCode::BadJson,
             format!("the request body is not a valid link: {e}; send {{\"url\": \"https://...\", \"key\": \"optional\"}}"),
         ),
         other => (
-            StatusCode::BAD_REQUEST,
+            ErrorCode::BadBody,
             format!("the request body could not be read: {other}"),
         ),
     };
-    ApiError::new(status, message)
+    ApiError::new(code, message)
 }
 
 pub(crate) fn form_error(error: &UrlencodedError, max_body_bytes: usize) -> ApiError {
     match error {
         UrlencodedError::Overflow { .. } => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::BodyTooLarge,
             format!("the form is over {max_body_bytes} bytes"),
         ),
         UrlencodedError::ContentType => ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::UnsupportedMediaType,
             "send the form as application/x-www-form-urlencoded".to_owned(),
         ),
         other => ApiError::new(
-            StatusCode::BAD_REQUEST,
+            ErrorCode::BadBody,
             format!("the form could not be read: {other}"),
         ),
     }

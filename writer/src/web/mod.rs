@@ -23,6 +23,7 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{guard, middleware, web, HttpRequest, HttpResponse, ResponseError};
 
 use crate::config::Settings;
+use crate::error_code::ErrorCode;
 use crate::links::shortener::Shortener;
 use crate::metrics::{count_writes, serve_metrics};
 use crate::web::bulk::create_links_in_bulk;
@@ -117,7 +118,7 @@ pub(crate) fn query<T: serde::de::DeserializeOwned>(
         .map(web::Query::into_inner)
         .map_err(|e| {
             ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidInput,
                 format!("the query is not valid: {e}; use {known}"),
             )
         })
@@ -180,7 +181,7 @@ async fn harden(
     // an extractor's error into its response), so every answer passes here.
     let mut response = match refusal {
         Some(message) => request
-            .into_response(ApiError::new(StatusCode::MISDIRECTED_REQUEST, message).error_response())
+            .into_response(ApiError::new(ErrorCode::WrongHost, message).error_response())
             .map_into_right_body(),
         None => next.call(request).await?.map_into_left_body(),
     };

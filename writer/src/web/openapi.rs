@@ -8,6 +8,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::clicks::{DayCount, HourCount, LinkStats, Share, Trending};
+use crate::error_code::ErrorCode;
 use crate::links::body::LinkBody;
 use crate::links::bulk::{Made, Refused, RowOutcome, Summary};
 use crate::links::export::ExportFormat;
@@ -70,7 +71,7 @@ impl Modify for BearerToken {
         crate::metrics::serve_metrics,
     ),
     components(schemas(
-        ErrorBody, LinkInput, LinkChange, LinkBody, LinkPage, BulkAnswer, BulkResult,
+        ErrorBody, ErrorCode, LinkInput, LinkChange, LinkBody, LinkPage, BulkAnswer, BulkResult,
         RowOutcome, Made, Refused, Summary, Deleted, WhoAmI, TrendingLinks, Trending,
         LinkStats, DayCount, HourCount, Share, ExportFormat
     )),
@@ -359,5 +360,35 @@ mod tests {
         ] {
             assert!(link["properties"][field].is_object(), "{field}: {link}");
         }
+    }
+
+    /// Every error code a client may get is in the document: the
+    /// `ErrorBody` schema's `code` is the `ErrorCode` enum, which lists each.
+    #[test]
+    fn every_error_code_is_documented() {
+        let document = serde_json::to_value(document()).unwrap();
+        let schemas = &document["components"]["schemas"];
+        assert_eq!(
+            schemas["ErrorBody"]["properties"]["code"]["$ref"], "#/components/schemas/ErrorCode",
+            "{}",
+            schemas["ErrorBody"]
+        );
+        assert!(schemas["ErrorBody"]["required"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("code")));
+        let documented: BTreeSet<String> = schemas["ErrorCode"]["enum"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}", schemas["ErrorCode"]))
+            .iter()
+            .map(|code| code.as_str().unwrap().to_owned())
+            .collect();
+        for code in ErrorCode::ALL {
+            assert!(
+                documented.contains(&code.as_str()),
+                "{code:?} is not in the document's ErrorCode"
+            );
+        }
+        assert_eq!(documented.len(), ErrorCode::ALL.len());
     }
 }

@@ -4,12 +4,13 @@
 // path, which this lint flags in the code it generates.
 #![allow(unused_qualifications)]
 
-use actix_web::http::{header, StatusCode};
+use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::access::Gatekeeper;
+use crate::error_code::ErrorCode;
 use crate::links::shortener::Shortener;
 use crate::web::error::{ApiError, ErrorBody};
 use crate::web::query;
@@ -34,7 +35,7 @@ async fn qr_target(shortener: &Shortener, key: &str) -> Result<String, ApiError>
 
 fn qr_failed(error: &crate::qr::QrError) -> ApiError {
     log::error!("QR code: {error}");
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+    ApiError::new(ErrorCode::QrFailed, error.to_string())
 }
 
 /// The short link of `key` as an SVG QR code, for anyone (the link is).
@@ -97,7 +98,7 @@ pub(crate) async fn link_qr_png(
     let params = query::<QrParams>(&request, "size")?;
     let size = params.size.map_or(Ok(crate::qr::QrSize::DEFAULT), |size| {
         crate::qr::QrSize::try_from(size)
-            .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
+            .map_err(|e| ApiError::new(ErrorCode::InvalidInput, e.to_string()))
     })?;
     let url = qr_target(&shortener, &key).await?;
     let png = if let Some(png) = RENDERER.kept(&url, size) {
@@ -116,7 +117,7 @@ pub(crate) async fn link_qr_png(
         RENDERER.draw(&url, size).await.map_err(|e| match e {
             RenderError::Busy => ApiError {
                 retry_after_s: Some(BUSY_RETRY_AFTER_S),
-                ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+                ..ApiError::new(ErrorCode::QrBusy, e.to_string())
             },
             RenderError::Qr(e) => qr_failed(&e),
         })?

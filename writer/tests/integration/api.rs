@@ -48,15 +48,18 @@ pub fn create_and_get(suite: &Suite) -> Result<(), String> {
         });
         ensure(status == 200 && got == public, || format!("{status} {got}"))?;
         let (status, missing) = call!(app, actix_test::TestRequest::get().uri("/api/links/nope1"));
-        ensure(status == 404 && missing["error"].is_string(), || {
-            format!("{status} {missing}")
-        })?;
+        ensure(
+            status == 404 && missing["error"].is_string() && missing["code"] == "not-found",
+            || format!("{status} {missing}"),
+        )?;
         let conflict = actix_test::TestRequest::post()
             .uri("/api/links")
             .set_json(serde_json::json!({ "url": "https://example.org/b", "key": key }));
         let (status, body) = call!(app, conflict);
         ensure(
-            status == 409 && body["error"].as_str().is_some_and(|e| e.contains(&key)),
+            status == 409
+                && body["code"] == "key-taken"
+                && body["error"].as_str().is_some_and(|e| e.contains(&key)),
             || format!("{status} {body}"),
         )
     })
@@ -131,9 +134,10 @@ pub fn every_validation_rule(suite: &Suite) -> Result<(), String> {
                 .uri("/api/links")
                 .set_json(&input);
             let (status, body) = call!(app, request);
-            ensure(status == 422 && body["field"] == field, || {
-                format!("{input}: {status} {body}")
-            })?;
+            ensure(
+                status == 422 && body["field"] == field && body["code"] == "invalid-input",
+                || format!("{input}: {status} {body}"),
+            )?;
             ensure(body["error"].as_str().is_some_and(|e| e.len() > 10), || {
                 body.to_string()
             })?;

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::json;
 use shortlink_core::Stored;
 use shortlink_writer::access::Identity;
+use shortlink_writer::error_code::ErrorCode;
 use shortlink_writer::links::shortener::{Change, ShortenError};
 use shortlink_writer::links::store::StoreError;
 use test_support::{Persistence, Redis};
@@ -138,7 +139,7 @@ pub fn delete_answers_410_and_keeps_the_key(suite: &Suite) -> Result<(), String>
         Some(&json!({ "url": "https://example.org/other", "key": key })),
     )?;
     ensure(
-        custom.status == 409 && custom.body["field"] == "key",
+        custom.status == 409 && custom.body["field"] == "key" && custom.body["code"] == "key-taken",
         || {
             format!(
                 "custom key over a deleted one: {} {}",
@@ -205,9 +206,10 @@ pub fn only_owners_and_admins_change_links(suite: &Suite) -> Result<(), String> 
         None,
         None,
     )?;
-    ensure(deleted.status == 403, || {
-        format!("bob's delete: {}", deleted.status)
-    })?;
+    ensure(
+        deleted.status == 403 && deleted.body["code"] == "not-owner",
+        || format!("bob's delete: {}", deleted.status),
+    )?;
     // Each token can ask who it is, as the management page does.
     for (token, expected) in [
         (
@@ -448,6 +450,7 @@ pub fn out_of_range_expiries_are_refused_everywhere(suite: &Suite) -> Result<(),
         )?;
         ensure(
             read.status == 409
+                && read.body["code"] == "unreadable-value"
                 && read.body["error"]
                     .as_str()
                     .is_some_and(|e| e.contains("9999-12-31T23:59:59Z") && e.contains("redis-cli")),
@@ -541,9 +544,12 @@ pub fn changes_while_redis_hangs_or_is_down_store_nothing(suite: &Suite) -> Resu
             let error = outcome
                 .err()
                 .ok_or_else(|| format!("{what} with Redis down succeeded"))?;
-            let (status, _) = error.status_and_field();
+            let (code, _) = error.code_and_field();
+            let status = code.status();
             ensure(
-                status == 503 && matches!(error, ShortenError::Store(StoreError::Unavailable(_))),
+                status == 503
+                    && code == ErrorCode::StoreUnavailable
+                    && matches!(error, ShortenError::Store(StoreError::Unavailable(_))),
                 || format!("{what} with Redis down: {status} {error:?}"),
             )?;
         }

@@ -181,9 +181,10 @@ pub fn tokens_and_rate_limit(suite: &Suite) -> Result<(), String> {
         }
         let limited =
             answer(actix_test::call_service(&app, create("192.0.2.10", None)).await).await;
-        ensure(limited.status == 429, || {
-            format!("past the burst: {} {}", limited.status, limited.body)
-        })?;
+        ensure(
+            limited.status == 429 && limited.body["code"] == "rate-limited",
+            || format!("past the burst: {} {}", limited.status, limited.body),
+        )?;
         ensure(
             limited.retry_after.is_some_and(|s| (1..=10).contains(&s)),
             || {
@@ -222,6 +223,7 @@ pub fn tokens_and_rate_limit(suite: &Suite) -> Result<(), String> {
                     .await;
             ensure(
                 a.status == 401
+                    && a.body["code"] == "bad-token"
                     && a.challenge
                         .as_deref()
                         .is_some_and(|c| c.contains("invalid_token")),
@@ -573,6 +575,7 @@ pub fn requests_for_other_hosts_are_refused(suite: &Suite) -> Result<(), String>
         ensure(
             answer.status == 421
                 && answer.body.contains("allowed_hosts")
+                && answer.body.contains("\"code\":\"wrong-host\"")
                 && answer.header("x-content-type-options") == Some("nosniff"),
             || {
                 format!(

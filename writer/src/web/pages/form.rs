@@ -17,7 +17,7 @@ use crate::links::shortener::{NewLink, Shortener, Written};
 use crate::links::store::Inserted;
 use crate::links::validate::Field;
 use crate::web::bulk::{announced_length, bulk_body_limit, create_admitted};
-use crate::web::error::{ApiError, ErrorBody};
+use crate::web::error::{status_of, ApiError, ErrorBody};
 use crate::web::links::note_purge_failure;
 use crate::web::pages::page::{render, BulkView, FormView, Outcome};
 use crate::web::{came_over_https, html_page};
@@ -135,14 +135,14 @@ pub(crate) async fn form_submit(
             }
         }
         Err(error) => {
-            let (status, field, message) = error.answer();
+            let (code, field, message) = error.answer();
             match field {
                 Some(Field::Key) => view.key_error = Some(message),
                 Some(Field::Url) => view.url_error = Some(message),
                 // The form has no other inputs.
                 _ => view.general_error = Some(message),
             }
-            status
+            status_of(code)
         }
     };
     form_response(&request, &shortener, &guard, status, view)
@@ -333,6 +333,7 @@ fn refused_form(
     refusal: &Refusal,
 ) -> HttpResponse {
     let error = ApiError::from(refusal.clone());
+    let status = error.status();
     match refusal {
         Refusal::TokenMissing => {
             view.token_error = Some(
@@ -345,7 +346,7 @@ fn refused_form(
             view.general_error = Some(error.message);
         }
     }
-    let mut response = form_response(request, shortener, guard, error.status, view);
+    let mut response = form_response(request, shortener, guard, status, view);
     if let Some(seconds) = error.retry_after_s {
         response
             .headers_mut()
