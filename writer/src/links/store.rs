@@ -1,14 +1,31 @@
 //! Storing and reading links in Redis, in the layout of `shortlink_core`.
+//!
+//! This file holds the store itself: its connections, inserts (by the
+//! scripts `claim.lua`, `replace.lua` and `index.lua` beside it, each
+//! deadline-bound by `deadline.lua`), reads and changes, and the waits for
+//! replicas. Its children, in `store/`, read many links at once:
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `store/listing.rs` | an owner's links a page at a time ([`Page`]), and the owners with an index |
+//! | `store/export_scan.rs` | every link (or one owner's) for an export ([`Export`]): `SCAN`/`HSCAN` over the hashes, or an index |
+//!
+//! The children use the store's connection and key scheme; nothing here
+//! uses them back but their types, re-exported below.
 
-use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::redis::master::{Connection, MasterConnection};
-use crate::redis::scan::scan;
 use redis::Script;
 use shortlink_core::{digest_key, Key, KeyScheme, Owner, Record, Stored};
 
 use crate::config::Settings;
+
+mod export_scan;
+mod listing;
+
+pub use export_scan::Export;
+pub use listing::Page;
 
 /// Claims the first free slot for a URL, in one atomic step.
 ///
@@ -46,13 +63,6 @@ const REPLACE_SCRIPT: &str = concat!(include_str!("deadline.lua"), include_str!(
 /// link, a retried or concurrent insert of the same link lists it once.
 const INDEX_SCRIPT: &str = include_str!("index.lua");
 
-/// Most index entries one listing reads before it answers with what it
-/// found: a filter that matches little must not keep Redis busy.
-const LIST_BUDGET: usize = 2000;
-
-/// Index entries read from Redis at once while listing.
-const LIST_CHUNK: usize = 200;
-
 /// A link as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {
@@ -74,15 +84,6 @@ impl Current {
     pub fn etag(&self) -> String {
         format!("\"{}\"", &digest_key(&self.raw)[..16])
     }
-}
-
-/// One page of an owner's links, newest first.
-#[derive(Debug, Default)]
-pub struct Page {
-    pub links: Vec<Link>,
-    /// Where the next page starts: the index position below which entries
-    /// remain unread; `None` when none do.
-    pub next: Option<usize>,
 }
 
 /// What an insert did.
@@ -312,114 +313,6 @@ impl LinkStore {
         }
     }
 
-    /// The owners with an index, in name order; `None` stands for links
-    /// created without a token.
-    pub async fn owners(&self) -> Result<Vec<Option<Owner>>, StoreError> {
-        let mut connection = self.connection.get()?;
-        let pattern = format!("{}*", self.scheme.index(None));
-        let names = scan(&mut connection, &pattern, "list").await?;
-        let mut owners: Vec<Option<Owner>> = names
-            .iter()
-            .filter_map(|name| self.scheme.index_owner(name).ok())
-            .collect();
-        owners.sort();
-        owners.dedup();
-        Ok(owners)
-    }
-
-    /// Up to `limit` of `owner`'s links that pass `keep`, newest first,
-    /// from index position `before` down (from the newest when `None`).
-    /// Deleted links are skipped. Reads at most [`LIST_BUDGET`] entries: a
-    /// page may hold fewer links than asked and still have a next one.
-    pub async fn list(
-        &self,
-        owner: Option<&Owner>,
-        before: Option<usize>,
-        limit: usize,
-        keep: impl Fn(&Link) -> bool,
-    ) -> Result<Page, StoreError> {
-        let index = self.scheme.index(owner);
-        let mut connection = self.connection.get()?;
-        let mut end = match before {
-            Some(before) => before,
-            None => {
-                redis::cmd("LLEN")
-                    .arg(&index)
-                    .query_async(&mut connection)
-                    .await?
-            }
-        };
-        let mut page = Page::default();
-        let mut budget = LIST_BUDGET;
-        while end > 0 && budget > 0 && page.links.len() < limit {
-            let start = end.saturating_sub(LIST_CHUNK.min(budget));
-            let keys: Vec<String> = redis::cmd("LRANGE")
-                .arg(&index)
-                .arg(start)
-                .arg(end - 1)
-                .query_async(&mut connection)
-                .await?;
-            let keys: Vec<Key> = keys
-                .iter()
-                .map(|key| self.scheme.key(key))
-                .collect::<Result<_, _>>()
-                .map_err(|e| StoreError::Unreadable {
-                    key: index.clone(),
-                    reason: e.to_string(),
-                })?;
-            let values = self.values_of(&mut connection, &keys).await?;
-            for (position, (key, value)) in (start..end).zip(keys.into_iter().zip(values)).rev() {
-                end = position;
-                budget -= 1;
-                let Some(Stored::Link(record)) = value.and_then(|raw| Stored::parse(&raw).ok())
-                else {
-                    continue;
-                };
-                let link = Link {
-                    key: key.to_string(),
-                    record,
-                };
-                if keep(&link) {
-                    page.links.push(link);
-                    if page.links.len() == limit {
-                        break;
-                    }
-                }
-            }
-        }
-        page.next = (end > 0).then_some(end);
-        Ok(page)
-    }
-
-    /// Every link in the store, a page at a time (see [`Export`]).
-    pub async fn export_all(&self) -> Result<Export, StoreError> {
-        let nodes = match &self.connection.get()? {
-            Connection::Cluster(cluster) => {
-                cluster.primaries().await?.into_iter().map(Some).collect()
-            }
-            Connection::Master(_) => vec![None],
-        };
-        Ok(Export {
-            store: self.clone(),
-            from: ExportFrom::Hashes(HashWalk {
-                nodes,
-                ..HashWalk::default()
-            }),
-        })
-    }
-
-    /// `owner`'s links (those in its index), oldest first, a page at a time.
-    pub fn export_owned(&self, owner: Option<&Owner>) -> Export {
-        Export {
-            store: self.clone(),
-            from: ExportFrom::Index {
-                index: self.scheme.index(owner),
-                owner: owner.cloned(),
-                position: 0,
-            },
-        }
-    }
-
     async fn claim(
         &self,
         first: &Key,
@@ -538,208 +431,6 @@ impl LinkStore {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_millis())
     }
-}
-
-/// Links read for an export, a page at a time: however many there are,
-/// only one page is held.
-pub struct Export {
-    store: LinkStore,
-    from: ExportFrom,
-}
-
-/// Entries (hash fields or index positions) one export page reads.
-const EXPORT_PAGE: usize = 1000;
-
-enum ExportFrom {
-    /// Every link hash: links written by hand too, whoever owns them.
-    Hashes(HashWalk),
-    /// One owner's index, oldest first.
-    Index {
-        index: String,
-        /// Whose links: an entry whose link says otherwise is left out.
-        owner: Option<Owner>,
-        position: usize,
-    },
-}
-
-/// Every link hash, found by `SCAN` on each primary in turn, each read
-/// with `HSCAN`.
-#[derive(Default)]
-struct HashWalk {
-    /// A slot of each primary still to scan (`None`: the one server).
-    nodes: Vec<Option<u16>>,
-    /// Where `SCAN` goes on on the last of `nodes`; 0 before it starts.
-    scan_cursor: u64,
-    /// Link hashes found and not read yet.
-    hashes: std::collections::VecDeque<String>,
-    /// Every hash found so far: `SCAN` may name one twice. At most
-    /// 64^split names, however many links.
-    found: HashSet<String>,
-    /// The hash being read, and where `HSCAN` goes on in it.
-    reading: Option<(String, u64)>,
-    /// The fields of that hash given out, when it takes more than one
-    /// `HSCAN` (a hash past the compact encoding): `HSCAN` may name one
-    /// twice too.
-    given: HashSet<String>,
-}
-
-impl Export {
-    /// The next page of links (deleted ones left out), `None` once done.
-    /// A page may be empty while more follow.
-    pub async fn next_page(&mut self) -> Result<Option<Vec<Link>>, StoreError> {
-        let mut connection = self.store.connection.get()?;
-        match &mut self.from {
-            ExportFrom::Index {
-                index,
-                owner,
-                position,
-            } => {
-                let keys: Vec<String> = redis::cmd("LRANGE")
-                    .arg(&*index)
-                    .arg(*position)
-                    .arg(*position + EXPORT_PAGE - 1)
-                    .query_async(&mut connection)
-                    .await?;
-                if keys.is_empty() {
-                    return Ok(None);
-                }
-                *position += keys.len();
-                let keys: Vec<Key> = keys
-                    .iter()
-                    .filter_map(|key| self.store.scheme.key(key).ok())
-                    .collect();
-                let values = self.store.values_of(&mut connection, &keys).await?;
-                Ok(Some(
-                    keys.into_iter()
-                        .zip(values)
-                        .filter_map(|(key, value)| link_of(key.to_string(), &value?))
-                        .filter(|link| link.record.owner == *owner)
-                        .collect(),
-                ))
-            }
-            ExportFrom::Hashes(walk) => {
-                if walk.reading.is_none() {
-                    walk.reading = walk.hashes.pop_front().map(|hash| (hash, 0));
-                }
-                if walk.reading.is_some() {
-                    return walk
-                        .read_hash(&self.store.scheme, &mut connection)
-                        .await
-                        .map(Some);
-                }
-                if walk.nodes.is_empty() {
-                    return Ok(None);
-                }
-                walk.scan(&self.store.scheme, &mut connection).await?;
-                Ok(Some(Vec::new()))
-            }
-        }
-    }
-}
-
-impl HashWalk {
-    /// The next page of the hash being read.
-    async fn read_hash(
-        &mut self,
-        scheme: &KeyScheme,
-        connection: &mut Connection,
-    ) -> Result<Vec<Link>, StoreError> {
-        let Some((hash, cursor)) = self.reading.take() else {
-            return Ok(Vec::new());
-        };
-        let (next, entries): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
-            .arg(&hash)
-            .arg(cursor)
-            .arg("COUNT")
-            .arg(EXPORT_PAGE)
-            .query_async(connection)
-            .await?;
-        let head = hash.strip_prefix(scheme.prefix()).unwrap_or_default();
-        let whole = cursor == 0 && next == 0;
-        let given = &mut self.given;
-        let links = entries
-            .into_iter()
-            .filter(|(field, _)| whole || given.insert(field.clone()))
-            .filter_map(
-                |(field, value)| match scheme.key(&format!("{head}{field}")) {
-                    Ok(key) => link_of(key.to_string(), &value),
-                    Err(error) => {
-                        log::warn!("export: {head}{field:?} is no key ({error}); left out");
-                        None
-                    }
-                },
-            )
-            .collect();
-        if next == 0 {
-            self.given.clear();
-        } else {
-            self.reading = Some((hash, next));
-        }
-        Ok(links)
-    }
-
-    /// Finds more link hashes on the primary being scanned.
-    async fn scan(
-        &mut self,
-        scheme: &KeyScheme,
-        connection: &mut Connection,
-    ) -> Result<(), StoreError> {
-        let Some(&node) = self.nodes.last() else {
-            return Ok(());
-        };
-        let pattern = format!(
-            "{}{}",
-            glob_escape(scheme.prefix()),
-            "?".repeat(scheme.split())
-        );
-        let mut scan = redis::cmd("SCAN");
-        scan.arg(self.scan_cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(EXPORT_PAGE)
-            .arg("TYPE")
-            .arg("hash");
-        let (next, names): (u64, Vec<String>) = match (&*connection, node) {
-            (Connection::Cluster(cluster), Some(slot)) => {
-                cluster.on_primary_of(slot, &scan).await?
-            }
-            _ => scan.query_async(connection).await?,
-        };
-        let found = &mut self.found;
-        self.hashes
-            .extend(names.into_iter().filter(|name| found.insert(name.clone())));
-        if next == 0 {
-            self.nodes.pop();
-        }
-        self.scan_cursor = next;
-        Ok(())
-    }
-}
-
-/// The link `value` stores under `key`; `None` for a deleted link, and for
-/// a value that is no link (logged: fix it with redis-cli).
-fn link_of(key: String, value: &str) -> Option<Link> {
-    match Stored::parse(value) {
-        Ok(Stored::Link(record)) => Some(Link { key, record }),
-        Ok(Stored::Deleted) => None,
-        Err(error) => {
-            log::warn!("export: {key:?} holds no link ({error}); left out");
-            None
-        }
-    }
-}
-
-/// `text` as a `SCAN` pattern that matches it alone.
-fn glob_escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    escaped
 }
 
 fn current(key: &Key, raw: String) -> Result<Current, StoreError> {

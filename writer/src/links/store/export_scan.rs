@@ -1,0 +1,242 @@
+//! Every link (or one owner's), read for an export a page at a time:
+//! `SCAN` and `HSCAN` over the link hashes, or `LRANGE` over an index.
+
+use std::collections::HashSet;
+
+use crate::redis::master::Connection;
+use shortlink_core::{Key, KeyScheme, Owner, Stored};
+
+use super::{Link, LinkStore, StoreError};
+
+impl LinkStore {
+    /// Every link in the store, a page at a time (see [`Export`]).
+    pub async fn export_all(&self) -> Result<Export, StoreError> {
+        let nodes = match &self.connection.get()? {
+            Connection::Cluster(cluster) => {
+                cluster.primaries().await?.into_iter().map(Some).collect()
+            }
+            Connection::Master(_) => vec![None],
+        };
+        Ok(Export {
+            store: self.clone(),
+            from: ExportFrom::Hashes(HashWalk {
+                nodes,
+                ..HashWalk::default()
+            }),
+        })
+    }
+
+    /// `owner`'s links (those in its index), oldest first, a page at a time.
+    pub fn export_owned(&self, owner: Option<&Owner>) -> Export {
+        Export {
+            store: self.clone(),
+            from: ExportFrom::Index {
+                index: self.scheme.index(owner),
+                owner: owner.cloned(),
+                position: 0,
+            },
+        }
+    }
+}
+
+/// Links read for an export, a page at a time: however many there are,
+/// only one page is held.
+pub struct Export {
+    store: LinkStore,
+    from: ExportFrom,
+}
+
+/// Entries (hash fields or index positions) one export page reads.
+const EXPORT_PAGE: usize = 1000;
+
+enum ExportFrom {
+    /// Every link hash: links written by hand too, whoever owns them.
+    Hashes(HashWalk),
+    /// One owner's index, oldest first.
+    Index {
+        index: String,
+        /// Whose links: an entry whose link says otherwise is left out.
+        owner: Option<Owner>,
+        position: usize,
+    },
+}
+
+/// Every link hash, found by `SCAN` on each primary in turn, each read
+/// with `HSCAN`.
+#[derive(Default)]
+struct HashWalk {
+    /// A slot of each primary still to scan (`None`: the one server).
+    nodes: Vec<Option<u16>>,
+    /// Where `SCAN` goes on on the last of `nodes`; 0 before it starts.
+    scan_cursor: u64,
+    /// Link hashes found and not read yet.
+    hashes: std::collections::VecDeque<String>,
+    /// Every hash found so far: `SCAN` may name one twice. At most
+    /// 64^split names, however many links.
+    found: HashSet<String>,
+    /// The hash being read, and where `HSCAN` goes on in it.
+    reading: Option<(String, u64)>,
+    /// The fields of that hash given out, when it takes more than one
+    /// `HSCAN` (a hash past the compact encoding): `HSCAN` may name one
+    /// twice too.
+    given: HashSet<String>,
+}
+
+impl Export {
+    /// The next page of links (deleted ones left out), `None` once done.
+    /// A page may be empty while more follow.
+    pub async fn next_page(&mut self) -> Result<Option<Vec<Link>>, StoreError> {
+        let mut connection = self.store.connection.get()?;
+        match &mut self.from {
+            ExportFrom::Index {
+                index,
+                owner,
+                position,
+            } => {
+                let keys: Vec<String> = redis::cmd("LRANGE")
+                    .arg(&*index)
+                    .arg(*position)
+                    .arg(*position + EXPORT_PAGE - 1)
+                    .query_async(&mut connection)
+                    .await?;
+                if keys.is_empty() {
+                    return Ok(None);
+                }
+                *position += keys.len();
+                let keys: Vec<Key> = keys
+                    .iter()
+                    .filter_map(|key| self.store.scheme.key(key).ok())
+                    .collect();
+                let values = self.store.values_of(&mut connection, &keys).await?;
+                Ok(Some(
+                    keys.into_iter()
+                        .zip(values)
+                        .filter_map(|(key, value)| link_of(key.to_string(), &value?))
+                        .filter(|link| link.record.owner == *owner)
+                        .collect(),
+                ))
+            }
+            ExportFrom::Hashes(walk) => {
+                if walk.reading.is_none() {
+                    walk.reading = walk.hashes.pop_front().map(|hash| (hash, 0));
+                }
+                if walk.reading.is_some() {
+                    return walk
+                        .read_hash(&self.store.scheme, &mut connection)
+                        .await
+                        .map(Some);
+                }
+                if walk.nodes.is_empty() {
+                    return Ok(None);
+                }
+                walk.scan(&self.store.scheme, &mut connection).await?;
+                Ok(Some(Vec::new()))
+            }
+        }
+    }
+}
+
+impl HashWalk {
+    /// The next page of the hash being read.
+    async fn read_hash(
+        &mut self,
+        scheme: &KeyScheme,
+        connection: &mut Connection,
+    ) -> Result<Vec<Link>, StoreError> {
+        let Some((hash, cursor)) = self.reading.take() else {
+            return Ok(Vec::new());
+        };
+        let (next, entries): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+            .arg(&hash)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(EXPORT_PAGE)
+            .query_async(connection)
+            .await?;
+        let head = hash.strip_prefix(scheme.prefix()).unwrap_or_default();
+        let whole = cursor == 0 && next == 0;
+        let given = &mut self.given;
+        let links = entries
+            .into_iter()
+            .filter(|(field, _)| whole || given.insert(field.clone()))
+            .filter_map(
+                |(field, value)| match scheme.key(&format!("{head}{field}")) {
+                    Ok(key) => link_of(key.to_string(), &value),
+                    Err(error) => {
+                        log::warn!("export: {head}{field:?} is no key ({error}); left out");
+                        None
+                    }
+                },
+            )
+            .collect();
+        if next == 0 {
+            self.given.clear();
+        } else {
+            self.reading = Some((hash, next));
+        }
+        Ok(links)
+    }
+
+    /// Finds more link hashes on the primary being scanned.
+    async fn scan(
+        &mut self,
+        scheme: &KeyScheme,
+        connection: &mut Connection,
+    ) -> Result<(), StoreError> {
+        let Some(&node) = self.nodes.last() else {
+            return Ok(());
+        };
+        let pattern = format!(
+            "{}{}",
+            glob_escape(scheme.prefix()),
+            "?".repeat(scheme.split())
+        );
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(self.scan_cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(EXPORT_PAGE)
+            .arg("TYPE")
+            .arg("hash");
+        let (next, names): (u64, Vec<String>) = match (&*connection, node) {
+            (Connection::Cluster(cluster), Some(slot)) => {
+                cluster.on_primary_of(slot, &scan).await?
+            }
+            _ => scan.query_async(connection).await?,
+        };
+        let found = &mut self.found;
+        self.hashes
+            .extend(names.into_iter().filter(|name| found.insert(name.clone())));
+        if next == 0 {
+            self.nodes.pop();
+        }
+        self.scan_cursor = next;
+        Ok(())
+    }
+}
+
+/// The link `value` stores under `key`; `None` for a deleted link, and for
+/// a value that is no link (logged: fix it with redis-cli).
+fn link_of(key: String, value: &str) -> Option<Link> {
+    match Stored::parse(value) {
+        Ok(Stored::Link(record)) => Some(Link { key, record }),
+        Ok(Stored::Deleted) => None,
+        Err(error) => {
+            log::warn!("export: {key:?} holds no link ({error}); left out");
+            None
+        }
+    }
+}
+
+/// `text` as a `SCAN` pattern that matches it alone.
+fn glob_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
