@@ -1,0 +1,141 @@
+//! `shortlink add`, `show`, `edit`, `delete` and `list`: one link at a
+//! time, as an operator.
+
+use shortlink_core::Owner;
+use shortlink_writer::links::shortener::{Change, ListQuery, NewLink, Shortener, Written};
+use shortlink_writer::links::store::{Inserted, Link};
+use shortlink_writer::links::validate::format_expiry;
+
+use super::{operator, Command};
+
+/// Shortens one URL and prints its short link.
+pub async fn add(shortener: &Shortener, new: &NewLink<'_>) -> Result<(), String> {
+    let Written {
+        outcome: inserted,
+        purge_warning,
+    } = shortener
+        .create(new, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{}", shortener.short_url(&inserted.link().key));
+    if let Inserted::Existing(_) = inserted {
+        eprintln!("(this URL already had that short link)");
+    }
+    warn_purge(purge_warning);
+    Ok(())
+}
+
+/// `show`, `edit`, `delete` and `list`: the commands that read or change
+/// links, as an operator.
+pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String> {
+    match command {
+        Command::Show { key } => {
+            let (link, current) = shortener.show(&key).await.map_err(|e| e.to_string())?;
+            print_link(&shortener, &link);
+            println!("etag        {}", current.etag());
+            Ok(())
+        }
+        Command::Edit {
+            key,
+            url,
+            expires_at,
+            no_expiry,
+            expired_url,
+            no_expired_url,
+            max_clicks,
+            no_max_clicks,
+            if_match,
+        } => {
+            let change = Change {
+                url: url.as_deref(),
+                expires_at: change_of(expires_at.as_deref(), no_expiry),
+                expired_url: change_of(expired_url.as_deref(), no_expired_url),
+                max_clicks: change_of(max_clicks, no_max_clicks),
+            };
+            let written = shortener
+                .edit(&operator(), &key, &change, if_match.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            print_link(&shortener, &written.outcome.0);
+            warn_purge(written.purge_warning);
+            Ok(())
+        }
+        Command::Delete { key, if_match } => {
+            let written = shortener
+                .delete(&operator(), &key, if_match.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("deleted {key}: it answers 410 Gone from now on");
+            warn_purge(written.purge_warning);
+            Ok(())
+        }
+        Command::List {
+            owner,
+            search,
+            limit,
+            cursor,
+        } => {
+            let query = ListQuery {
+                limit,
+                cursor: cursor.as_deref(),
+                search: search.as_deref(),
+                owner: owner.as_deref(),
+            };
+            let listing = shortener
+                .list(&operator(), &query)
+                .await
+                .map_err(|e| e.to_string())?;
+            for link in &listing.links {
+                let record = &link.record;
+                println!(
+                    "{}\t{}\t{}\t{}",
+                    link.key,
+                    record.url,
+                    record.expires.map_or_else(|| "-".to_owned(), format_expiry),
+                    record.owner.as_ref().map_or("-", Owner::as_str),
+                );
+            }
+            if let Some(next) = listing.next_cursor {
+                eprintln!("more: shortlink list --cursor '{next}'");
+            }
+            Ok(())
+        }
+        other => unreachable!("{other:?} is handled by main"),
+    }
+}
+
+/// A part of a change: `remove` it, set it to `value`, or leave it.
+#[allow(clippy::option_option)]
+fn change_of<T>(value: Option<T>, remove: bool) -> Option<Option<T>> {
+    if remove {
+        Some(None)
+    } else {
+        value.map(Some)
+    }
+}
+
+fn print_link(shortener: &Shortener, link: &Link) {
+    let record = &link.record;
+    println!("key         {}", link.key);
+    println!("url         {}", record.url);
+    println!("short_url   {}", shortener.short_url(&link.key));
+    if let Some(expires) = record.expires {
+        println!("expires_at  {}", format_expiry(expires));
+    }
+    if let Some(url) = &record.expired_url {
+        println!("expired_url {url}");
+    }
+    if let Some(limit) = record.max_clicks {
+        println!("max_clicks  {limit}");
+    }
+    println!(
+        "owner       {}",
+        record.owner.as_ref().map_or("(none)", Owner::as_str)
+    );
+}
+
+fn warn_purge(warning: Option<String>) {
+    if let Some(warning) = warning {
+        eprintln!("shortlink: warning: {warning}");
+    }
+}

@@ -1,0 +1,206 @@
+//! The command line: its definition (`Cli`, one variant of `Command` per
+//! subcommand, with the help texts the man pages and completions are made
+//! from), and the commands, one file per group:
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `serve.rs` | `serve`: the web form and JSON API, after checking the links' Redis |
+//! | `varnish.rs` | `vcl` and `warm`: the VCL, and Varnish's cache loaded with the hottest links |
+//! | `links.rs` | `add`, `show`, `edit`, `delete`, `list`: one link at a time, as an operator |
+//! | `bulk.rs` | `import` and `export`: many links, from and to CSV (or JSON lines) |
+//! | `generate.rs` | `generate` (hidden): the man pages and completions, from `Cli` |
+//!
+//! `main.rs` parses the command line and sends each command to its file.
+//! The files use the writer's library and this module's helpers, never
+//! one another.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use shortlink_core::Owner;
+use shortlink_writer::access::Identity;
+use shortlink_writer::config::Settings;
+use shortlink_writer::links::bulk::Format;
+use shortlink_writer::links::export::ExportFormat;
+use shortlink_writer::links::shortener::Shortener;
+
+pub mod bulk;
+pub mod generate;
+pub mod links;
+pub mod serve;
+pub mod varnish;
+
+/// Short links served by Varnish from Redis: insert them, and generate the
+/// VCL that serves them.
+#[derive(Debug, Parser)]
+// The crate is `shortlink-writer`; `--version`, the man pages and the
+// completions name the command.
+#[command(name = "shortlink", version, about)]
+pub struct Cli {
+    /// Configuration file (TOML); without one, every default applies.
+    #[arg(long, short, env = "SHORTLINK_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the web form and JSON API (the default).
+    Serve,
+    /// Shorten one URL and print its short link.
+    Add {
+        /// The long URL.
+        url: String,
+        /// A custom key instead of a generated one.
+        #[arg(long, short)]
+        key: Option<String>,
+        /// When the link expires, as RFC 3339 (2026-12-31T23:59:59Z).
+        #[arg(long)]
+        expires_at: Option<String>,
+        /// Where the link goes once expired, instead of answering 410.
+        #[arg(long)]
+        expired_url: Option<String>,
+        /// After this many people's clicks the link answers as expired.
+        #[arg(long)]
+        max_clicks: Option<u64>,
+    },
+    /// Print a link: its target, expiry, click limit, owner and `ETag`.
+    Show { key: String },
+    /// Change a link's target, expiry or click limit; Varnish serves the
+    /// change at once.
+    /// Run by an operator, so any link may be changed.
+    Edit {
+        key: String,
+        /// The new long URL.
+        #[arg(long)]
+        url: Option<String>,
+        /// The new expiry, as RFC 3339 (2026-12-31T23:59:59Z).
+        #[arg(long, conflicts_with = "no_expiry")]
+        expires_at: Option<String>,
+        /// Remove the expiry: the link stays forever.
+        #[arg(long)]
+        no_expiry: bool,
+        /// Where the link goes once expired, instead of answering 410.
+        #[arg(long, conflicts_with = "no_expired_url")]
+        expired_url: Option<String>,
+        /// Remove the expired URL: once expired, the link answers 410.
+        #[arg(long)]
+        no_expired_url: bool,
+        /// The new click limit: after this many people's clicks the link
+        /// answers as expired.
+        #[arg(long, conflicts_with = "no_max_clicks")]
+        max_clicks: Option<u64>,
+        /// Remove the click limit.
+        #[arg(long)]
+        no_max_clicks: bool,
+        /// Change only if the link still has this `ETag` (from `show`).
+        #[arg(long)]
+        if_match: Option<String>,
+    },
+    /// Delete a link: it answers 410 Gone from now on, and its key is never
+    /// given to another link.
+    Delete {
+        key: String,
+        /// Delete only if the link still has this `ETag` (from `show`).
+        #[arg(long)]
+        if_match: Option<String>,
+    },
+    /// List links created through the writer, owner by owner, newest first.
+    List {
+        /// Only the links of the token with this name.
+        #[arg(long)]
+        owner: Option<String>,
+        /// Only links whose key or URL contains this.
+        #[arg(long)]
+        search: Option<String>,
+        /// Most links to print.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Go on from where an earlier listing stopped.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Load the hottest links into Varnish's cache (every node of
+    /// `varnish.purge_urls`, or `purge_url`), as after Varnish starts with
+    /// an empty one: those clicked most over the last hour, then the most
+    /// clicked of all time. These requests are not counted as clicks.
+    Warm {
+        /// How many links to load.
+        #[arg(long, default_value_t = 10_000)]
+        links: usize,
+        /// Only this node (one of the configured URLs), as after it alone
+        /// restarted.
+        #[arg(long)]
+        node: Option<String>,
+    },
+    /// Create the links of a CSV file: this writer's own (`url[,key]`, or
+    /// an export of it), or another shortener's export, keeping its short
+    /// codes as keys. Prints each row refused (a code taken by another URL,
+    /// a code these keys cannot be...), then a summary; exits 1 if any was.
+    Import {
+        /// The CSV file (`-` reads standard input).
+        file: PathBuf,
+        /// Whose export the file is.
+        #[arg(long, value_enum, default_value_t = Format::Csv)]
+        format: Format,
+        /// Record the links as this token's, so that its holder may change
+        /// them; otherwise they belong to no token (admins may change them).
+        #[arg(long)]
+        owner: Option<String>,
+    },
+    /// Write every link (or one owner's) as CSV or JSON lines, with its
+    /// expiry and click limit: `import --format csv` reads the CSV back.
+    Export {
+        #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
+        format: ExportFormat,
+        /// Only the links of the token with this name.
+        #[arg(long)]
+        owner: Option<String>,
+        /// Write into this file instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Print the VCL for this configuration: a whole VCL for a Varnish that
+    /// serves short links only.
+    Vcl {
+        /// Print instead a file to `include` from a site's own VCL, near its
+        /// top: it answers requests for links and leaves every other request
+        /// to the site.
+        #[arg(long)]
+        include: bool,
+    },
+    /// Write the man pages and the bash, zsh and fish completions into a
+    /// directory (`make deb` packages them).
+    #[command(hide = true)]
+    Generate {
+        /// The directory to write them into.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Runs `work` with a shortener on a runtime of its own.
+pub fn with_shortener<F, Fut>(settings: Settings, work: F) -> Result<(), String>
+where
+    F: FnOnce(Shortener) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let shortener = Shortener::new(settings).map_err(|e| e.to_string())?;
+        work(shortener).await
+    })
+}
+
+/// Whoever runs the command line holds the store's credentials: an admin.
+pub fn operator() -> Identity {
+    Identity {
+        owner: Owner::try_from("operator").expect("a valid name"),
+        admin: true,
+    }
+}
