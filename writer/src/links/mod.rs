@@ -3,7 +3,8 @@
 //!
 //! | file | what |
 //! | --- | --- |
-//! | `shortener.rs` | the one door: create, read, change, delete, list, stats, purge |
+//! | `shortener.rs` | the one door: create, read, change, delete, list, purge; `shortener/clicks.rs` its stats, trending and warming |
+//! | `error.rs` | what can go wrong with a link, and the code it is told with |
 //! | `validate.rs` | the rules a link's fields follow, and their messages |
 //! | `store.rs` | the links in Redis, with its scripts (`claim.lua`, `replace.lua`, `index.lua`, and `deadline.lua` before the first two) |
 //! | `bulk.rs` | many links at once: rows, CSV, their outcomes |
@@ -15,6 +16,7 @@
 
 pub mod body;
 pub mod bulk;
+pub mod error;
 pub mod export;
 pub mod shortener;
 pub mod store;
