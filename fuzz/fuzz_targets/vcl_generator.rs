@@ -105,6 +105,7 @@ fn check_form(settings: &Settings, form: vcl::Form, vcl: &str, toml: &str) {
         ("@GRACE@", config.redirect.grace_s.to_string()),
         ("@FLUSH_MS@", config.clicks.flush_interval_ms.to_string()),
         ("@CLICK_BACKLOG@", config.clicks.backlog.to_string()),
+        ("@CLICK_QUEUE_MB@", config.clicks.queue_mb.to_string()),
         ("@DAYS_KEPT@", config.clicks.days_kept.to_string()),
         ("@HOURS_KEPT@", config.clicks.hours_kept.to_string()),
     ];
@@ -129,6 +130,7 @@ fn check_form(settings: &Settings, form: vcl::Form, vcl: &str, toml: &str) {
             "@GEOIP@" => config.clicks.geoip.as_str(),
             "@CLICKS_REDIS_URL@" => config.clicks.redis_url.as_str(),
             "@ACL_ENTRY@" => acl.next().expect("one literal per ACL entry").as_str(),
+            "@PURGE_SECRET@" => config.varnish.purge_secret.as_str(),
             want if want.contains("@KEY_PATTERN@") => {
                 check_key_regex(got, settings, &context);
                 continue;
@@ -184,11 +186,18 @@ fn expected_template(settings: &Settings, form: vcl::Form) -> String {
     } else {
         "req.url == \"/\" || req.url == \"/health\""
     };
+    // Purges and warm-ups need the secret besides the address when one is set.
+    let from_writer = if config.varnish.purge_secret.is_empty() {
+        "client.ip ~ shortlink_purgers"
+    } else {
+        "client.ip ~ shortlink_purgers && req.http.Shortlink-Secret == \"@PURGE_SECRET@\""
+    };
     let count = if config.clicks.enabled { vcl::COUNT_CLICKS } else { "" };
     let links = LINKS
         .replace("@COUNT@", count)
         .replace("@IMPORT@", import)
         .replace("@ACL@", &acl)
+        .replace("@FROM_WRITER@", from_writer)
         .replace("@HOST_MATCH@", host_match);
     let frame = match form {
         vcl::Form::Standalone => STANDALONE,
