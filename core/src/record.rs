@@ -230,11 +230,7 @@ impl Stored {
                 Some(b'@') => record.owner.replace(Owner::try_from(&word[1..])?).is_some(),
                 Some(b'#') => {
                     let digits = &word[1..];
-                    let limit = digits
-                        .bytes()
-                        .all(|b| b.is_ascii_digit())
-                        .then(|| digits.parse::<u64>().ok())
-                        .flatten()
+                    let limit = whole_number(digits)
                         .ok_or_else(|| RecordError::ClickLimit(digits.to_owned()))
                         .and_then(ClickLimit::try_from)?;
                     record.max_clicks.replace(limit).is_some()
@@ -244,12 +240,8 @@ impl Stored {
                     .replace(valid_url(&word[1..], "expired URL")?)
                     .is_some(),
                 Some(b'0'..=b'9') => {
-                    let unix = word
-                        .bytes()
-                        .all(|b| b.is_ascii_digit())
-                        .then(|| word.parse::<u64>().ok())
-                        .flatten()
-                        .ok_or_else(|| RecordError::Word(word.to_owned()))?;
+                    let unix =
+                        whole_number(word).ok_or_else(|| RecordError::Word(word.to_owned()))?;
                     record.expires.replace(Expiry::try_from(unix)?).is_some()
                 }
                 _ => return Err(RecordError::Word(word.to_owned())),
@@ -269,6 +261,16 @@ impl fmt::Display for Stored {
             Self::Deleted => f.write_str(DELETED),
         }
     }
+}
+
+/// `digits` as a number if it is digits alone (`u64::from_str` would also
+/// take a leading `+`) and fits a `u64`.
+fn whole_number(digits: &str) -> Option<u64> {
+    digits
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| digits.parse().ok())
+        .flatten()
 }
 
 fn valid_url(text: &str, what: &'static str) -> Result<ValidUrl, RecordError> {
