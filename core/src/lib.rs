@@ -25,8 +25,12 @@
 use std::fmt;
 
 pub mod clicks;
+pub mod domain;
+pub mod query;
 pub mod record;
 pub mod settings;
+
+pub use domain::{DomainError, DomainName};
 
 pub use record::{ClickLimit, Expiry, Owner, Record, RecordError, Stored, DELETED};
 
@@ -194,6 +198,12 @@ impl KeyScheme {
             prefix: prefix.to_owned(),
             split,
         })
+    }
+
+    /// A scheme whose prefix was built from checked parts (a domain's key
+    /// space), past [`MAX_PREFIX_LEN`].
+    fn with_prefix(prefix: String, split: usize) -> Self {
+        Self { prefix, split }
     }
 
     pub fn prefix(&self) -> &str {

@@ -12,7 +12,11 @@
 //!   answers as an expired link does;
 //! - `@alice`: the name of the access token that created the link;
 //! - `>https://example.org/expired`: where an expired link redirects
-//!   instead of answering `410 Gone`.
+//!   instead of answering `410 Gone`;
+//! - `?+` or `?-`: the link forwards the query string it is requested with
+//!   to its target, or never does; without either, its domain decides.
+//!   A VMOD older than this word answers 404 for a value holding it: see
+//!   the upgrade order in `docs/deploying.md`.
 //!
 //! The value `deleted` marks a deleted key: it answers `410 Gone` and is
 //! never given to another link. A value that breaks these rules is never
@@ -167,6 +171,9 @@ pub struct Record {
     pub owner: Option<Owner>,
     /// Where the link redirects once expired; `410 Gone` without one.
     pub expired_url: Option<ValidUrl>,
+    /// Whether the request's query string is forwarded to the target:
+    /// `None` leaves it to the link's domain.
+    pub forward_query: Option<bool>,
 }
 
 impl Record {
@@ -178,6 +185,7 @@ impl Record {
             max_clicks: None,
             owner: None,
             expired_url: None,
+            forward_query: None,
         }
     }
 
@@ -203,6 +211,9 @@ impl fmt::Display for Record {
         }
         if let Some(url) = &self.expired_url {
             write!(f, " >{url}")?;
+        }
+        if let Some(forward) = self.forward_query {
+            f.write_str(if forward { " ?+" } else { " ?-" })?;
         }
         Ok(())
     }
@@ -239,6 +250,14 @@ impl Stored {
                     .expired_url
                     .replace(valid_url(&word[1..], "expired URL")?)
                     .is_some(),
+                Some(b'?') => {
+                    let forward = match word {
+                        "?+" => true,
+                        "?-" => false,
+                        _ => return Err(RecordError::Word(word.to_owned())),
+                    };
+                    record.forward_query.replace(forward).is_some()
+                }
                 Some(b'0'..=b'9') => {
                     let unix =
                         whole_number(word).ok_or_else(|| RecordError::Word(word.to_owned()))?;
@@ -305,7 +324,8 @@ pub enum RecordError {
     Expiry(String),
     #[error(
         "the word {0:?} after the URL means nothing: use digits (expiry), \
-         #clicks (click limit), @name (owner) or >URL (where an expired link goes)"
+         #clicks (click limit), @name (owner), >URL (where an expired link goes), \
+         ?+ or ?- (forward the query string or not)"
     )]
     Word(String),
     #[error("the word {0:?} repeats something already given")]
@@ -331,6 +351,23 @@ mod tests {
     }
 
     #[test]
+    fn query_forwarding_is_a_word_of_its_own() {
+        let forwarding = Stored::parse("https://example.org/ ?+").unwrap();
+        let Stored::Link(record) = &forwarding else {
+            panic!("{forwarding:?}");
+        };
+        assert_eq!(record.forward_query, Some(true));
+        assert_eq!(forwarding.to_string(), "https://example.org/ ?+");
+        let Ok(Stored::Link(plain)) = Stored::parse("https://example.org/") else {
+            panic!("a plain URL is a link");
+        };
+        assert_eq!(
+            plain.forward_query, None,
+            "without the word, the domain decides"
+        );
+    }
+
+    #[test]
     fn words_add_expiry_owner_and_expired_url_in_any_order() {
         let full = Record {
             url: url("https://example.org/a"),
@@ -338,12 +375,14 @@ mod tests {
             max_clicks: Some(ClickLimit::try_from(100).unwrap()),
             owner: Some(Owner::try_from("ci.bot-1").unwrap()),
             expired_url: Some(url("https://example.org/over")),
+            forward_query: Some(false),
         };
-        let canonical = "https://example.org/a 1767225600 #100 @ci.bot-1 >https://example.org/over";
+        let canonical =
+            "https://example.org/a 1767225600 #100 @ci.bot-1 >https://example.org/over ?-";
         assert_eq!(full.to_string(), canonical);
         for value in [
             canonical,
-            "https://example.org/a >https://example.org/over @ci.bot-1 #100 1767225600",
+            "https://example.org/a ?- >https://example.org/over @ci.bot-1 #100 1767225600",
         ] {
             assert_eq!(
                 Stored::parse(value),
@@ -376,6 +415,9 @@ mod tests {
             "https://example.org/ expires=1",
             "https://example.org/ 1 2",
             "https://example.org/ @a @b",
+            "https://example.org/ ?",
+            "https://example.org/ ?+ ?-",
+            "https://example.org/ ?1",
             "https://example.org/ #",
             "https://example.org/ #0",
             "https://example.org/ #-1",

@@ -52,6 +52,7 @@ fn main() -> ExitCode {
                 expires_at: expires_at.as_deref(),
                 expired_url: expired_url.as_deref(),
                 max_clicks,
+                forward_query: None,
             };
             with_shortener(settings, |shortener| async move {
                 cli::links::add(&shortener, &new).await

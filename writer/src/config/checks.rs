@@ -128,6 +128,20 @@ pub(super) fn check_varnish(varnish: &VarnishConfig, public_base: &Url) -> Resul
             )));
         }
     }
+    // Carried in a VCL long string, {"..."}, which ends at the first "}.
+    let robots = &varnish.robots_txt;
+    let robots_ok = robots.len() <= 4096
+        && !robots.contains("\"}")
+        && robots
+            .bytes()
+            .all(|b| b == b'\n' || (0x20..0x7f).contains(&b));
+    if !robots_ok {
+        return Err(ConfigError(
+            "varnish.robots_txt must be at most 4096 bytes of printable ASCII and line \
+             breaks, without \"}"
+                .into(),
+        ));
+    }
     let public_host = public_base.host_str().unwrap_or_default();
     if !varnish.hosts.is_empty()
         && !varnish

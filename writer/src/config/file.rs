@@ -45,6 +45,8 @@ pub struct Config {
     pub clicks: ClicksConfig,
     pub access: AccessConfig,
     pub rate_limit: RateLimitConfig,
+    /// Short domains besides `public_base_url`'s, each with its own links.
+    pub domains: Vec<super::domains::DomainConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -126,6 +128,9 @@ pub struct RedirectConfig {
     pub grace_s: u64,
     /// `Cache-Control` sent to clients with a redirect.
     pub cache_control: HeaderValue,
+    /// Send `X-Robots-Tag: noindex` with every answer for a link, so that
+    /// search engines list the target, not the short link.
+    pub noindex: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -152,6 +157,10 @@ pub struct VarnishConfig {
     /// VCL leaves requests for other hosts alone (`--include`) or answers
     /// them 404.
     pub hosts: Vec<String>,
+    /// `/robots.txt` of a short domain Varnish serves alone (the
+    /// standalone VCL, or a domain whose links are at the root); a site
+    /// that includes the VCL keeps its own.
+    pub robots_txt: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -341,6 +350,7 @@ impl Default for Config {
             clicks: ClicksConfig::default(),
             access: AccessConfig::default(),
             rate_limit: RateLimitConfig::default(),
+            domains: Vec::new(),
         }
     }
 }
@@ -368,6 +378,7 @@ impl Default for RedirectConfig {
             negative_ttl_s: Ttl::NEGATIVE.as_secs(),
             grace_s: Ttl::GRACE.as_secs(),
             cache_control: HeaderValue::default_cache_control(),
+            noindex: true,
         }
     }
 }
@@ -381,9 +392,13 @@ impl Default for VarnishConfig {
             purge_secret: PurgeSecret::default(),
             vmod: "shortlink".into(),
             hosts: Vec::new(),
+            robots_txt: DEFAULT_ROBOTS_TXT.into(),
         }
     }
 }
+
+/// A short link is no page to index: every crawler is told to stay out.
+pub const DEFAULT_ROBOTS_TXT: &str = "User-agent: *\nDisallow: /\n";
 
 impl VarnishConfig {
     /// The Varnish nodes the writer purges: `purge_urls`, or else

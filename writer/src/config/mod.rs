@@ -7,6 +7,7 @@
 //! | `file.rs` | the file: its sections, their defaults, the tokens, the purge secret |
 //! | `settings.rs` | the settings: the file checked, and the values derived from it |
 //! | `checks.rs` | the checks each section passes |
+//! | `domains.rs` | the short domains, `[[domains]]` checked into [`Domain`]s |
 //!
 //! Every other area reads the configuration through [`Settings`]; the
 //! configuration uses none of them.
@@ -14,17 +15,19 @@
 use std::fmt;
 
 mod checks;
+mod domains;
 mod file;
 mod settings;
 #[cfg(test)]
 mod tests;
 
 pub use checks::parse_acl_entry;
+pub use domains::{Domain, DomainConfig};
 pub use file::{
     AccessConfig, AccessToken, ClicksConfig, Config, PurgeSecret, RateLimitConfig, RedirectConfig,
     RedisConfig, VarnishConfig, MIN_TOKEN_LEN, TOKENS_ENV,
 };
-pub use settings::Settings;
+pub use settings::{Settings, UnknownDomain};
 
 /// A configuration that failed to load, with what to fix.
 #[derive(Debug)]

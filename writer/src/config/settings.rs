@@ -10,6 +10,7 @@ use shortlink_core::{KeyScheme, DIGEST_KEY_LEN};
 use url::Url;
 
 use super::checks::{check_access, check_clicks, check_redirect, check_redis, check_varnish};
+use super::domains::{check_base_url, domains, Domain, Spaces};
 use super::file::{AccessToken, Config, TOKENS_ENV};
 use super::ConfigError;
 
@@ -25,6 +26,8 @@ pub struct Settings {
     pub link_path: String,
     /// The hosts a request's `Host` may name ([`Self::host_refusal`]).
     pub writer_hosts: Vec<url::Host>,
+    /// The short domains, the default one (`public_base_url`'s) first.
+    pub domains: Vec<Domain>,
 }
 
 impl Settings {
@@ -55,29 +58,7 @@ impl Settings {
     pub fn new(config: Config) -> Result<Self, ConfigError> {
         let scheme = KeyScheme::new(&config.redis.hash_prefix, config.redis.split)
             .map_err(|e| ConfigError(format!("redis.{e}")))?;
-        let public_base = Url::parse(&config.public_base_url).map_err(|e| {
-            ConfigError(format!("public_base_url {:?}: {e}", config.public_base_url))
-        })?;
-        if !matches!(public_base.scheme(), "http" | "https")
-            || public_base.host().is_none()
-            || public_base.query().is_some()
-            || !public_base.path().ends_with('/')
-        {
-            return Err(ConfigError(format!(
-                "public_base_url {:?} must be an http(s) URL whose path ends with '/', \
-                 such as http://127.0.0.1:6081/l/",
-                config.public_base_url
-            )));
-        }
-        let link_path = public_base.path().to_owned();
-        if !link_path
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/-_.".contains(&b))
-        {
-            return Err(ConfigError(format!(
-                "public_base_url path {link_path:?} must be made of letters, digits and - _ . /, such as /l/"
-            )));
-        }
+        let (public_base, link_path) = check_base_url("public_base_url", &config.public_base_url)?;
         let min = config.min_generated_key_length;
         if min < scheme.min_len() || min > DIGEST_KEY_LEN {
             return Err(ConfigError(format!(
@@ -121,6 +102,16 @@ impl Settings {
             ));
         }
         let writer_hosts = writer_hosts(&config, &public_base)?;
+        let domains = domains(
+            &config.domains,
+            &Spaces {
+                scheme: &scheme,
+                layout,
+                public_base: &public_base,
+                link_path: &link_path,
+                default_hosts: &config.varnish.hosts,
+            },
+        )?;
         Ok(Self {
             config,
             scheme,
@@ -128,6 +119,7 @@ impl Settings {
             public_base,
             link_path,
             writer_hosts,
+            domains,
         })
     }
 
@@ -218,10 +210,36 @@ impl Settings {
         self.config.access.require_token || !self.config.listen.ip().is_loopback()
     }
 
-    /// The public short link of `key`.
+    /// The domain named `name` (its canonical name or an alias, in any
+    /// case), or the default one for `None`.
+    pub fn domain(&self, name: Option<&str>) -> Result<&Domain, UnknownDomain> {
+        let Some(name) = name.filter(|name| !name.is_empty()) else {
+            return Ok(&self.domains[0]);
+        };
+        let lower = name.to_ascii_lowercase();
+        self.domains
+            .iter()
+            .find(|domain| domain.name == lower || domain.hosts.contains(&lower))
+            .ok_or_else(|| UnknownDomain {
+                name: name.to_owned(),
+                known: self.domains.iter().map(|d| d.name.clone()).collect(),
+            })
+    }
+
+    /// The public short link of `key` on the default domain.
     pub fn short_url(&self, key: &str) -> String {
         format!("{}{key}", self.public_base)
     }
+}
+
+/// A domain the configuration does not list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the domain {name:?} is not served here: use one of {known:?}, or leave it out for the default"
+)]
+pub struct UnknownDomain {
+    pub name: String,
+    pub known: Vec<String>,
 }
 
 /// The names and addresses of [`Settings::writer_hosts`].

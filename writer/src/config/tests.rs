@@ -297,3 +297,94 @@ fn acl_entries() {
     assert!(parse_acl_entry("10.0.0.0/33").is_none());
     assert!(parse_acl_entry("example.org").is_none());
 }
+
+#[test]
+fn without_domains_there_is_the_default_one_as_before() {
+    let settings = parse("").unwrap();
+    assert_eq!(settings.domains.len(), 1);
+    let default = settings.domain(None).unwrap();
+    assert!(default.is_default());
+    assert_eq!(default.name, "127.0.0.1");
+    assert!(default.hosts.is_empty(), "every host, as before");
+    assert_eq!(default.scheme, settings.scheme);
+    assert_eq!(default.short_url("Lm25"), settings.short_url("Lm25"));
+    assert!(!default.forward_query);
+}
+
+#[test]
+fn each_domain_has_its_names_and_its_key_space() {
+    let settings = parse(
+        r#"public_base_url = "https://s.example/l/"
+[varnish]
+hosts = ["s.example"]
+[[domains]]
+base_url = "https://Go.Example/"
+aliases = ["WWW.go.example"]
+forward_query = true
+not_found_url = "https://example.org/missing"
+[[domains]]
+base_url = "https://s.example/l/"
+bare_url = "https://example.org/"
+"#,
+    )
+    .unwrap();
+    assert_eq!(settings.domains.len(), 2);
+    let go = settings.domain(Some("www.GO.example")).unwrap();
+    assert_eq!(go.name, "go.example");
+    assert_eq!(go.hosts, ["go.example", "www.go.example"]);
+    assert_eq!(go.link_path, "/");
+    assert_eq!(go.scheme.prefix(), "short:go.example:");
+    assert_eq!(go.short_url("Lm25"), "https://go.example/Lm25");
+    assert!(go.forward_query);
+    assert_eq!(
+        go.not_found.as_ref().map(shortlink_core::ValidUrl::as_str),
+        Some("https://example.org/missing")
+    );
+    let default = settings.domain(Some("s.example")).unwrap();
+    assert!(default.is_default());
+    assert_eq!(
+        default.bare.as_ref().map(shortlink_core::ValidUrl::as_str),
+        Some("https://example.org/")
+    );
+    let unknown = settings.domain(Some("other.example")).unwrap_err();
+    assert!(unknown.to_string().contains("\"go.example\""), "{unknown}");
+}
+
+#[test]
+fn bad_domains_are_refused_with_what_to_fix() {
+    for (text, says) in [
+        (
+            "[[domains]]\nbase_url = \"ftp://go.example/\"",
+            "must be an http(s) URL",
+        ),
+        (
+            "[[domains]]\nbase_url = \"https://go.example/l\"",
+            "ends with '/'",
+        ),
+        (
+            "[[domains]]\nbase_url = \"https://localhost/\"",
+            "at least one dot",
+        ),
+        (
+            "[[domains]]\nbase_url = \"https://go.example/\"\naliases = [\"bad name\"]",
+            "aliases",
+        ),
+        (
+            "[[domains]]\nbase_url = \"https://go.example/\"\nnot_found_url = \"javascript:x\"",
+            "not_found_url",
+        ),
+        (
+            "[[domains]]\nbase_url = \"https://a.example/\"\naliases = [\"b.example\"]\n\
+             [[domains]]\nbase_url = \"https://b.example/\"",
+            "a name may serve one domain only",
+        ),
+        (
+            "[[domains]]\nbase_url = \"http://127.0.0.1:6081/x/\"",
+            "public_base_url's own value",
+        ),
+        ("[varnish]\nrobots_txt = \"a\\\"}b\"", "robots_txt"),
+    ] {
+        let error = parse(text).unwrap_err();
+        assert!(error.0.contains(says), "{text}: {error}");
+    }
+}

@@ -45,6 +45,7 @@ impl Row {
             expires_at: self.expires_at.as_deref(),
             expired_url: self.expired_url.as_deref(),
             max_clicks: self.max_clicks,
+            forward_query: None,
         }
     }
 }

@@ -55,6 +55,9 @@ pub struct NewLink<'a> {
     pub expired_url: Option<&'a str>,
     /// The most people's clicks it answers.
     pub max_clicks: Option<u64>,
+    /// Forward the request's query string to the target (`Some(true)`),
+    /// never (`Some(false)`), or as its domain does (`None`).
+    pub forward_query: Option<bool>,
 }
 
 /// A change to a link, as submitted: `None` leaves a part as it is;
@@ -211,6 +214,7 @@ impl Shortener {
                 .transpose()?,
             owner,
             expired_url: self.expired_url(new.expired_url)?,
+            forward_query: new.forward_query,
         };
         Ok((record, key))
     }
