@@ -51,6 +51,7 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
                 expires_at: change_of(expires_at.as_deref(), no_expiry),
                 expired_url: change_of(expired_url.as_deref(), no_expired_url),
                 max_clicks: change_of(max_clicks, no_max_clicks),
+                forward_query: None,
             };
             let written = shortener
                 .edit(&operator(), &key, &change, if_match.as_deref())

@@ -68,6 +68,8 @@ pub struct Change<'a> {
     pub expires_at: Option<Option<&'a str>>,
     pub expired_url: Option<Option<&'a str>>,
     pub max_clicks: Option<Option<u64>>,
+    /// `Some(None)`: as the link's domain does.
+    pub forward_query: Option<Option<bool>>,
 }
 
 /// What to list: a page of at most `limit` links, from `cursor` on,
@@ -280,6 +282,9 @@ impl Shortener {
                 }
                 if let Some(max_clicks) = max_clicks {
                     record.max_clicks = max_clicks;
+                }
+                if let Some(forward_query) = change.forward_query {
+                    record.forward_query = forward_query;
                 }
                 Stored::Link(record)
             })

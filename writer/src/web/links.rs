@@ -319,6 +319,7 @@ pub(crate) async fn edit_link(
         expires_at: expires_at.as_ref().map(Option::as_deref),
         expired_url: expired_url.as_ref().map(Option::as_deref),
         max_clicks,
+        forward_query: None,
     };
     let written = shortener
         .edit(&who, &key, &change, if_match(&request))
