@@ -67,11 +67,15 @@ pub enum ErrorCode {
     QrBusy,
     /// 500: the QR code could not be drawn.
     QrFailed,
+    /// 422: the request names a short domain this writer does not serve.
+    UnknownDomain,
+    /// 403: the access token is limited to other short domains.
+    DomainNotAllowed,
 }
 
 impl ErrorCode {
     /// Every code, for the tests that check each is documented.
-    pub const ALL: [Self; 23] = [
+    pub const ALL: [Self; 25] = [
         Self::InvalidInput,
         Self::KeyTaken,
         Self::DigestExhausted,
@@ -95,6 +99,8 @@ impl ErrorCode {
         Self::WrongHost,
         Self::QrBusy,
         Self::QrFailed,
+        Self::UnknownDomain,
+        Self::DomainNotAllowed,
     ];
 
     /// The HTTP status a failure with this code is answered with.
@@ -103,7 +109,7 @@ impl ErrorCode {
         match self {
             Self::BadJson | Self::BadBody | Self::BadCsv => 400,
             Self::TokenRequired | Self::BadToken => 401,
-            Self::NotOwner | Self::Forbidden => 403,
+            Self::NotOwner | Self::Forbidden | Self::DomainNotAllowed => 403,
             Self::NotFound => 404,
             Self::KeyTaken | Self::DigestExhausted | Self::UnreadableValue => 409,
             Self::Gone => 410,
@@ -111,7 +117,7 @@ impl ErrorCode {
             Self::BodyTooLarge | Self::TooManyLinks => 413,
             Self::UnsupportedMediaType => 415,
             Self::WrongHost => 421,
-            Self::InvalidInput => 422,
+            Self::InvalidInput | Self::UnknownDomain => 422,
             Self::RateLimited => 429,
             Self::QrFailed => 500,
             Self::StoreUnavailable | Self::NotReplicated | Self::QrBusy => 503,
@@ -168,6 +174,8 @@ mod tests {
                 ErrorCode::WrongHost => 20,
                 ErrorCode::QrBusy => 21,
                 ErrorCode::QrFailed => 22,
+                ErrorCode::UnknownDomain => 23,
+                ErrorCode::DomainNotAllowed => 24,
             };
             assert_eq!(
                 ErrorCode::ALL[index],

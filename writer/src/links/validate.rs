@@ -18,6 +18,10 @@ pub enum Field {
     ExpiresAt,
     ExpiredUrl,
     MaxClicks,
+    /// Whether the link forwards its request's query string.
+    ForwardQuery,
+    /// The short domain a link is on.
+    Domain,
     Cursor,
     Limit,
     Days,
@@ -36,6 +40,8 @@ impl Field {
             Self::ExpiresAt => "expires_at",
             Self::ExpiredUrl => "expired_url",
             Self::MaxClicks => "max_clicks",
+            Self::ForwardQuery => "forward_query",
+            Self::Domain => "domain",
             Self::Cursor => "cursor",
             Self::Limit => "limit",
             Self::Days => "days",
