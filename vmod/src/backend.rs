@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use shortlink_core::clicks::Total;
-use shortlink_core::{escape_html, Expiry, HeaderValue, KeyScheme, RedirectStatus, Slot, Stored};
+use shortlink_core::{
+    escape_html, DomainName, Expiry, HeaderValue, KeyScheme, RedirectStatus, Slot, Stored,
+};
 use varnish::vcl::{Ctx, LogTag, StrOrBytes, VclBackend, VclError, VclResponse};
 use varnish::Vsc;
 
@@ -17,13 +19,66 @@ use crate::stats::LinkStats;
 
 /// What the VCL author configured, checked once in `vcl_init`.
 pub struct Settings {
-    pub scheme: KeyScheme,
+    pub spaces: KeySpaces,
     pub status: RedirectStatus,
     pub ttl: Duration,
     pub negative_ttl: Duration,
     pub grace: Duration,
     pub cache_control: HeaderValue,
 }
+
+/// The key spaces of the short domains: the default domain's (the
+/// configured prefix), then one per other domain, in the order the VCL
+/// lists them. Few, and compared by name once per fetch or click.
+pub struct KeySpaces {
+    default: KeyScheme,
+    others: Vec<(DomainName, KeyScheme)>,
+}
+
+/// The request header naming a link's domain; the VCL sets it from `Host`.
+pub const DOMAIN_HEADER: &str = "Shortlink-Domain";
+
+impl KeySpaces {
+    /// `default` and the domains named in `list` (names separated by spaces).
+    pub fn new(default: KeyScheme, list: &str) -> Result<Self, shortlink_core::DomainError> {
+        let others = shortlink_core::domain::parse_domain_list(list)?
+            .into_iter()
+            .map(|name| {
+                let scheme = default.for_domain(&name);
+                (name, scheme)
+            })
+            .collect();
+        Ok(Self { default, others })
+    }
+
+    /// The default domain's scheme, whose key rules every domain shares.
+    pub fn default_scheme(&self) -> &KeyScheme {
+        &self.default
+    }
+
+    /// Every scheme, the default domain's first: index `n` is space `n`.
+    pub fn schemes(&self) -> impl Iterator<Item = &KeyScheme> {
+        std::iter::once(&self.default).chain(self.others.iter().map(|(_, scheme)| scheme))
+    }
+
+    /// The space of the domain a request names (`None`: the default one),
+    /// with its index; `None` for a domain this object does not serve.
+    pub fn of(&self, domain: Option<&str>) -> Option<(usize, &KeyScheme)> {
+        match domain {
+            None => Some((0, &self.default)),
+            Some(name) => self
+                .others
+                .iter()
+                .position(|(known, _)| known.as_str() == name)
+                .map(|index| (index + 1, &self.others[index].1)),
+        }
+    }
+}
+
+/// Header of a link's redirect that says whether the request's query
+/// string is forwarded (`+`) or not (`-`), when the link says so itself;
+/// without it, its domain decides. `vcl_deliver` reads and removes it.
+pub const FORWARD_MARK: &str = "Shortlink-Forward";
 
 /// `Cache-Control` of every answer a browser must not reuse for a later
 /// click: a link that expires, an expired link's fallback, a 404.
@@ -55,6 +110,8 @@ pub enum Resolution {
         expires: Option<Expiry>,
         /// It has a click limit, not reached yet.
         limited: bool,
+        /// Whether it forwards the request's query string, if it says.
+        forward_query: Option<bool>,
     },
     /// The link has expired, or answered its click limit: it redirects to
     /// its fallback, if it has one, or answers 410.
@@ -98,8 +155,9 @@ pub struct Resolver {
     pub click_pool: Option<RedisPool>,
     pub stats: Vsc<LinkStats>,
     pub changes: Changes,
-    /// The clicks counted here and not yet stored, for click limits.
-    pub clicks: Arc<ClickStore>,
+    /// The clicks counted here and not yet stored, for click limits: one
+    /// store per key space, in the order of [`KeySpaces::schemes`].
+    pub clicks: Vec<Arc<ClickStore>>,
 }
 
 /// Reads of one key in one lookup at most: a link changed twice during
@@ -107,11 +165,18 @@ pub struct Resolver {
 const MAX_READS: usize = 3;
 
 impl Resolver {
-    /// Resolves `key` with one `HGET`, or up to `MAX_READS` when its link
-    /// changes meanwhile; `Err` means Redis gave no answer.
-    pub fn resolve(&self, key: &str) -> Result<Resolution, String> {
+    /// Resolves `key` of the domain named `domain` (`None`: the default
+    /// one) with one `HGET`, or up to `MAX_READS` when its link changes
+    /// meanwhile; `Err` means Redis gave no answer.
+    pub fn resolve(&self, domain: Option<&str>, key: &str) -> Result<Resolution, String> {
         let stats = &self.stats;
-        let slot = match self.settings.scheme.locate(key) {
+        let Some((space, scheme)) = self.settings.spaces.of(domain) else {
+            stats.rejected.fetch_add(1, Ordering::Relaxed);
+            return Ok(Resolution::Rejected(format!(
+                "the domain {domain:?} is not among this object's domains"
+            )));
+        };
+        let slot = match scheme.locate(key) {
             Ok(slot) => slot,
             Err(error) => {
                 stats.rejected.fetch_add(1, Ordering::Relaxed);
@@ -143,7 +208,7 @@ impl Resolver {
                     .map_err(|_| "value is not UTF-8".to_owned())
                     .and_then(|value| Stored::parse(value).map_err(|e| e.to_string()));
                 match stored {
-                    Ok(stored) => self.judge(key, stored, SystemTime::now()),
+                    Ok(stored) => self.judge(space, key, stored, SystemTime::now()),
                     Err(reason) => {
                         stats.unsafe_targets.fetch_add(1, Ordering::Relaxed);
                         Ok(Resolution::Unsafe(format!(
@@ -173,7 +238,13 @@ impl Resolver {
 
     /// What `key`'s stored value means at `now`, counted. A link with a
     /// click limit costs a second `HGET`, of its people's clicks.
-    fn judge(&self, key: &str, stored: Stored, now: SystemTime) -> Result<Resolution, String> {
+    fn judge(
+        &self,
+        space: usize,
+        key: &str,
+        stored: Stored,
+        now: SystemTime,
+    ) -> Result<Resolution, String> {
         let stats = &self.stats;
         let record = match stored {
             Stored::Deleted => {
@@ -186,7 +257,7 @@ impl Resolver {
         let ended = record.has_expired(now)
             || match record.max_clicks {
                 Some(limit) => {
-                    let (stored, pending) = self.clicks_of(key)?;
+                    let (stored, pending) = self.clicks_of(space, key)?;
                     unsettled = limit.left(stored) > 0;
                     limit.left(stored.saturating_add(pending)) == 0
                 }
@@ -204,18 +275,20 @@ impl Resolver {
             url: record.url.to_string(),
             expires: record.expires,
             limited: record.max_clicks.is_some(),
+            forward_query: record.forward_query,
         })
     }
 
     /// People's clicks on `key` stored in Redis, and the clicks this
     /// Varnish counted on it and has not stored yet.
-    fn clicks_of(&self, key: &str) -> Result<(u64, u64), String> {
+    fn clicks_of(&self, space: usize, key: &str) -> Result<(u64, u64), String> {
+        let clicks = &self.clicks[space];
         // Read before the count: a flush that stores some of these clicks
         // meanwhile can only make them counted twice (the link may answer
         // as expired early, uncached, until that flush is answered), never
         // not at all.
-        let pending = self.clicks.pending(key);
-        let slot = self.clicks.names.total_slot(Total::People, key);
+        let pending = clicks.pending(key);
+        let slot = clicks.names.total_slot(Total::People, key);
         self.stats.lookups.fetch_add(1, Ordering::Relaxed);
         let pool = self.click_pool.as_ref().unwrap_or(&self.pool);
         let stored = match pool.hget(&slot) {
@@ -261,9 +334,8 @@ impl Resolver {
     }
 
     fn respond(&self, ctx: &mut Ctx) -> Result<Option<Body>, VclError> {
-        let key = ctx
-            .http_bereq
-            .as_ref()
+        let bereq = ctx.http_bereq.as_ref();
+        let key = bereq
             .and_then(varnish::vcl::HttpHeaders::url)
             .map(|url| match url {
                 StrOrBytes::Utf8(url) => key_of(url).to_owned(),
@@ -271,7 +343,15 @@ impl Resolver {
                 StrOrBytes::Bytes(_) => "\u{fffd}".to_owned(),
             })
             .unwrap_or_default();
-        let resolution = self.resolve(&key).map_err(VclError::new)?;
+        let domain = bereq
+            .and_then(|bereq| bereq.header(DOMAIN_HEADER))
+            .map(|name| match name {
+                StrOrBytes::Utf8(name) => name.to_owned(),
+                StrOrBytes::Bytes(_) => "\u{fffd}".to_owned(),
+            });
+        let resolution = self
+            .resolve(domain.as_deref(), &key)
+            .map_err(VclError::new)?;
         let beresp = ctx
             .http_beresp
             .as_mut()
@@ -281,9 +361,13 @@ impl Resolver {
                 url,
                 expires,
                 limited,
+                forward_query,
             } => {
                 beresp.set_status(self.settings.status.code());
                 beresp.set_header("Location", url)?;
+                if let Some(forward) = forward_query {
+                    beresp.set_header(FORWARD_MARK, if *forward { "+" } else { "-" })?;
+                }
                 // Whatever browsers may keep for other links, they must ask
                 // again for one that ends at a set moment or click.
                 if let Some(expires) = expires {
@@ -417,6 +501,30 @@ impl VclResponse for Body {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_domain_named_in_the_list_has_its_key_space() {
+        let spaces = KeySpaces::new(KeyScheme::default(), "go.example s.example").unwrap();
+        let prefix = |domain| spaces.of(domain).map(|(n, s)| (n, s.prefix().to_owned()));
+        assert_eq!(prefix(None), Some((0, "short:".to_owned())));
+        assert_eq!(
+            prefix(Some("go.example")),
+            Some((1, "short:go.example:".to_owned()))
+        );
+        assert_eq!(
+            prefix(Some("s.example")),
+            Some((2, "short:s.example:".to_owned()))
+        );
+        // Not listed: never looked up, whatever a header claims.
+        assert_eq!(prefix(Some("other.example")), None);
+        assert_eq!(
+            prefix(Some("GO.example")),
+            None,
+            "the VCL sends the canonical name"
+        );
+        assert_eq!(spaces.schemes().count(), 3);
+        assert!(KeySpaces::new(KeyScheme::default(), "localhost").is_err());
+    }
 
     #[test]
     fn key_is_the_last_segment_without_query() {

@@ -53,6 +53,7 @@ mod shortlink {
 
     use std::net::SocketAddr;
     use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::Ordering::Relaxed;
 
     use shortlink_core::settings::ClickQueueMb;
     use shortlink_core::{
@@ -63,7 +64,7 @@ mod shortlink {
     use varnish::vcl::{Backend, Ctx, LogTag, VclError};
     use varnish::Vsc;
 
-    use crate::backend::{LinkBackend, Resolution, Resolver, Settings};
+    use crate::backend::{KeySpaces, LinkBackend, Resolution, Resolver, Settings};
     use crate::clicks::CountSettings;
     use crate::lookups::{PoolSettings, RedisPool};
     use crate::{duration_or, redirector, time_left, without_panic};
@@ -190,12 +191,26 @@ mod shortlink {
             /// click through a failover. 0 to 16; default 0.
             #[default(0)]
             replicas_to_ack: i64,
+            /// Short domains besides the default one, each with its own
+            /// links: their names separated by spaces, such as
+            /// `"go.example s.example"`. A domain's key `Lm25` lives in
+            /// hash `<prefix>go.example:Lm`; its clicks are counted under
+            /// that prefix too. A fetch or a `.count()` names its domain in
+            /// the request header `Shortlink-Domain`, which the VCL sets
+            /// from the `Host` (and removes from what clients send);
+            /// without it, the default domain's. A domain not listed here
+            /// answers 404 without a lookup.
+            #[default("")]
+            domains: &str,
         ) -> Result<Self, VclError> {
             without_panic(
                 || {
+                    let scheme = KeyScheme::new(prefix, usize::try_from(split).unwrap_or(0))
+                        .map_err(|e| format!("shortlink: {name}: {e}"))?;
+                    let spaces = KeySpaces::new(scheme, domains)
+                        .map_err(|e| format!("shortlink: {name}: domains: {e}"))?;
                     let settings = Settings {
-                        scheme: KeyScheme::new(prefix, usize::try_from(split).unwrap_or(0))
-                            .map_err(|e| format!("shortlink: {name}: {e}"))?,
+                        spaces,
                         status: RedirectStatus::try_from(status)
                             .map_err(|e| format!("shortlink: {name}: {e}"))?,
                         ttl: duration_or(ttl, Ttl::FOUND, "ttl", name)?,
@@ -250,19 +265,26 @@ mod shortlink {
                     let pool = pool_of(redis)?;
                     let apart = shortlink_core::clicks::own_redis(clicks_redis, redis);
                     let click_pool = apart.map(pool_of).transpose()?;
-                    let clicks = crate::clicks::store_for(
-                        apart.unwrap_or(redis),
-                        &settings.scheme,
-                        counting,
-                    )
-                    .map_err(|e| format!("shortlink: {name}: {e}"))?;
+                    // One store, with its flusher, per key space.
+                    let clicks = settings
+                        .spaces
+                        .schemes()
+                        .map(|scheme| {
+                            crate::clicks::store_for(
+                                apart.unwrap_or(redis),
+                                scheme,
+                                counting.clone(),
+                            )
+                            .map_err(|e| format!("shortlink: {name}: {e}"))
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
                     let resolver = Resolver {
                         settings,
                         pool,
                         click_pool,
                         stats: Vsc::new("shortlink", name),
                         changes: crate::changes::Changes::default(),
-                        clicks: std::sync::Arc::clone(&clicks),
+                        clicks: clicks.clone(),
                     };
                     let backend =
                         Backend::new(ctx, "shortlink", name, LinkBackend { resolver }, true)?;
@@ -347,7 +369,7 @@ mod shortlink {
         /// (logged as an `Error` record).
         pub fn lookup(&self, ctx: &mut Ctx, key: &str) -> String {
             let outcome = without_panic(
-                || self.resolver().resolve(key),
+                || self.resolver().resolve(None, key),
                 || Err("internal error".to_owned()),
             );
             match outcome {
@@ -363,6 +385,41 @@ mod shortlink {
                     String::new()
                 }
             }
+        }
+
+        /// `location` with `query` (a request's query string, without its
+        /// `?`) merged in, for a link that forwards its query: call it in
+        /// `vcl_deliver` on the redirect's `Location`. The request's
+        /// parameters replace the target's of the same name and come after
+        /// the target's own; the target's fragment stays last; bytes a
+        /// query may not hold are percent-encoded. A query over 1024 bytes,
+        /// or a result over the longest target (8192 bytes), is not
+        /// forwarded: `location` comes back as it is, counted in
+        /// `queries_dropped`.
+        ///
+        /// ```vcl
+        /// if (req.http.Shortlink-Query) {
+        ///     set resp.http.Location = links.forward_query(
+        ///         resp.http.Location, req.http.Shortlink-Query);
+        /// }
+        /// ```
+        pub fn forward_query(&self, location: &str, query: &str) -> String {
+            without_panic(
+                || {
+                    let stats = &self.resolver().stats;
+                    match shortlink_core::query::forward_query(location, query) {
+                        Ok(merged) => {
+                            stats.queries_forwarded.fetch_add(1, Relaxed);
+                            merged
+                        }
+                        Err(_) => {
+                            stats.queries_dropped.fetch_add(1, Relaxed);
+                            location.to_owned()
+                        }
+                    }
+                },
+                || location.to_owned(),
+            )
         }
 
         /// The cache TTL for a response of this object's backend with
@@ -389,8 +446,9 @@ mod shortlink {
 #[allow(non_camel_case_types)]
 pub struct redirector {
     backend: varnish::vcl::Backend<backend::LinkBackend, backend::Body>,
-    /// Shared with every VCL counting for the same Redis and key scheme.
-    clicks: std::sync::Arc<clicks::ClickStore>,
+    /// One per key space (the default domain's first), each shared with
+    /// every VCL counting for the same Redis and key scheme.
+    clicks: Vec<std::sync::Arc<clicks::ClickStore>>,
     /// The flusher generation last copied into this object's varnishstat
     /// counters.
     published: std::sync::atomic::AtomicU64,
@@ -432,11 +490,17 @@ impl redirector {
         // allocation on this path.
         let url = text(req.url().as_ref());
         let key = key_of(&url);
+        let spaces = &self.resolver().settings.spaces;
         // The flusher names Redis keys after it: only keys that pass the rules.
-        if self.resolver().settings.scheme.check(key).is_err() {
+        if spaces.default_scheme().check(key).is_err() {
             return;
         }
-        let [agent, referrer] = headers_named(req, ["User-Agent", "Referer"]);
+        let [agent, referrer, domain] =
+            headers_named(req, ["User-Agent", "Referer", backend::DOMAIN_HEADER]);
+        let domain = domain.map(|name| text(Some(&name)));
+        let Some((space, _)) = spaces.of(domain.as_deref()) else {
+            return;
+        };
         let (agent, referrer) = (text(agent.as_ref()), text(referrer.as_ref()));
         if let Some(click) = clicks::Click::new(
             outcome,
@@ -446,7 +510,7 @@ impl redirector {
             &agent,
             clicks::referrer_host(&referrer).as_deref(),
         ) {
-            self.clicks.record(click);
+            self.clicks[space].record(click);
         }
     }
 
@@ -454,8 +518,12 @@ impl redirector {
     /// counters once per flush.
     fn publish_click_counters(&self) {
         use std::sync::atomic::Ordering::{Acquire, Relaxed};
-        let counters = &self.clicks.counters;
-        let generation = counters.generation.load(Acquire);
+        // Every store's flushes move the sum of their generations.
+        let generation = self
+            .clicks
+            .iter()
+            .map(|store| store.counters.generation.load(Acquire))
+            .fold(0_u64, u64::wrapping_add);
         // Read before writing: every delivery calls this, and a write on
         // every call would bounce the line between the workers' cores.
         if self.published.load(Relaxed) == generation
@@ -464,21 +532,27 @@ impl redirector {
             return;
         }
         let stats = &self.resolver().stats;
+        let sum = |counter: fn(&clicks::ClickStore) -> &std::sync::atomic::AtomicU64| {
+            self.clicks
+                .iter()
+                .map(|store| counter(store).load(Relaxed))
+                .sum::<u64>()
+        };
         stats
             .clicks_counted
-            .store(counters.counted.load(Relaxed), Relaxed);
+            .store(sum(|store| &store.counters.counted), Relaxed);
         stats
             .clicks_flushed
-            .store(counters.flushed.load(Relaxed), Relaxed);
+            .store(sum(|store| &store.counters.flushed), Relaxed);
         stats
             .clicks_dropped
-            .store(counters.dropped.load(Relaxed), Relaxed);
+            .store(sum(|store| &store.counters.dropped), Relaxed);
         stats
             .click_flush_failures
-            .store(counters.flush_failures.load(Relaxed), Relaxed);
+            .store(sum(|store| &store.counters.flush_failures), Relaxed);
         stats
             .clicks_pending
-            .store(counters.pending.load(Relaxed), Relaxed);
+            .store(sum(|store| &store.counters.pending), Relaxed);
     }
 }
 
@@ -595,7 +669,7 @@ mod tests {
              INT status = {}, [DURATION ttl], [DURATION negative_ttl], [DURATION grace], \
              STRING cache_control = \"{}\", [DURATION flush_interval], INT click_backlog = {}, \
              INT click_queue_mb = {}, [DURATION days_kept], [DURATION hours_kept], STRING geoip = \"\", \
-             STRING clicks_redis = \"\", INT replicas_to_ack = {})",
+             STRING clicks_redis = \"\", INT replicas_to_ack = {}, STRING domains = \"\")",
             PoolSize::DEFAULT,
             RedirectStatus::default(),
             HeaderValue::DEFAULT_CACHE_CONTROL,

@@ -83,4 +83,15 @@ pub struct LinkStats {
     /// Counted answers waiting to be stored in Redis
     #[gauge]
     pub clicks_pending: AtomicU64,
+
+    /// Redirects given the query string they were requested with
+    #[counter]
+    pub queries_forwarded: AtomicU64,
+
+    /// Query strings not forwarded because they were too long
+    ///
+    /// Over 1024 bytes, or making the target longer than 8192 bytes: the
+    /// redirect went to the target alone.
+    #[counter]
+    pub queries_dropped: AtomicU64,
 }

@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 
+use super::routes;
 use crate::config::{ConfigError, Settings};
 
 /// What every link request goes through, with `@NAME@` where a configured
@@ -43,13 +44,19 @@ pub enum Form {
 /// came from, for the header comment.
 pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String, ConfigError> {
     let config = &settings.config;
-    if form == Form::Include && settings.link_path == "/" {
-        return Err(ConfigError(format!(
-            "public_base_url {:?} puts links at the root, which would take every path of \
-             the site: give them a path of their own (such as /l/) to include them, or \
-             run the standalone VCL on a host of its own",
-            config.public_base_url
-        )));
+    if form == Form::Include {
+        if let Some(everywhere) = settings
+            .domains
+            .iter()
+            .find(|domain| domain.link_path == "/" && domain.hosts.is_empty())
+        {
+            return Err(ConfigError(format!(
+                "{:?} puts links at the root of every host, which would take every path of \
+                 the site: give them a path of their own (such as /l/) to include them, name \
+                 their hosts (varnish.hosts), or run the standalone VCL on a host of its own",
+                everywhere.base.as_str()
+            )));
+        }
     }
     let redis = &config.redis;
     let redirect = &config.redirect;
@@ -71,26 +78,38 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
     } else {
         format!("client.ip ~ shortlink_purgers && req.http.Shortlink-Secret == \"{secret}\"")
     };
-    let link_path = settings.link_path.replace('.', "\\.");
     let key_pattern = settings.scheme.key_pattern();
-    let hosts = &config.varnish.hosts;
-    let (host_match, hosts_note) = if hosts.is_empty() {
-        (String::new(), String::new())
-    } else {
-        let names: Vec<String> = hosts.iter().map(|h| h.replace('.', "\\.")).collect();
-        (
-            format!(
-                " && req.http.host ~ \"^(?i)({})(:[0-9]+)?$\"",
-                names.join("|")
-            ),
-            format!(" on {}", hosts.join(", ")),
-        )
-    };
+    let hosts_note: Vec<String> = settings
+        .domains
+        .iter()
+        .map(|domain| {
+            if domain.hosts.is_empty() {
+                format!("under {}", domain.link_path)
+            } else {
+                format!("under {} on {}", domain.link_path, domain.hosts.join(", "))
+            }
+        })
+        .collect();
+    let domains: Vec<&str> = settings
+        .domains
+        .iter()
+        .filter_map(|domain| {
+            domain
+                .key_space
+                .as_ref()
+                .map(shortlink_core::DomainName::as_str)
+        })
+        .collect();
     // At the root, /health is a link's path: only / stays the health page.
     let health_match = if settings.link_path == "/" {
         "req.url == \"/\""
     } else {
         "req.url == \"/\" || req.url == \"/health\""
+    };
+    let noindex = if redirect.noindex {
+        "        set resp.http.X-Robots-Tag = \"noindex\";\n"
+    } else {
+        ""
     };
 
     // The header comment is one line: a path with a line break or a control
@@ -105,8 +124,24 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("SOURCE", source),
         ("IMPORT", import),
         ("PATH", settings.link_path.clone()),
-        ("HOSTS_NOTE", hosts_note),
-        ("HOST_MATCH", host_match),
+        ("HOSTS_NOTE", format!(" ({})", hosts_note.join("; "))),
+        ("ROUTES", routes::routes(&settings.domains, &key_pattern)),
+        ("DOMAINS", domains.join(" ")),
+        ("FORWARDING", routes::forwarding(&settings.domains)),
+        ("NOINDEX", noindex.to_owned()),
+        (
+            "UNKNOWN_KEY",
+            routes::redirects(&settings.domains, |d| d.not_found.as_ref(), &[]),
+        ),
+        (
+            "BARE_DOMAIN",
+            routes::redirects(
+                &settings.domains,
+                |d| d.bare.as_ref(),
+                &["set resp.status = 404;", "set resp.reason = \"Not Found\";"],
+            ),
+        ),
+        ("ROBOTS_TXT", config.varnish.robots_txt.clone()),
         ("HEALTH_MATCH", health_match.to_owned()),
         ("ACL", acl),
         ("FROM_WRITER", from_writer),
@@ -122,8 +157,6 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("NEGATIVE_TTL", redirect.negative_ttl_s.to_string()),
         ("GRACE", redirect.grace_s.to_string()),
         ("CACHE_CONTROL", redirect.cache_control.as_str().to_owned()),
-        ("LINK_PATH", link_path),
-        ("KEY_PATTERN", key_pattern),
         ("COUNT", count.to_owned()),
         ("FLUSH_MS", clicks.flush_interval_ms.to_string()),
         ("CLICK_BACKLOG", clicks.backlog.to_string()),

@@ -1,0 +1,131 @@
+//! The per-domain parts of the generated VCL: which requests are whose
+//! links (by `Host` and path), which domains forward the query string by
+//! default, and where an unknown key or a bare domain redirects.
+//!
+//! Every value placed here was checked by the configuration: host names
+//! are letters, digits, `-` and dots, paths letters, digits and `-_./`,
+//! URLs valid redirect targets (no quote, no space, no control character),
+//! so each is safe inside a VCL string.
+
+use std::fmt::Write as _;
+
+use crate::config::Domain;
+
+/// The routes of `vcl_recv`: one branch per domain, the named ones first
+/// and a default domain that takes every host last, each sending its
+/// link requests to `shortlink_recv` with the domain named.
+pub fn routes(domains: &[Domain], key_pattern: &str) -> String {
+    let mut ordered: Vec<&Domain> = domains.iter().filter(|d| !d.hosts.is_empty()).collect();
+    ordered.extend(domains.iter().filter(|d| d.hosts.is_empty()));
+    let mut out = String::new();
+    for (index, domain) in ordered.iter().enumerate() {
+        let path = regex_escape(&domain.link_path);
+        let mut condition = Vec::new();
+        if !domain.hosts.is_empty() {
+            condition.push(host_condition(&domain.hosts));
+        }
+        condition.push(format!("req.url ~ \"^{path}\""));
+        let at_root = domain.link_path == "/";
+        if at_root && domain.bare.is_none() {
+            // The bare domain stays what it is without domains: the
+            // standalone VCL's health page, or the site's.
+            condition.push("req.url !~ \"^/([?#]|$)\"".to_owned());
+        }
+        let keyword = if index == 0 { "if" } else { "} elsif" };
+        let _ = writeln!(out, "    {keyword} ({}) {{", condition.join(" && "));
+        out.push_str("        set req.backend_hint = shortlink_links.backend();\n");
+        if let Some(space) = &domain.key_space {
+            let _ = writeln!(out, "        set req.http.Shortlink-Domain = \"{space}\";");
+        }
+        let bare_link = format!("^{path}{key_pattern}$");
+        // A bare short link passes one regex; anything else takes the long way.
+        let _ = writeln!(out, "        if (req.url !~ \"{bare_link}\") {{");
+        out.push_str("            call shortlink_query;\n");
+        if domain.bare.is_some() {
+            let _ = writeln!(
+                out,
+                "            if (req.url == \"{}\") {{\n                return (synth(752, \"Found\"));\n            }}",
+                domain.link_path
+            );
+        }
+        if at_root {
+            out.push_str(
+                "            if (req.url == \"/robots.txt\") {\n                return (synth(750, \"OK\"));\n            }\n",
+            );
+        }
+        // The key rule, checked before any lookup: keys that break it
+        // never reach the VMOD, let alone Redis.
+        let _ = writeln!(
+            out,
+            "            if (req.url !~ \"{bare_link}\") {{\n                return (synth(404, \"Not Found\"));\n            }}"
+        );
+        out.push_str("        }\n        call shortlink_recv;\n");
+    }
+    if !out.is_empty() {
+        out.push_str("    }\n");
+    }
+    out
+}
+
+/// A VCL condition true for a request to one of `hosts`, on any port.
+fn host_condition(hosts: &[String]) -> String {
+    let names: Vec<String> = hosts.iter().map(|h| regex_escape(h)).collect();
+    format!("req.http.host ~ \"^(?i)({})(:[0-9]+)?$\"", names.join("|"))
+}
+
+fn regex_escape(text: &str) -> String {
+    text.replace('.', "\\.")
+}
+
+/// The VCL condition under which a link that does not say forwards the
+/// query string: its domain forwards by default.
+pub fn forwarding(domains: &[Domain]) -> String {
+    let terms: Vec<String> = domains
+        .iter()
+        .filter(|domain| domain.forward_query)
+        .map(|domain| match &domain.key_space {
+            None => "!req.http.Shortlink-Domain".to_owned(),
+            Some(space) => format!("req.http.Shortlink-Domain == \"{space}\""),
+        })
+        .collect();
+    if terms.is_empty() {
+        "false".to_owned()
+    } else {
+        terms.join(" || ")
+    }
+}
+
+/// The body of a subroutine that turns the answer into a 302 to the URL
+/// `target` gives each domain, for the domains that have one, and does
+/// `otherwise` (VCL statements, one a line) for the rest.
+pub fn redirects(
+    domains: &[Domain],
+    target: impl Fn(&Domain) -> Option<&shortlink_core::ValidUrl>,
+    otherwise: &[&str],
+) -> String {
+    let mut out = String::new();
+    for domain in domains {
+        let Some(url) = target(domain) else {
+            continue;
+        };
+        let condition = match &domain.key_space {
+            None => "!req.http.Shortlink-Domain".to_owned(),
+            Some(space) => format!("req.http.Shortlink-Domain == \"{space}\""),
+        };
+        let keyword = if out.is_empty() { "if" } else { "} elsif" };
+        let _ = writeln!(out, "    {keyword} ({condition}) {{");
+        out.push_str("        set resp.status = 302;\n        set resp.reason = \"Found\";\n");
+        let _ = writeln!(out, "        set resp.http.Location = \"{url}\";");
+    }
+    let indent = if out.is_empty() { "    " } else { "        " };
+    if !out.is_empty() && !otherwise.is_empty() {
+        out.push_str("    } else {\n");
+    }
+    for line in otherwise {
+        let _ = writeln!(out, "{indent}{line}");
+    }
+    if !out.is_empty() && out.starts_with("    if") {
+        out.push_str("    }\n");
+    }
+    out
+}
