@@ -10,14 +10,6 @@ vcl 4.1;
 # Every fetch goes to the VMOD's native backend; there is no HTTP origin.
 backend default none;
 
-sub vcl_recv {
-    # The health page, before the link code: with links at the root, every
-    # other path is a link's.
-    if (req.url == "/" || req.url == "/health") {
-        return (synth(200, "OK"));
-    }
-}
-
 import shortlink;
 import std;
 
@@ -47,32 +39,45 @@ sub vcl_init {
         hours_kept = 168h,
         geoip = "",
         clicks_redis = "",
-        replicas_to_ack = 0);
+        replicas_to_ack = 0,
+        domains = "");
 }
 
 # Every subroutine below first asks whether the request is for a link, and
 # does nothing otherwise. A link request is one routed to the links backend:
-# `shortlink_recv` routes every request under /l/, and nothing
+# the routes below send requests for links (under /l/) there, and nothing
 # else does, so no client header can claim (or hide) a link.
 
 sub vcl_recv {
+    # Set here alone: which domain a link is of, the query it was asked
+    # with, to forward. What clients send under these names is dropped.
+    unset req.http.Shortlink-Domain;
+    unset req.http.Shortlink-Query;
     if (req.url ~ "^/l/") {
+        set req.backend_hint = shortlink_links.backend();
+        if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}$") {
+            call shortlink_query;
+            if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}$") {
+                return (synth(404, "Not Found"));
+            }
+        }
         call shortlink_recv;
     }
 }
 
-sub shortlink_recv {
-    set req.backend_hint = shortlink_links.backend();
-    # A bare short link passes one regex; anything else takes the long way.
-    if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}$") {
-        # Tracking parameters must not split the cache: /l/Lm25?utm=x is /l/Lm25.
-        set req.url = regsub(req.url, "[?#].*$", "");
-        # The key rule, checked before any lookup: keys that break it never
-        # reach the VMOD, let alone Redis.
-        if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}$") {
-            return (synth(404, "Not Found"));
-        }
+# The query string leaves the URL, so that tracking parameters do not split
+# the cache (/l/Lm25?utm=x is /l/Lm25); it is kept aside for a link
+# that forwards it, and never reaches Redis. At most 1025 bytes are
+# copied: one more than a forwarded query may have, so that a longer one is
+# known to be too long, and a request line of 30 KB costs no workspace.
+sub shortlink_query {
+    if (req.url ~ "\?") {
+        set req.http.Shortlink-Query = regsub(req.url, "^[^?]*\?([^#]{0,1025}).*$", "\1");
     }
+    set req.url = regsub(req.url, "[?#].*$", "");
+}
+
+sub shortlink_recv {
     # PURGE and warming come from the writer alone: from a purger's
     # address, and with the purge secret when one is configured (behind a
     # TLS terminator on this host every client has a purger's address).
@@ -114,8 +119,12 @@ sub shortlink_recv {
 
 sub vcl_hash {
     if (req.backend_hint == shortlink_links.backend()) {
-        # One cache entry per key, whatever Host the link was requested through.
+        # One cache entry per key and domain, whatever name of the domain
+        # the link was requested through.
         hash_data(req.url);
+        if (req.http.Shortlink-Domain) {
+            hash_data(req.http.Shortlink-Domain);
+        }
         return (lookup);
     }
 }
@@ -193,8 +202,23 @@ sub vcl_deliver {
         if (!req.http.Shortlink-Warm) {
             shortlink_links.count(client.ip);
         }
+        # A link's redirect carries the query it was asked with, when the
+        # link (Shortlink-Forward) or else its domain says so: one cached
+        # object per key, the query merged for each answer.
+        if (req.http.Shortlink-Query && resp.http.Location && !resp.http.Shortlink-Expired) {
+            if (resp.http.Shortlink-Forward == "+" ||
+                (!resp.http.Shortlink-Forward && (false))) {
+                set resp.http.Location = shortlink_links.forward_query(
+                    resp.http.Location, req.http.Shortlink-Query);
+            }
+        }
+        unset resp.http.Shortlink-Forward;
         unset resp.http.Shortlink-Expired;
         unset resp.http.Shortlink-Limited;
+        if (resp.status == 404) {
+            call shortlink_unknown_key;
+        }
+        set resp.http.X-Robots-Tag = "noindex";
         if (obj.hits > 0) {
             set resp.http.X-Cache = "HIT";
         } else {
@@ -212,8 +236,49 @@ sub vcl_synth {
             set resp.http.Cache-Control = "no-store";
             return (deliver);
         }
+        if (resp.status == 750) {
+            call shortlink_robots_txt;
+        }
+        if (resp.status == 752) {
+            call shortlink_bare_domain;
+        } elsif (resp.status == 404) {
+            call shortlink_unknown_key;
+        }
+        set resp.http.X-Robots-Tag = "noindex";
+        if (resp.status == 302) {
+            set resp.http.Cache-Control = "no-cache";
+            set resp.http.Content-Type = "text/html; charset=utf-8";
+            synthetic({"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Found</title></head><body><h1>Found</h1></body></html>
+"});
+            return (deliver);
+        }
         call shortlink_error_page;
     }
+}
+
+# What an unknown key answers on a domain that redirects it elsewhere: a
+# 302 there; the 404 page otherwise.
+sub shortlink_unknown_key {
+}
+
+# What the bare domain (its link path alone) redirects to, for the domains
+# that say.
+sub shortlink_bare_domain {
+    set resp.status = 404;
+    set resp.reason = "Not Found";
+}
+
+# /robots.txt of a short domain Varnish serves alone; ends the response.
+sub shortlink_robots_txt {
+    set resp.status = 200;
+    set resp.reason = "OK";
+    set resp.http.Content-Type = "text/plain; charset=utf-8";
+    set resp.http.Cache-Control = "max-age=3600";
+    synthetic({"User-agent: *
+Disallow: /
+"});
+    return (deliver);
 }
 
 # A small page naming the status, kept out of caches; ends the response.
@@ -226,12 +291,23 @@ sub shortlink_error_page {
     return (deliver);
 }
 
-# Whatever is not a link: this Varnish serves nothing else.
+# Whatever is not a link: the health page, robots.txt (no short domain is
+# a page to index), and 404; this Varnish serves nothing else. With links
+# at the root, /health is a link's path: only / is the health page then.
 sub vcl_recv {
+    if (req.url == "/" || req.url == "/health") {
+        return (synth(200, "OK"));
+    }
+    if (req.url == "/robots.txt") {
+        return (synth(750, "OK"));
+    }
     return (synth(404, "Not Found"));
 }
 
 sub vcl_synth {
+    if (resp.status == 750) {
+        call shortlink_robots_txt;
+    }
     if (resp.status == 200) {
         set resp.http.Content-Type = "application/json";
         set resp.http.Cache-Control = "no-store";

@@ -22,6 +22,11 @@
 //! - `${vcl_include}`: the form a site's VCL includes (`--include`), default
 //!   settings; `${vcl_include_hosts}`: the same for links under `/go/` on
 //!   `links.example` only;
+//! - `${vcl_domains}`: links on three domains: the default one under `/l/`
+//!   on every host; `go.example` (alias `go.example.net`) at the root,
+//!   forwarding queries, with redirects for unknown keys and the bare
+//!   domain; `b.example` under `/x/`; `${vcl_include_domains}`: the same,
+//!   included, with the default domain on `links.example` only;
 //! - `${varnishd_args}`: what every `varnish` needs (`-arg "${varnishd_args}"`):
 //!   no jail, and a `vmod_path` that finds `shortlink` and Varnish's own VMODs;
 //! - `${redis_url}`, `${redis_port}`, `${redis_socket}` (its unix socket),
@@ -196,8 +201,28 @@ impl Setup {
             "",
             &*format!("[varnish]\npurge_secret = \"{TEST_PURGE_SECRET}\"\n"),
         );
+        let domains = |hosts: &str| {
+            format!(
+                "{hosts}[[domains]]\nbase_url = \"http://go.example/\"\n\
+                 aliases = [\"go.example.net\"]\nforward_query = true\n\
+                 not_found_url = \"https://example.org/missing\"\n\
+                 bare_url = \"https://example.org/home\"\n\
+                 [[domains]]\nbase_url = \"http://b.example/x/\"\n"
+            )
+        };
+        let standalone_domains = domains("");
+        let included_domains = domains("[varnish]\nhosts = [\"links.example\"]\n");
         let mut macros = Vec::new();
         for (name, config, args) in [
+            ("vcl_domains", ("", &*standalone_domains), &[][..]),
+            (
+                "vcl_include_domains",
+                (
+                    "public_base_url = \"http://links.example/l/\"\n",
+                    &*included_domains,
+                ),
+                &["--include"][..],
+            ),
             ("vcl", defaults, &[][..]),
             ("vcl_purge_secret", purge_secret, &[]),
             ("vcl_short_ttl", short_ttl, &[]),

@@ -142,6 +142,10 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
             ),
         ),
         ("ROBOTS_TXT", config.varnish.robots_txt.clone()),
+        (
+            "QUERY_KEPT",
+            (shortlink_core::query::MAX_FORWARDED_QUERY + 1).to_string(),
+        ),
         ("HEALTH_MATCH", health_match.to_owned()),
         ("ACL", acl),
         ("FROM_WRITER", from_writer),
@@ -291,17 +295,17 @@ mod tests {
                 "split = 3,",
                 "status = 308,",
                 "\"10.0.0.0/8\";",
-                "if (req.url ~ \"^/go\\.to/\" && \
-                 req.http.host ~ \"^(?i)(s\\.example|www\\.s\\.example)(:[0-9]+)?$\")",
+                "if (req.http.host ~ \"^(?i)(s\\.example|www\\.s\\.example)(:[0-9]+)?$\" && \
+                 req.url ~ \"^/go\\.to/\")",
                 "if (req.url !~ \"^/go\\.to/[A-Za-z0-9_-]{4,64}$\")",
                 "from test.toml.",
-                "under /go.to/ on s.example, www.s.example",
+                "(under /go.to/ on s.example, www.s.example)",
                 "flush_interval = 250ms,",
                 "days_kept = 30d,",
                 "hours_kept = 168h,",
                 "geoip = \"/var/lib/geoip/countries.mmdb\",",
                 "clicks_redis = \"redis://clicks.example:6381/0\",",
-                "replicas_to_ack = 1);",
+                "replicas_to_ack = 1,",
                 "shortlink_links.count(client.ip);",
             ] {
                 assert!(vcl.contains(expected), "missing {expected:?} in:\n{vcl}");
@@ -330,12 +334,45 @@ mod tests {
             standalone.contains("if (req.url == \"/\") {"),
             "{standalone}"
         );
+        // Every path but the bare one is a link's; the bare one stays the
+        // health page.
         assert!(
-            standalone.contains("if (req.url ~ \"^/\") {"),
+            standalone.contains("if (req.url ~ \"^/\" && req.url !~ \"^/([?#]|$)\") {"),
             "{standalone}"
         );
         let refusal = generate(&settings, "x", Form::Include).unwrap_err().0;
         assert!(refusal.contains("(such as /l/)"), "{refusal}");
+    }
+
+    #[test]
+    fn domains_are_routed_by_host_before_the_default_one() {
+        let mut config: Config = toml::from_str(
+            "public_base_url = \"https://s.example/l/\"\n\
+             [redirect]\nnoindex = false\n\
+             [[domains]]\nbase_url = \"https://go.example/\"\naliases = [\"go.example.net\"]\n\
+             forward_query = true\nnot_found_url = \"https://example.org/missing\"\n",
+        )
+        .unwrap();
+        config.varnish.robots_txt = "User-agent: *\nDisallow: /private\n".into();
+        let settings = Settings::new(config).unwrap();
+        let vcl = generate(&settings, "x", Form::Standalone).unwrap();
+        let go = vcl
+            .find("if (req.http.host ~ \"^(?i)(go\\.example|go\\.example\\.net)(:[0-9]+)?$\" && req.url ~ \"^/\"")
+            .expect(&vcl);
+        let default = vcl.find("} elsif (req.url ~ \"^/l/\") {").expect(&vcl);
+        assert!(go < default, "{vcl}");
+        for expected in [
+            "domains = \"go.example\");",
+            "set req.http.Shortlink-Domain = \"go.example\";",
+            "(!resp.http.Shortlink-Forward && (req.http.Shortlink-Domain == \"go.example\"))",
+            "set resp.http.Location = \"https://example.org/missing\";",
+            "synthetic({\"User-agent: *\nDisallow: /private\n\"});",
+        ] {
+            assert!(vcl.contains(expected), "missing {expected:?} in:\n{vcl}");
+        }
+        assert!(!vcl.contains("X-Robots-Tag"), "noindex is off:\n{vcl}");
+        // The included form takes root links on named hosts.
+        assert!(generate(&settings, "x", Form::Include).is_ok());
     }
 
     #[test]
