@@ -191,23 +191,21 @@ pub fn normalize_url(input: &str, settings: &Settings) -> Result<ValidUrl, Inval
         }
         (host, own) => Some(host) == own.as_ref(),
     };
-    // Any other name Varnish serves the links under leads to the same
-    // links: a short link there is a loop too, every hop a click.
-    let served_name = || {
-        let name = host.to_string();
-        let name = name.trim_end_matches('.');
-        settings
-            .config
-            .varnish
-            .hosts
-            .iter()
-            .any(|served| served.trim_end_matches('.').eq_ignore_ascii_case(name))
-    };
-    let short_link = url.path().starts_with(&settings.link_path);
-    // The same port, or a short link under any scheme or port: a loop.
-    if (same_host && (url.port_or_known_default() == base.port_or_known_default() || short_link))
-        || (short_link && served_name())
-    {
+    // Any name Varnish serves a domain's links under leads to its links: a
+    // short link there, under any scheme or port, is a loop too, every hop
+    // a click.
+    let name = host.to_string();
+    let name = name.trim_end_matches('.');
+    let short_link = settings.domains.iter().any(|domain| {
+        let served = domain.name.eq_ignore_ascii_case(name)
+            || domain
+                .hosts
+                .iter()
+                .any(|served| served.trim_end_matches('.').eq_ignore_ascii_case(name));
+        served && url.path().starts_with(&domain.link_path)
+    });
+    // The shortener's own address, or a short link: a loop.
+    if (same_host && url.port_or_known_default() == base.port_or_known_default()) || short_link {
         return Err(Invalid::url(
             "the URL points at this shortener itself; shorten the final destination instead",
         ));
@@ -523,11 +521,20 @@ mod tests {
             "go.example".into(),
             "Short.Example".into(),
         ];
+        config.domains = toml::from_str::<Config>(
+            "[[domains]]\nbase_url = \"https://b.example/\"\naliases = [\"www.b.example\"]\n",
+        )
+        .unwrap()
+        .domains;
         let s = Settings::new(config).unwrap();
         for own in [
             "https://go.example/l/abcd",
             "http://GO.example.:8080/l/abcd",
             "https://short.example/l/abcd",
+            "https://s.example:8443/l/abcd",
+            // Another domain's links are at its root, under each of its names.
+            "https://b.example/abcd",
+            "http://WWW.b.example/anything",
         ] {
             let error = normalize_url(own, &s).unwrap_err();
             assert!(
