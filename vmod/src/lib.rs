@@ -407,15 +407,12 @@ mod shortlink {
             without_panic(
                 || {
                     let stats = &self.resolver().stats;
-                    match shortlink_core::query::forward_query(location, query) {
-                        Ok(merged) => {
-                            stats.queries_forwarded.fetch_add(1, Relaxed);
-                            merged
-                        }
-                        Err(_) => {
-                            stats.queries_dropped.fetch_add(1, Relaxed);
-                            location.to_owned()
-                        }
+                    if let Ok(merged) = shortlink_core::query::forward_query(location, query) {
+                        stats.queries_forwarded.fetch_add(1, Relaxed);
+                        merged
+                    } else {
+                        stats.queries_dropped.fetch_add(1, Relaxed);
+                        location.to_owned()
                     }
                 },
                 || location.to_owned(),

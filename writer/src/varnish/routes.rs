@@ -9,12 +9,64 @@
 
 use std::fmt::Write as _;
 
-use crate::config::Domain;
+use shortlink_core::query::MAX_FORWARDED_QUERY;
+use shortlink_core::DomainName;
+
+use crate::config::{Domain, Settings};
+
+/// The values of the placeholders that depend on the domains and on what
+/// crawlers are told.
+pub fn values(settings: &Settings) -> Vec<(&'static str, String)> {
+    let domains = &settings.domains;
+    let config = &settings.config;
+    let hosts_note: Vec<String> = domains
+        .iter()
+        .map(|domain| {
+            if domain.hosts.is_empty() {
+                format!("under {}", domain.link_path)
+            } else {
+                format!("under {} on {}", domain.link_path, domain.hosts.join(", "))
+            }
+        })
+        .collect();
+    let names: Vec<&str> = domains
+        .iter()
+        .filter_map(|domain| domain.key_space.as_ref().map(DomainName::as_str))
+        .collect();
+    let noindex = if config.redirect.noindex {
+        "        set resp.http.X-Robots-Tag = \"noindex\";\n"
+    } else {
+        ""
+    };
+    vec![
+        ("HOSTS_NOTE", format!(" ({})", hosts_note.join("; "))),
+        ("ROUTES", routes(domains, &settings.scheme.key_pattern())),
+        ("DOMAINS", names.join(" ")),
+        ("FORWARDING", forwarding(domains)),
+        ("NOINDEX", noindex.to_owned()),
+        (
+            "UNKNOWN_KEY",
+            redirects(domains, |d| d.not_found.as_ref(), &[]),
+        ),
+        (
+            "BARE_DOMAIN",
+            redirects(
+                domains,
+                |d| d.bare.as_ref(),
+                &["set resp.status = 404;", "set resp.reason = \"Not Found\";"],
+            ),
+        ),
+        ("ROBOTS_TXT", config.varnish.robots_txt.clone()),
+        // One byte more than a forwarded query may have: a longer one is
+        // known to be too long without being copied whole.
+        ("QUERY_KEPT", (MAX_FORWARDED_QUERY + 1).to_string()),
+    ]
+}
 
 /// The routes of `vcl_recv`: one branch per domain, the named ones first
 /// and a default domain that takes every host last, each sending its
 /// link requests to `shortlink_recv` with the domain named.
-pub fn routes(domains: &[Domain], key_pattern: &str) -> String {
+fn routes(domains: &[Domain], key_pattern: &str) -> String {
     let mut ordered: Vec<&Domain> = domains.iter().filter(|d| !d.hosts.is_empty()).collect();
     ordered.extend(domains.iter().filter(|d| d.hosts.is_empty()));
     let mut out = String::new();
@@ -79,7 +131,7 @@ fn regex_escape(text: &str) -> String {
 
 /// The VCL condition under which a link that does not say forwards the
 /// query string: its domain forwards by default.
-pub fn forwarding(domains: &[Domain]) -> String {
+fn forwarding(domains: &[Domain]) -> String {
     let terms: Vec<String> = domains
         .iter()
         .filter(|domain| domain.forward_query)
@@ -98,7 +150,7 @@ pub fn forwarding(domains: &[Domain]) -> String {
 /// The body of a subroutine that turns the answer into a 302 to the URL
 /// `target` gives each domain, for the domains that have one, and does
 /// `otherwise` (VCL statements, one a line) for the rest.
-pub fn redirects(
+fn redirects(
     domains: &[Domain],
     target: impl Fn(&Domain) -> Option<&shortlink_core::ValidUrl>,
     otherwise: &[&str],

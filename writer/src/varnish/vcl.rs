@@ -78,38 +78,11 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
     } else {
         format!("client.ip ~ shortlink_purgers && req.http.Shortlink-Secret == \"{secret}\"")
     };
-    let key_pattern = settings.scheme.key_pattern();
-    let hosts_note: Vec<String> = settings
-        .domains
-        .iter()
-        .map(|domain| {
-            if domain.hosts.is_empty() {
-                format!("under {}", domain.link_path)
-            } else {
-                format!("under {} on {}", domain.link_path, domain.hosts.join(", "))
-            }
-        })
-        .collect();
-    let domains: Vec<&str> = settings
-        .domains
-        .iter()
-        .filter_map(|domain| {
-            domain
-                .key_space
-                .as_ref()
-                .map(shortlink_core::DomainName::as_str)
-        })
-        .collect();
     // At the root, /health is a link's path: only / stays the health page.
     let health_match = if settings.link_path == "/" {
         "req.url == \"/\""
     } else {
         "req.url == \"/\" || req.url == \"/health\""
-    };
-    let noindex = if redirect.noindex {
-        "        set resp.http.X-Robots-Tag = \"noindex\";\n"
-    } else {
-        ""
     };
 
     // The header comment is one line: a path with a line break or a control
@@ -124,28 +97,6 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("SOURCE", source),
         ("IMPORT", import),
         ("PATH", settings.link_path.clone()),
-        ("HOSTS_NOTE", format!(" ({})", hosts_note.join("; "))),
-        ("ROUTES", routes::routes(&settings.domains, &key_pattern)),
-        ("DOMAINS", domains.join(" ")),
-        ("FORWARDING", routes::forwarding(&settings.domains)),
-        ("NOINDEX", noindex.to_owned()),
-        (
-            "UNKNOWN_KEY",
-            routes::redirects(&settings.domains, |d| d.not_found.as_ref(), &[]),
-        ),
-        (
-            "BARE_DOMAIN",
-            routes::redirects(
-                &settings.domains,
-                |d| d.bare.as_ref(),
-                &["set resp.status = 404;", "set resp.reason = \"Not Found\";"],
-            ),
-        ),
-        ("ROBOTS_TXT", config.varnish.robots_txt.clone()),
-        (
-            "QUERY_KEPT",
-            (shortlink_core::query::MAX_FORWARDED_QUERY + 1).to_string(),
-        ),
         ("HEALTH_MATCH", health_match.to_owned()),
         ("ACL", acl),
         ("FROM_WRITER", from_writer),
@@ -170,6 +121,7 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("GEOIP", clicks.geoip.clone()),
         ("CLICKS_REDIS_URL", clicks.redis_url.clone()),
     ];
+    values.extend(routes::values(settings));
     // The link text, filled, is one more value: one pass over the frame
     // places it whole, so nothing in it is filled again.
     let links = fill(LINKS, &values);
