@@ -88,6 +88,8 @@ pub struct Share {
 /// A link with many clicks lately.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct Trending {
+    /// The short domain the link is on (its canonical name).
+    pub domain: String,
     pub key: String,
     pub clicks: u64,
 }
@@ -102,10 +104,11 @@ pub const TRENDING_KEPT: Duration = Duration::from_secs(5);
 const RANKINGS_KEPT: NonZeroUsize = NonZeroUsize::new(256).expect("not zero");
 
 /// What one ranking answers: whose links (`None`: everyone's, as an admin
-/// sees them), over how many minutes, how many at most.
+/// sees them), on which domains, over how many minutes, how many at most.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TrendingQuery {
     pub owner: Option<String>,
+    pub domains: Vec<String>,
     pub minutes: u64,
     pub limit: usize,
 }
@@ -151,16 +154,22 @@ impl TrendingCache {
     }
 }
 
-/// Reads counts through the writer's Redis connection.
+/// Reads one short domain's counts through the writer's Redis connection.
 #[derive(Clone)]
 pub struct ClickReader {
     connection: MasterConnection,
+    /// The domain's canonical name.
+    domain: String,
     names: CountNames,
 }
 
 impl ClickReader {
-    pub fn new(connection: MasterConnection, names: CountNames) -> Self {
-        Self { connection, names }
+    pub fn new(connection: MasterConnection, domain: String, names: CountNames) -> Self {
+        Self {
+            connection,
+            domain,
+            names,
+        }
     }
 
     /// `key`'s counts, with `days` days and `hours` hours of history, in
@@ -319,7 +328,11 @@ impl ClickReader {
         }
         Ok(clicks
             .into_iter()
-            .map(|(key, (clicks, _))| Trending { key, clicks })
+            .map(|(key, (clicks, _))| Trending {
+                domain: self.domain.clone(),
+                key,
+                clicks,
+            })
             .collect())
     }
 

@@ -36,8 +36,12 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Warm { links, node } => with_shortener(settings, |shortener| async move {
-            cli::varnish::warm(&shortener, links, node.as_deref()).await
+        Command::Warm {
+            links,
+            node,
+            domain,
+        } => with_shortener(settings, |shortener| async move {
+            cli::varnish::warm(&shortener, links, node.as_deref(), domain.as_deref()).await
         }),
         Command::Add {
             url,
@@ -45,6 +49,9 @@ fn main() -> ExitCode {
             expires_at,
             expired_url,
             max_clicks,
+            domain,
+            forward_query,
+            no_forward_query,
         } => {
             let new = NewLink {
                 url: &url,
@@ -52,7 +59,8 @@ fn main() -> ExitCode {
                 expires_at: expires_at.as_deref(),
                 expired_url: expired_url.as_deref(),
                 max_clicks,
-                forward_query: None,
+                forward_query: cli::forwarding(forward_query, no_forward_query),
+                domain: domain.as_deref(),
             };
             with_shortener(settings, |shortener| async move {
                 cli::links::add(&shortener, &new).await
@@ -62,15 +70,25 @@ fn main() -> ExitCode {
             file,
             format,
             owner,
+            domain,
         } => with_shortener(settings, |shortener| async move {
-            cli::bulk::import(&shortener, &file, format, owner.as_deref()).await
+            let into = cli::bulk::ImportTo {
+                owner: owner.as_deref(),
+                domain: domain.as_deref(),
+            };
+            cli::bulk::import(&shortener, &file, format, into).await
         }),
         Command::Export {
             format,
             owner,
+            domain,
             output,
         } => with_shortener(settings, |shortener| async move {
-            cli::bulk::export(&shortener, format, owner.as_deref(), output.as_deref()).await
+            let export = cli::bulk::ExportOf {
+                owner: owner.as_deref(),
+                domain: domain.as_deref(),
+            };
+            cli::bulk::export(&shortener, format, export, output.as_deref()).await
         }),
         Command::Serve => cli::serve::serve(settings),
         Command::Generate { out } => cli::generate::generate(&out),

@@ -234,6 +234,7 @@ mod tests {
         Caller::TokenHolder(Identity {
             owner: AccessToken::new(TOKEN).owner().unwrap(),
             admin: false,
+            domains: None,
         })
     }
 
@@ -347,6 +348,49 @@ mod tests {
         assert!(admin.may_change(Some(&alice)) && admin.may_change(None));
         assert!(!plain.may_change(Some(&alice)) && !plain.may_change(None));
         assert!(plain.may_change(Some(&plain.owner)));
+    }
+
+    #[test]
+    fn a_token_limited_to_domains_may_use_those_alone() {
+        const SHOP_TOKEN: &str = "00112233445566778899aabbccddeeff";
+        let guard = guard(|c| {
+            c.domains = vec![crate::config::DomainConfig {
+                base_url: "https://go.example/".into(),
+                aliases: vec!["www.go.example".into()],
+                ..crate::config::DomainConfig::default()
+            }];
+            c.access.tokens = vec![
+                // Named by its alias, in another case: kept by its name.
+                AccessToken::named("shop", SHOP_TOKEN, false).limited_to(&["WWW.go.example"]),
+                AccessToken::named("ops", ADMIN_TOKEN, true),
+                AccessToken::new(TOKEN),
+            ];
+        });
+        let as_holder = |token: &str| {
+            let request = from("127.0.0.1")
+                .insert_header((header::AUTHORIZATION, format!("Bearer {token}")))
+                .to_http_request();
+            guard.identify(&request).unwrap()
+        };
+        let shop = as_holder(SHOP_TOKEN);
+        assert_eq!(shop.domains, Some(vec!["go.example".to_owned()]));
+        assert!(shop.may_use("go.example") && !shop.may_use("127.0.0.1"));
+        for everywhere in [as_holder(ADMIN_TOKEN), as_holder(TOKEN)] {
+            assert!(everywhere.may_use("go.example") && everywhere.may_use("127.0.0.1"));
+        }
+    }
+
+    #[test]
+    fn token_domains_must_be_served_and_not_an_admins() {
+        let refused = |token: AccessToken| {
+            let mut config = Config::default();
+            config.access.tokens = vec![token];
+            Settings::new(config).unwrap_err().0
+        };
+        let unknown = refused(AccessToken::named("shop", TOKEN, false).limited_to(&["go.example"]));
+        assert!(unknown.contains("not served here"), "{unknown}");
+        let admin = refused(AccessToken::named("ops", TOKEN, true).limited_to(&["127.0.0.1"]));
+        assert!(admin.contains("remove its domains"), "{admin}");
     }
 
     #[actix_web::test]

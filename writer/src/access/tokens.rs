@@ -11,19 +11,42 @@ use subtle::ConstantTimeEq;
 use super::Refusal;
 use crate::config::Settings;
 
-/// Who holds a valid token: the owner its links record, and whether it may
-/// change every link.
+/// Who holds a valid token: the owner its links record, whether it may
+/// change every link, and the short domains it may act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
     pub owner: Owner,
     pub admin: bool,
+    /// The canonical names of the only domains it may act on; `None`: every
+    /// domain (always for an admin).
+    pub domains: Option<Vec<String>>,
 }
 
 impl Identity {
+    /// A holder of every right on every domain: the command line's
+    /// operator, say.
+    pub fn admin(owner: Owner) -> Self {
+        Self {
+            owner,
+            admin: true,
+            domains: None,
+        }
+    }
+
     /// Whether this holder may change a link created by `owner` (`None`: by
     /// nobody with a token, or by hand).
     pub fn may_change(&self, owner: Option<&Owner>) -> bool {
         self.admin || owner == Some(&self.owner)
+    }
+
+    /// Whether this holder may act on the domain named `domain` (its
+    /// canonical name).
+    pub fn may_use(&self, domain: &str) -> bool {
+        self.admin
+            || self
+                .domains
+                .as_ref()
+                .is_none_or(|domains| domains.iter().any(|allowed| allowed == domain))
     }
 }
 
@@ -44,9 +67,21 @@ impl AccessTokens {
             .tokens
             .iter()
             .map(|token| {
+                // Kept by canonical name: a request names a domain by any.
+                let domains = token
+                    .domains()
+                    .iter()
+                    .map(|name| {
+                        settings
+                            .domain(Some(name))
+                            .map(|domain| domain.name.clone())
+                            .map_err(|e| e.to_string())
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
                 let identity = Identity {
                     owner: token.owner().map_err(|e| e.to_string())?,
                     admin: token.is_admin(),
+                    domains: (!domains.is_empty()).then_some(domains),
                 };
                 Ok((digest(token.expose()), identity))
             })

@@ -8,6 +8,7 @@ use std::path::Path;
 use futures_util::StreamExt as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use shortlink_core::Owner;
+use shortlink_writer::access::{Caller, Identity};
 use shortlink_writer::links::bulk::{create_all, CsvRows, Format, RowOutcome, Summary};
 use shortlink_writer::links::export::ExportFormat;
 use shortlink_writer::links::shortener::Shortener;
@@ -17,6 +18,21 @@ use super::operator;
 /// Rows read ahead of the inserts: enough to keep them all busy.
 const IMPORT_READ_AHEAD: usize = 256;
 
+/// Whose links an import records (`--owner`), and on which short domain
+/// the rows naming none go (`--domain`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ImportTo<'a> {
+    pub owner: Option<&'a str>,
+    pub domain: Option<&'a str>,
+}
+
+/// Which links an export writes: one owner's, one domain's, or all.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExportOf<'a> {
+    pub owner: Option<&'a str>,
+    pub domain: Option<&'a str>,
+}
+
 /// Creates the links of `file`, showing progress on a terminal. The file
 /// is read on a thread of its own, so that a slow pipe never holds up the
 /// inserts in flight.
@@ -24,11 +40,25 @@ pub async fn import(
     shortener: &Shortener,
     file: &Path,
     format: Format,
-    owner: Option<&str>,
+    into: ImportTo<'_>,
 ) -> Result<(), String> {
-    let owner = owner
-        .map(|name| Owner::try_from(name).map_err(|e| format!("--owner: {e}")))
-        .transpose()?;
+    // Rows name their owner in the same way: the operator acts for no one.
+    let caller = match into.owner {
+        Some(name) => Caller::TokenHolder(Identity::admin(
+            Owner::try_from(name).map_err(|e| format!("--owner: {e}"))?,
+        )),
+        None => Caller::Anonymous,
+    };
+    let domain = match into.domain {
+        Some(name) => Some(
+            shortener
+                .domain(Some(name))
+                .map_err(|e| format!("--domain: {e}"))?
+                .name
+                .clone(),
+        ),
+        None => None,
+    };
     let (input, size): (Box<dyn Read + Send>, Option<u64>) = if file == Path::new("-") {
         (Box::new(std::io::stdin()), None)
     } else {
@@ -40,7 +70,12 @@ pub async fn import(
     let (send, mut receive) = tokio::sync::mpsc::channel(IMPORT_READ_AHEAD);
     let reader = std::thread::spawn(move || {
         let mut rows = rows;
-        while let Some((line, item)) = rows.next() {
+        while let Some((line, mut item)) = rows.next() {
+            if let Ok(row) = &mut item {
+                if row.domain.is_none() {
+                    row.domain.clone_from(&domain);
+                }
+            }
             if send
                 .blocking_send(((line, rows.bytes_read()), item))
                 .is_err()
@@ -59,7 +94,7 @@ pub async fn import(
     );
     let mut summary = Summary::default();
     // A row naming its owner (an export's) keeps it: this runs as an admin.
-    let mut outcomes = std::pin::pin!(create_all(shortener, owner, true, rows));
+    let mut outcomes = std::pin::pin!(create_all(shortener, caller, true, rows));
     while let Some(((line, read), outcome)) = outcomes.next().await {
         summary.add(&outcome);
         if let RowOutcome::Refused(refused) = &outcome {
@@ -98,11 +133,11 @@ pub async fn import(
     Ok(())
 }
 
-/// Writes every link `owner` (or anyone) has, a page at a time.
+/// Writes every link `which` names, a page at a time.
 pub async fn export(
     shortener: &Shortener,
     format: ExportFormat,
-    owner: Option<&str>,
+    which: ExportOf<'_>,
     output: Option<&Path>,
 ) -> Result<(), String> {
     let mut out: Box<dyn Write> = match output {
@@ -113,7 +148,7 @@ pub async fn export(
     };
     let failed = |e: std::io::Error| format!("cannot write the export: {e}");
     let mut export = shortener
-        .export(&operator(), owner)
+        .export(&operator(), which.owner, which.domain)
         .await
         .map_err(|e| e.to_string())?;
     out.write_all(&format.head()).map_err(failed)?;

@@ -17,7 +17,7 @@ pub async fn add(shortener: &Shortener, new: &NewLink<'_>) -> Result<(), String>
         .create(new, None)
         .await
         .map_err(|e| e.to_string())?;
-    println!("{}", shortener.short_url(&inserted.link().key));
+    println!("{}", shortener.link_url(inserted.link()));
     if let Inserted::Existing(_) = inserted {
         eprintln!("(this URL already had that short link)");
     }
@@ -29,14 +29,21 @@ pub async fn add(shortener: &Shortener, new: &NewLink<'_>) -> Result<(), String>
 /// links, as an operator.
 pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String> {
     match command {
-        Command::Show { key } => {
-            let (link, current) = shortener.show(&key).await.map_err(|e| e.to_string())?;
+        Command::Show { key, domain } => {
+            let domain = shortener
+                .domain(domain.as_deref())
+                .map_err(|e| e.to_string())?;
+            let (link, current) = shortener
+                .show(domain, &key)
+                .await
+                .map_err(|e| e.to_string())?;
             print_link(&shortener, &link);
             println!("etag        {}", current.etag());
             Ok(())
         }
         Command::Edit {
             key,
+            domain,
             url,
             expires_at,
             no_expiry,
@@ -44,26 +51,42 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
             no_expired_url,
             max_clicks,
             no_max_clicks,
+            forward_query,
+            no_forward_query,
+            domain_forwards_query,
             if_match,
         } => {
+            let domain = shortener
+                .domain(domain.as_deref())
+                .map_err(|e| e.to_string())?;
             let change = Change {
                 url: url.as_deref(),
                 expires_at: change_of(expires_at.as_deref(), no_expiry),
                 expired_url: change_of(expired_url.as_deref(), no_expired_url),
                 max_clicks: change_of(max_clicks, no_max_clicks),
-                forward_query: None,
+                forward_query: change_of(
+                    super::forwarding(forward_query, no_forward_query),
+                    domain_forwards_query,
+                ),
             };
             let written = shortener
-                .edit(&operator(), &key, &change, if_match.as_deref())
+                .edit(&operator(), domain, &key, &change, if_match.as_deref())
                 .await
                 .map_err(|e| e.to_string())?;
             print_link(&shortener, &written.outcome.0);
             warn_purge(written.purge_warning);
             Ok(())
         }
-        Command::Delete { key, if_match } => {
+        Command::Delete {
+            key,
+            domain,
+            if_match,
+        } => {
+            let domain = shortener
+                .domain(domain.as_deref())
+                .map_err(|e| e.to_string())?;
             let written = shortener
-                .delete(&operator(), &key, if_match.as_deref())
+                .delete(&operator(), domain, &key, if_match.as_deref())
                 .await
                 .map_err(|e| e.to_string())?;
             println!("deleted {key}: it answers 410 Gone from now on");
@@ -72,6 +95,7 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
         }
         Command::List {
             owner,
+            domain,
             search,
             limit,
             cursor,
@@ -81,6 +105,7 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
                 cursor: cursor.as_deref(),
                 search: search.as_deref(),
                 owner: owner.as_deref(),
+                domain: domain.as_deref(),
             };
             let listing = shortener
                 .list(&operator(), &query)
@@ -89,11 +114,12 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
             for link in &listing.links {
                 let record = &link.record;
                 println!(
-                    "{}\t{}\t{}\t{}",
+                    "{}\t{}\t{}\t{}\t{}",
                     link.key,
                     record.url,
                     record.expires.map_or_else(|| "-".to_owned(), format_expiry),
                     record.owner.as_ref().map_or("-", Owner::as_str),
+                    link.domain,
                 );
             }
             if let Some(next) = listing.next_cursor {
@@ -117,9 +143,10 @@ fn change_of<T>(value: Option<T>, remove: bool) -> Option<Option<T>> {
 
 fn print_link(shortener: &Shortener, link: &Link) {
     let record = &link.record;
+    println!("domain      {}", link.domain);
     println!("key         {}", link.key);
     println!("url         {}", record.url);
-    println!("short_url   {}", shortener.short_url(&link.key));
+    println!("short_url   {}", shortener.link_url(link));
     if let Some(expires) = record.expires {
         println!("expires_at  {}", format_expiry(expires));
     }
@@ -128,6 +155,9 @@ fn print_link(shortener: &Shortener, link: &Link) {
     }
     if let Some(limit) = record.max_clicks {
         println!("max_clicks  {limit}");
+    }
+    if let Some(forward) = record.forward_query {
+        println!("forward_query {forward}");
     }
     println!(
         "owner       {}",

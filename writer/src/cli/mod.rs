@@ -65,14 +65,36 @@ pub enum Command {
         /// After this many people's clicks the link answers as expired.
         #[arg(long)]
         max_clicks: Option<u64>,
+        /// The short domain to create the link on (a name or an alias of
+        /// `[[domains]]`); the default domain without it.
+        #[arg(long)]
+        domain: Option<String>,
+        /// Forward the query string the short link is requested with to
+        /// the target, whatever the domain's default.
+        #[arg(long, conflicts_with = "no_forward_query")]
+        forward_query: bool,
+        /// Never forward the query string, whatever the domain's default.
+        #[arg(long)]
+        no_forward_query: bool,
     },
-    /// Print a link: its target, expiry, click limit, owner and `ETag`.
-    Show { key: String },
+    /// Print a link: its domain, target, expiry, click limit, owner and
+    /// `ETag`.
+    Show {
+        key: String,
+        /// The link's short domain (a name or an alias of `[[domains]]`);
+        /// the default domain without it.
+        #[arg(long)]
+        domain: Option<String>,
+    },
     /// Change a link's target, expiry or click limit; Varnish serves the
     /// change at once.
     /// Run by an operator, so any link may be changed.
     Edit {
         key: String,
+        /// The link's short domain (a name or an alias of `[[domains]]`);
+        /// the default domain without it.
+        #[arg(long)]
+        domain: Option<String>,
         /// The new long URL.
         #[arg(long)]
         url: Option<String>,
@@ -95,6 +117,16 @@ pub enum Command {
         /// Remove the click limit.
         #[arg(long)]
         no_max_clicks: bool,
+        /// Forward the query string the short link is requested with to
+        /// the target.
+        #[arg(long, conflicts_with_all = ["no_forward_query", "domain_forwards_query"])]
+        forward_query: bool,
+        /// Never forward the query string.
+        #[arg(long, conflicts_with = "domain_forwards_query")]
+        no_forward_query: bool,
+        /// Forward the query string as the link's domain does.
+        #[arg(long)]
+        domain_forwards_query: bool,
         /// Change only if the link still has this `ETag` (from `show`).
         #[arg(long)]
         if_match: Option<String>,
@@ -103,15 +135,24 @@ pub enum Command {
     /// given to another link.
     Delete {
         key: String,
+        /// The link's short domain (a name or an alias of `[[domains]]`);
+        /// the default domain without it.
+        #[arg(long)]
+        domain: Option<String>,
+
         /// Delete only if the link still has this `ETag` (from `show`).
         #[arg(long)]
         if_match: Option<String>,
     },
-    /// List links created through the writer, owner by owner, newest first.
+    /// List links created through the writer, domain by domain, owner by
+    /// owner, newest first.
     List {
         /// Only the links of the token with this name.
         #[arg(long)]
         owner: Option<String>,
+        /// Only the links of this short domain (a name or an alias).
+        #[arg(long)]
+        domain: Option<String>,
         /// Only links whose key or URL contains this.
         #[arg(long)]
         search: Option<String>,
@@ -134,6 +175,10 @@ pub enum Command {
         /// restarted.
         #[arg(long)]
         node: Option<String>,
+        /// Only the links of this short domain (a name or an alias); without
+        /// it, each domain's hottest in turn.
+        #[arg(long)]
+        domain: Option<String>,
     },
     /// Create the links of a CSV file: this writer's own (`url[,key]`, or
     /// an export of it), or another shortener's export, keeping its short
@@ -149,15 +194,23 @@ pub enum Command {
         /// them; otherwise they belong to no token (admins may change them).
         #[arg(long)]
         owner: Option<String>,
+        /// The short domain of the rows that name none (a name or an
+        /// alias); rows with a domain column keep theirs.
+        #[arg(long)]
+        domain: Option<String>,
     },
-    /// Write every link (or one owner's) as CSV or JSON lines, with its
-    /// expiry and click limit: `import --format csv` reads the CSV back.
+    /// Write every link (or one owner's, or one domain's) as CSV or JSON
+    /// lines, with its domain, expiry and click limit: `import --format
+    /// csv` reads the CSV back.
     Export {
         #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
         format: ExportFormat,
         /// Only the links of the token with this name.
         #[arg(long)]
         owner: Option<String>,
+        /// Only the links of this short domain (a name or an alias).
+        #[arg(long)]
+        domain: Option<String>,
         /// Write into this file instead of standard output.
         #[arg(long, short)]
         output: Option<PathBuf>,
@@ -199,8 +252,15 @@ where
 
 /// Whoever runs the command line holds the store's credentials: an admin.
 pub fn operator() -> Identity {
-    Identity {
-        owner: Owner::try_from("operator").expect("a valid name"),
-        admin: true,
+    Identity::admin(Owner::try_from("operator").expect("a valid name"))
+}
+
+/// `--forward-query` and `--no-forward-query`: the link's own choice, if
+/// either was given.
+pub fn forwarding(forward: bool, never: bool) -> Option<bool> {
+    match (forward, never) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
     }
 }

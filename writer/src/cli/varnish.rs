@@ -24,11 +24,16 @@ pub fn vcl(
 }
 
 /// Loads the `links` hottest links into Varnish's cache (on `node` alone,
-/// if given), and says how long it took.
-pub async fn warm(shortener: &Shortener, links: usize, node: Option<&str>) -> Result<(), String> {
+/// of `domain` alone, if given), and says how long it took.
+pub async fn warm(
+    shortener: &Shortener,
+    links: usize,
+    node: Option<&str>,
+    domain: Option<&str>,
+) -> Result<(), String> {
     let started = std::time::Instant::now();
     let warmed = shortener
-        .warm(links, node)
+        .warm(links, node, domain)
         .await
         .map_err(|e| e.to_string())?;
     let on = match warmed.nodes {

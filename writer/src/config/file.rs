@@ -175,14 +175,17 @@ pub struct AccessConfig {
 
 /// A bearer token from the configuration, with the name its links record
 /// as their owner. Written as the token alone, or as a table:
-/// `{ name = "alice", token = "...", admin = true }`. Its `Debug` hides the
-/// token, so no log line or error message can carry it.
+/// `{ name = "alice", token = "...", admin = true }`, or limited to some
+/// short domains: `{ name = "shop", token = "...", domains = ["go.example"] }`.
+/// Its `Debug` hides the token, so no log line or error message can carry it.
 #[derive(Clone, Deserialize)]
 #[serde(from = "TokenEntry")]
 pub struct AccessToken {
     secret: String,
     name: Option<String>,
     admin: bool,
+    /// The only domains it may act on (names or aliases); empty: every one.
+    domains: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -195,6 +198,8 @@ enum TokenEntry {
         name: Option<String>,
         #[serde(default)]
         admin: bool,
+        #[serde(default)]
+        domains: Vec<String>,
     },
 }
 
@@ -202,10 +207,16 @@ impl From<TokenEntry> for AccessToken {
     fn from(entry: TokenEntry) -> Self {
         match entry {
             TokenEntry::Bare(secret) => Self::new(secret),
-            TokenEntry::Named { token, name, admin } => Self {
+            TokenEntry::Named {
+                token,
+                name,
+                admin,
+                domains,
+            } => Self {
                 secret: token,
                 name,
                 admin,
+                domains,
             },
         }
     }
@@ -219,6 +230,7 @@ impl AccessToken {
             secret: token.into(),
             name: None,
             admin: false,
+            domains: Vec::new(),
         }
     }
 
@@ -228,7 +240,21 @@ impl AccessToken {
             secret: token.into(),
             name: Some(name.to_owned()),
             admin,
+            domains: Vec::new(),
         }
+    }
+
+    /// The same token, limited to the short domains `domains` (names or
+    /// aliases).
+    #[must_use]
+    pub fn limited_to(mut self, domains: &[&str]) -> Self {
+        self.domains = domains.iter().map(|&name| name.to_owned()).collect();
+        self
+    }
+
+    /// The only short domains it may act on, as written; empty: every one.
+    pub fn domains(&self) -> &[String] {
+        &self.domains
     }
 
     /// A token as `SHORTLINK_TOKENS` gives it: `token`, `name=token`, or
@@ -277,9 +303,10 @@ impl fmt::Debug for AccessToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "AccessToken({}, admin: {}, <hidden>)",
+            "AccessToken({}, admin: {}, domains: {:?}, <hidden>)",
             self.owner_name(),
-            self.admin
+            self.admin,
+            self.domains
         )
     }
 }

@@ -112,6 +112,7 @@ impl Settings {
                 default_hosts: &config.varnish.hosts,
             },
         )?;
+        check_token_domains(&config.access.tokens, &domains)?;
         Ok(Self {
             config,
             scheme,
@@ -216,20 +217,52 @@ impl Settings {
         let Some(name) = name.filter(|name| !name.is_empty()) else {
             return Ok(&self.domains[0]);
         };
-        let lower = name.to_ascii_lowercase();
-        self.domains
-            .iter()
-            .find(|domain| domain.name == lower || domain.hosts.contains(&lower))
-            .ok_or_else(|| UnknownDomain {
-                name: name.to_owned(),
-                known: self.domains.iter().map(|d| d.name.clone()).collect(),
-            })
+        find_domain(&self.domains, name).ok_or_else(|| UnknownDomain {
+            name: name.to_owned(),
+            known: self.domains.iter().map(|d| d.name.clone()).collect(),
+        })
     }
 
     /// The public short link of `key` on the default domain.
     pub fn short_url(&self, key: &str) -> String {
         format!("{}{key}", self.public_base)
     }
+}
+
+/// The domain of `domains` named `name` (its canonical name or an alias,
+/// in any case).
+fn find_domain<'d>(domains: &'d [Domain], name: &str) -> Option<&'d Domain> {
+    let lower = name.to_ascii_lowercase();
+    domains
+        .iter()
+        .find(|domain| domain.name == lower || domain.hosts.contains(&lower))
+}
+
+/// Every domain a token is limited to is served here; an admin token acts
+/// on every domain, so a limit on one would mean nothing.
+fn check_token_domains(tokens: &[AccessToken], domains: &[Domain]) -> Result<(), ConfigError> {
+    for token in tokens {
+        let name = token.owner_name();
+        if token.is_admin() && !token.domains().is_empty() {
+            return Err(ConfigError(format!(
+                "access.tokens: the token {name:?} is an admin's, which acts on every \
+                 domain: remove its domains, or admin = true to limit it"
+            )));
+        }
+        if let Some(unknown) = token
+            .domains()
+            .iter()
+            .find(|domain| find_domain(domains, domain).is_none())
+        {
+            return Err(ConfigError(format!(
+                "access.tokens: the token {name:?} is limited to the domain {unknown:?}, \
+                 which is not served here: use one of {:?} (public_base_url's host, or a \
+                 [[domains]] base_url's)",
+                domains.iter().map(|d| d.name.as_str()).collect::<Vec<_>>()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A domain the configuration does not list.

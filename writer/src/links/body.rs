@@ -15,8 +15,12 @@ use crate::links::validate::format_expiry;
 #[allow(clippy::option_option)]
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LinkBody {
+    /// The short domain it is on (its canonical name): the same key on two
+    /// domains is two links.
+    domain: String,
     key: String,
     url: String,
+    /// The short link, on its domain.
     short_url: String,
     /// RFC 3339, UTC; `null` for a link that never expires. Absent for a
     /// caller who is neither the owner nor an admin, as are the fields
@@ -42,6 +46,11 @@ pub struct LinkBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, required = false)]
     owner: Option<Option<String>>,
+    /// Whether the query string the short link is requested with goes on
+    /// to the target; `null`: as its domain does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<bool>, required = false)]
+    forward_query: Option<Option<bool>>,
     /// Set when the change was stored but Varnish could not be told.
     #[serde(skip_serializing_if = "Option::is_none")]
     warning: Option<String>,
@@ -57,6 +66,7 @@ impl LinkBody {
             expired: Some(record.has_expired(std::time::SystemTime::now())),
             max_clicks: Some(record.max_clicks.map(ClickLimit::get)),
             owner: Some(record.owner.as_ref().map(ToString::to_string)),
+            forward_query: Some(record.forward_query),
             ..Self::public(link, shortener)
         }
     }
@@ -65,14 +75,16 @@ impl LinkBody {
     /// leads.
     pub fn public(link: &Link, shortener: &Shortener) -> Self {
         Self {
+            domain: link.domain.clone(),
             key: link.key.clone(),
             url: link.record.url.to_string(),
-            short_url: shortener.short_url(&link.key),
+            short_url: shortener.link_url(link),
             expires_at: None,
             expired_url: None,
             expired: None,
             max_clicks: None,
             owner: None,
+            forward_query: None,
             warning: None,
         }
     }

@@ -10,6 +10,7 @@ use futures_util::{Stream, StreamExt as _};
 use serde::Serialize;
 use shortlink_core::Owner;
 
+use crate::access::Caller;
 use crate::error_code::ErrorCode;
 use crate::links::shortener::{NewLink, ShortenError, Shortener, Written};
 use crate::links::store::{Inserted, StoreError};
@@ -35,6 +36,11 @@ pub struct Row {
     /// Whose the link is, as an export names it: honoured by `shortlink
     /// import` (an admin), never by the API, where links are the token's.
     pub owner: Option<String>,
+    /// The short domain, by its name or an alias; `None`: the default one.
+    pub domain: Option<String>,
+    /// Whether the link forwards its request's query; `None`: as its
+    /// domain does.
+    pub forward_query: Option<bool>,
 }
 
 impl Row {
@@ -45,7 +51,8 @@ impl Row {
             expires_at: self.expires_at.as_deref(),
             expired_url: self.expired_url.as_deref(),
             max_clicks: self.max_clicks,
-            forward_query: None,
+            forward_query: self.forward_query,
+            domain: self.domain.as_deref(),
         }
     }
 }
@@ -111,6 +118,8 @@ pub enum RowOutcome {
 /// A link a row names, stored now or before.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Made {
+    /// The short domain it is on (its canonical name).
+    pub domain: String,
     pub key: String,
     pub short_url: String,
     pub url: String,
@@ -141,23 +150,23 @@ impl Summary {
     }
 }
 
-/// Creates every row of `items` as [`Shortener::create`] does one, for
-/// `owner`, or with `rows_name_owners` for the owner a row names (an
+/// Creates every row of `items` as [`Shortener::create_as`] does one, for
+/// `caller`, or with `rows_name_owners` for the owner a row names (an
 /// admin's import): the outcomes come in the order of the rows, each with
 /// the tag its row came with (a line number, say). A row whose custom key
 /// holds exactly that link already is `Existing`.
 pub fn create_all<'a, T: 'a>(
     shortener: &'a Shortener,
-    owner: Option<Owner>,
+    caller: Caller,
     rows_name_owners: bool,
     items: impl Stream<Item = (T, Item)> + 'a,
 ) -> impl Stream<Item = (T, RowOutcome)> + 'a {
     items
         .map(move |(tag, item)| {
-            let owner = owner.clone();
+            let caller = caller.clone();
             async move {
                 let outcome = match item {
-                    Ok(row) => create_row(shortener, &row, owner, rows_name_owners).await,
+                    Ok(row) => create_row(shortener, &row, caller, rows_name_owners).await,
                     Err(refused) => RowOutcome::Refused(refused),
                 };
                 (tag, outcome)
@@ -169,9 +178,17 @@ pub fn create_all<'a, T: 'a>(
 async fn create_row(
     shortener: &Shortener,
     row: &Row,
-    owner: Option<Owner>,
+    caller: Caller,
     rows_name_owners: bool,
 ) -> RowOutcome {
+    if let Caller::TokenHolder(who) = &caller {
+        let domain = shortener.domain(row.domain.as_deref());
+        if let Err(error) = domain.and_then(|domain| crate::links::shortener::allowed(who, domain))
+        {
+            return RowOutcome::Refused(refused_for(&error));
+        }
+    }
+    let owner = caller.owner();
     let owner = match row.owner.as_deref().filter(|_| rows_name_owners) {
         Some(name) => match Owner::try_from(name) {
             Ok(named) => Some(named),
@@ -182,8 +199,9 @@ async fn create_row(
         None => owner,
     };
     let made = |link: &crate::links::store::Link| Made {
+        domain: link.domain.clone(),
         key: link.key.clone(),
-        short_url: shortener.short_url(&link.key),
+        short_url: shortener.link_url(link),
         url: link.record.url.to_string(),
     };
     let new = row.new_link();
@@ -218,8 +236,9 @@ pub enum Format {
     /// any subset, by header), or without a header `url[,key]`; its own
     /// export reads back.
     Csv,
-    /// Shlink's short URL export (`shortCode`, `longUrl`, ...) or import
-    /// file (`Long URL`, `Short code`, ...).
+    /// Shlink's short URL export (`shortCode`, `longUrl`, `domain`, ...)
+    /// or import file (`Long URL`, `Short code`, `Domain`, ...); a link
+    /// keeps its domain, which must be served here.
     Shlink,
     /// YOURLS's table of links (`keyword`, `url`, `title`, `timestamp`,
     /// `ip`, `clicks`), as its export plugins and `mysqldump` write it.
@@ -242,6 +261,10 @@ enum Column {
     /// The name of the token a link belongs to: taken by `shortlink import`
     /// only, which runs as an admin.
     Owner,
+    /// The short domain: empty (or Shlink's `DEFAULT`) for the default one.
+    Domain,
+    /// `true` or `false`: whether the link forwards its request's query.
+    ForwardQuery,
 }
 
 impl Column {
@@ -254,6 +277,8 @@ impl Column {
             Self::ExpiredUrl => Field::ExpiredUrl,
             Self::MaxClicks => Field::MaxClicks,
             Self::Owner => Field::Owner,
+            Self::Domain => Field::Domain,
+            Self::ForwardQuery => Field::ForwardQuery,
         }
     }
 }
@@ -279,6 +304,8 @@ impl Format {
             (Self::Csv, "expiredurl") => Some(Column::ExpiredUrl),
             (Self::Csv, "maxclicks") => Some(Column::MaxClicks),
             (Self::Csv, "owner") => Some(Column::Owner),
+            (Self::Csv | Self::Shlink, "domain") => Some(Column::Domain),
+            (Self::Csv, "forwardquery") => Some(Column::ForwardQuery),
             _ => None,
         }
     }
@@ -438,6 +465,17 @@ impl<R: Read> CsvRows<R> {
                     })?);
                 }
                 Column::Owner => row.owner = Some(value.to_owned()),
+                // Shlink names its default domain so in some exports.
+                Column::Domain if value.eq_ignore_ascii_case("default") => {}
+                Column::Domain => row.domain = Some(value.to_owned()),
+                Column::ForwardQuery => {
+                    row.forward_query = Some(value.parse().map_err(|_| {
+                        Refused::from(Invalid::new(
+                            Field::ForwardQuery,
+                            format!("forward_query must be true or false, not {value:?}"),
+                        ))
+                    })?);
+                }
             }
         }
         if row.url.is_empty() {
@@ -594,9 +632,9 @@ mod tests {
     #[test]
     fn a_csv_header_names_any_of_the_link_fields() {
         let read = rows(
-            "\u{feff}key,short_url,url,expires_at,expired_url,max_clicks,owner\n\
-             docs,http://s/l/docs,https://example.org/docs,2030-01-01T00:00:00Z,https://example.org/,5,alice\n\
-             ,,https://example.org/x,,,many,\n",
+            "\u{feff}key,short_url,url,expires_at,expired_url,max_clicks,owner,domain,forward_query\n\
+             docs,http://s/l/docs,https://example.org/docs,2030-01-01T00:00:00Z,https://example.org/,5,alice,go.example,true\n\
+             ,,https://example.org/x,,,many,,,\n",
             Format::Csv,
         );
         assert_eq!(read.len(), 2);
@@ -611,6 +649,8 @@ mod tests {
                     expired_url: Some("https://example.org/".into()),
                     max_clicks: Some(5),
                     owner: Some("alice".into()),
+                    domain: Some("go.example".into()),
+                    forward_query: Some(true),
                 })
             )
         );
@@ -627,6 +667,19 @@ mod tests {
         let read = rows("url,key\n,lonely\nhttps://example.org/,fine\n", Format::Csv);
         assert!(matches!(&read[0], (2, Err(r)) if r.field == Some("url")));
         assert_eq!(read[1], (3, Ok(row("https://example.org/", Some("fine")))));
+    }
+
+    #[test]
+    fn shlinks_domain_column_is_kept() {
+        let shlink = "createdAt,domain,shortCode,shortUrl,longUrl,title,tags,visits\n\
+                      2024-01-02T03:04:05+00:00,go.example,abc,https://go.example/abc,https://example.org/a,,,1\n\
+                      2024-01-02T03:04:05+00:00,DEFAULT,abd,https://s.test/abd,https://example.org/b,,,1\n";
+        let read = rows(shlink, Format::Shlink);
+        let domains: Vec<Option<&str>> = read
+            .iter()
+            .map(|(_, row)| row.as_ref().unwrap().domain.as_deref())
+            .collect();
+        assert_eq!(domains, [Some("go.example"), None]);
     }
 
     #[test]

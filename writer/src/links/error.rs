@@ -2,6 +2,7 @@
 //! [`ErrorCode`] and the input to blame each failure is told with. The HTTP
 //! layer (`web/error.rs`) answers a code with its status.
 
+use crate::config::UnknownDomain;
 use crate::error_code::ErrorCode;
 use crate::links::store::StoreError;
 use crate::links::validate::{Field, Invalid};
@@ -26,6 +27,13 @@ pub enum ShortenError {
          and make the change on what it holds now"
     )]
     Stale { current: String },
+    #[error(transparent)]
+    UnknownDomain(#[from] UnknownDomain),
+    #[error(
+        "this access token is limited to other short domains than {0:?}; use a token \
+         allowed on it (or an admin token), or name one of the token's domains"
+    )]
+    DomainNotAllowed(String),
 }
 
 impl ShortenError {
@@ -47,6 +55,8 @@ impl ShortenError {
             Self::Gone(_) => (ErrorCode::Gone, None),
             Self::NotYours => (ErrorCode::NotOwner, None),
             Self::Stale { .. } => (ErrorCode::Stale, None),
+            Self::UnknownDomain(_) => (ErrorCode::UnknownDomain, Some(Field::Domain)),
+            Self::DomainNotAllowed(_) => (ErrorCode::DomainNotAllowed, Some(Field::Domain)),
         }
     }
 

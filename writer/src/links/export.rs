@@ -10,6 +10,16 @@ use crate::links::shortener::Shortener;
 use crate::links::store::Link;
 use crate::links::validate::format_expiry;
 
+/// A link's `domain` column: empty for the default domain, so that the
+/// file imports into a writer whose default domain has another name (a
+/// copy for tests, a move to a new name); another domain's name.
+fn domain_column<'l>(link: &'l Link, shortener: &Shortener) -> &'l str {
+    match shortener.domain(Some(&link.domain)) {
+        Ok(domain) if domain.is_default() => "",
+        _ => &link.domain,
+    }
+}
+
 /// How exported links are written.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum, utoipa::ToSchema,
@@ -23,8 +33,10 @@ pub enum ExportFormat {
     Jsonl,
 }
 
-/// The CSV columns, in order: the first five are what an import reads back.
-pub const CSV_COLUMNS: [&str; 8] = [
+/// The CSV columns, in order: an import reads back all but `short_url` and
+/// `expired` (`owner` by `shortlink import` alone); new columns go last, so
+/// that a reader of the older ones by position still reads them.
+pub const CSV_COLUMNS: [&str; 10] = [
     "url",
     "key",
     "expires_at",
@@ -33,6 +45,8 @@ pub const CSV_COLUMNS: [&str; 8] = [
     "short_url",
     "expired",
     "owner",
+    "domain",
+    "forward_query",
 ];
 
 impl ExportFormat {
@@ -76,9 +90,15 @@ impl ExportFormat {
                         &record.expires.map(format_expiry).unwrap_or_default(),
                         record.expired_url.as_ref().map_or("", |url| url.as_str()),
                         max_clicks.as_deref().unwrap_or_default(),
-                        &shortener.short_url(&link.key),
+                        &shortener.link_url(link),
                         if expired { "true" } else { "false" },
                         record.owner.as_ref().map_or("", Owner::as_str),
+                        domain_column(link, shortener),
+                        match record.forward_query {
+                            None => "",
+                            Some(true) => "true",
+                            Some(false) => "false",
+                        },
                     ]);
                 }
                 writer.into_inner().unwrap_or_default()

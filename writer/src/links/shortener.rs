@@ -1,27 +1,34 @@
 //! What can be done to links: create, show, edit, delete, list. Each
 //! validates, stores and purges the same way for the JSON API, the web
 //! pages and the command line.
+//!
+//! Every link is on a short domain: the edges (API, pages, command line)
+//! turn the name they were given into a [`Domain`] with
+//! [`Shortener::domain`], and the operations take it; each domain has a
+//! store of its own (its key space), on the same connections.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use shortlink_core::{Expiry, Key, Owner, Record, Stored, ValidUrl};
 
-use crate::access::Identity;
+use crate::access::{Caller, Identity};
 use crate::clicks::TrendingCache;
-use crate::config::Settings;
-use crate::links::store::{Current, Export, Inserted, Link, LinkStore, StoreError};
+use crate::config::{Domain, Settings};
+use crate::links::store::{Current, Inserted, Link, LinkStore, StoreError};
 use crate::links::validate::{
     check_click_limit, check_custom_key, normalize_expired_url, normalize_url, parse_expiry, Field,
     Invalid,
 };
-use crate::varnish::purge::Nodes;
+use crate::varnish::purge::{Nodes, Route};
 use crate::varnish::purge_queue::{PurgeQueue, RETRY_INTERVAL};
 
 mod clicks;
+mod listing;
 
 pub use crate::links::error::ShortenError;
 pub use clicks::{WarmError, Warmed};
+pub use listing::{ListQuery, Listing};
 
 /// How often an edit without `If-Match` is tried again when another change
 /// came between its read and its write.
@@ -58,6 +65,9 @@ pub struct NewLink<'a> {
     /// Forward the request's query string to the target (`Some(true)`),
     /// never (`Some(false)`), or as its domain does (`None`).
     pub forward_query: Option<bool>,
+    /// The short domain, by its name or an alias; `None` or empty: the
+    /// default domain.
+    pub domain: Option<&'a str>,
 }
 
 /// A change to a link, as submitted: `None` leaves a part as it is;
@@ -72,23 +82,6 @@ pub struct Change<'a> {
     pub forward_query: Option<Option<bool>>,
 }
 
-/// What to list: a page of at most `limit` links, from `cursor` on,
-/// whose key or URL contains `search`; admins may name one `owner`.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ListQuery<'a> {
-    pub limit: usize,
-    pub cursor: Option<&'a str>,
-    pub search: Option<&'a str>,
-    pub owner: Option<&'a str>,
-}
-
-/// A page of links, and the cursor of the next page if there is one.
-#[derive(Debug)]
-pub struct Listing {
-    pub links: Vec<Link>,
-    pub next_cursor: Option<String>,
-}
-
 /// The outcome of a change, and whether Varnish forgot the old answer: if
 /// not, it may serve that for up to its TTL.
 #[derive(Debug)]
@@ -100,7 +93,8 @@ pub struct Written<T> {
 #[derive(Clone)]
 pub struct Shortener {
     pub settings: Arc<Settings>,
-    store: LinkStore,
+    /// One store per domain, in the order of `settings.domains`.
+    stores: Arc<[LinkStore]>,
     nodes: Arc<Nodes>,
     /// The trending links answered lately, shared by the workers.
     trending: Arc<TrendingCache>,
@@ -109,30 +103,74 @@ pub struct Shortener {
 impl Shortener {
     pub fn new(settings: Settings) -> Result<Self, StoreError> {
         let store = LinkStore::new(&settings)?;
+        let stores = settings
+            .domains
+            .iter()
+            .map(|domain| store.in_domain(domain))
+            .collect();
         let nodes = Arc::new(Nodes::new(
             &settings.config.varnish.purge_nodes(),
-            &settings.public_base,
-            &settings.link_path,
+            &settings.domains,
             settings.config.varnish.purge_secret.as_str(),
             settings.write_timeout(),
         ));
         Ok(Self {
             settings: Arc::new(settings),
-            store,
+            stores,
             nodes,
             trending: Arc::default(),
         })
     }
 
+    /// The domain named `name` (its canonical name or an alias, in any
+    /// case); the default domain for `None` or an empty name.
+    pub fn domain(&self, name: Option<&str>) -> Result<&Domain, ShortenError> {
+        Ok(self.settings.domain(name)?)
+    }
+
+    /// The domains `who` may act on, in the configuration's order; only
+    /// the one named `name` when there is one (refused when `who` may not).
+    pub fn domains_of(
+        &self,
+        who: &Identity,
+        name: Option<&str>,
+    ) -> Result<Vec<&Domain>, ShortenError> {
+        if name.is_some_and(|name| !name.is_empty()) {
+            let domain = self.domain(name)?;
+            allowed(who, domain)?;
+            return Ok(vec![domain]);
+        }
+        Ok(self
+            .settings
+            .domains
+            .iter()
+            .filter(|domain| who.may_use(&domain.name))
+            .collect())
+    }
+
+    /// The store of `domain`'s links.
+    fn store(&self, domain: &Domain) -> &LinkStore {
+        self.stores
+            .iter()
+            .find(|store| store.domain() == domain.name)
+            .unwrap_or(&self.stores[0])
+    }
+
+    /// The default domain's store: the one the purge queue and the click
+    /// flushes are named after.
+    fn default_store(&self) -> &LinkStore {
+        &self.stores[0]
+    }
+
     /// The purges Varnish nodes did not confirm, and the nodes to send them
     /// to: `serve` retries them (see [`PurgeQueue::retry_forever`]).
     pub fn purge_queue(&self) -> (PurgeQueue, Arc<Nodes>) {
-        (self.store.purge_queue(), Arc::clone(&self.nodes))
+        (self.default_store().purge_queue(), Arc::clone(&self.nodes))
     }
 
     /// How many purges wait in the queue for their node.
     pub async fn queued_purges(&self) -> Result<u64, StoreError> {
-        Ok(self.store.purge_queue().queued().await?)
+        Ok(self.default_store().purge_queue().queued().await?)
     }
 
     /// Stores a link to `url` under `key`, or under a generated key when
@@ -146,25 +184,42 @@ impl Shortener {
         Ok(self.create(&new, None).await?.outcome)
     }
 
-    /// Stores `new`, recording `owner`, then purges its key from Varnish.
-    /// The same URL from the same owner with the same expiry gets the key
-    /// it already has; anything else, and any link with a click limit,
-    /// gets a key of its own, so a change to one link never moves another
-    /// and no link starts with another's clicks.
+    /// Stores `new` for `caller` (refused on a domain its token is not
+    /// limited to), as [`Self::create`] does.
+    pub async fn create_as(
+        &self,
+        new: &NewLink<'_>,
+        caller: &Caller,
+    ) -> Result<Written<Inserted>, ShortenError> {
+        if let Caller::TokenHolder(who) = caller {
+            allowed(who, self.domain(new.domain)?)?;
+        }
+        self.create(new, caller.clone().owner()).await
+    }
+
+    /// Stores `new` on its domain, recording `owner`, then purges its key
+    /// from Varnish. The same URL from the same owner with the same expiry
+    /// gets the key it already has; anything else, and any link with a
+    /// click limit, gets a key of its own, so a change to one link never
+    /// moves another and no link starts with another's clicks. Whether
+    /// `owner` may use the domain is the caller's to check
+    /// ([`Self::create_as`] does).
     pub async fn create(
         &self,
         new: &NewLink<'_>,
         owner: Option<Owner>,
     ) -> Result<Written<Inserted>, ShortenError> {
+        let domain = self.domain(new.domain)?;
+        let store = self.store(domain);
         let (record, key) = self.record_of(new, owner)?;
         let inserted = match &key {
-            Some(key) => self.store.insert_custom(&record, key).await,
-            None => self.store.insert_generated(&record).await,
+            Some(key) => store.insert_custom(&record, key).await,
+            None => store.insert_generated(&record).await,
         };
-        let inserted = self.purged_if_stored(inserted).await?;
+        let inserted = self.purged_if_stored(domain, inserted).await?;
         // Even an existing link may have a 404 cached from before it was
         // stored (by hand, say): purging costs little and settles it.
-        let purge_warning = self.purge(&inserted.link().key).await;
+        let purge_warning = self.purge(domain, &inserted.link().key).await;
         Ok(Written {
             outcome: inserted,
             purge_warning,
@@ -179,13 +234,15 @@ impl Shortener {
         new: &NewLink<'_>,
         owner: Option<Owner>,
     ) -> Result<Option<Link>, ShortenError> {
+        let domain = self.domain(new.domain)?;
         let (record, Some(key)) = self.record_of(new, owner)? else {
             return Ok(None);
         };
-        let current = self.store.read(&key).await?;
+        let current = self.store(domain).read(&key).await?;
         Ok(current
             .filter(|current| current.stored == Stored::Link(record.clone()))
             .map(|_| Link {
+                domain: domain.name.clone(),
                 key: key.to_string(),
                 record,
             }))
@@ -221,13 +278,14 @@ impl Shortener {
         Ok((record, key))
     }
 
-    /// What `key` holds: a link, or why not.
-    pub async fn show(&self, key: &str) -> Result<(Link, Current), ShortenError> {
-        let key = self.existing_key(key)?;
-        let current = self.read(&key).await?;
+    /// What `key` holds on `domain`: a link, or why not.
+    pub async fn show(&self, domain: &Domain, key: &str) -> Result<(Link, Current), ShortenError> {
+        let key = Self::existing_key(domain, key)?;
+        let current = self.read(domain, &key).await?;
         match &current.stored {
             Stored::Link(record) => Ok((
                 Link {
+                    domain: domain.name.clone(),
                     key: key.to_string(),
                     record: record.clone(),
                 },
@@ -237,16 +295,18 @@ impl Shortener {
         }
     }
 
-    /// Applies `change` to `key` for `who`, then purges the key from
-    /// Varnish. With `if_match`, only if the link still has that `ETag`.
+    /// Applies `change` to `key` of `domain` for `who`, then purges the
+    /// key from Varnish. With `if_match`, only if the link still has that
+    /// `ETag`.
     pub async fn edit(
         &self,
         who: &Identity,
+        domain: &Domain,
         key: &str,
         change: &Change<'_>,
         if_match: Option<&str>,
     ) -> Result<Written<(Link, Current)>, ShortenError> {
-        let key = self.existing_key(key)?;
+        let key = Self::existing_key(domain, key)?;
         // Every input is checked before anything is read or written.
         let url = change
             .url
@@ -269,7 +329,7 @@ impl Shortener {
             })
             .transpose()?;
         let written = self
-            .write(who, &key, if_match, |record| {
+            .write(who, domain, &key, if_match, |record| {
                 let mut record = record.clone();
                 if let Some(url) = &url {
                     record.url = url.clone();
@@ -295,6 +355,7 @@ impl Shortener {
         Ok(Written {
             outcome: (
                 Link {
+                    domain: domain.name.clone(),
                     key: key.to_string(),
                     record: record.clone(),
                 },
@@ -309,100 +370,31 @@ impl Shortener {
     pub async fn delete(
         &self,
         who: &Identity,
+        domain: &Domain,
         key: &str,
         if_match: Option<&str>,
     ) -> Result<Written<()>, ShortenError> {
-        let key = self.existing_key(key)?;
-        let written = self.write(who, &key, if_match, |_| Stored::Deleted).await?;
+        let key = Self::existing_key(domain, key)?;
+        let written = self
+            .write(who, domain, &key, if_match, |_| Stored::Deleted)
+            .await?;
         Ok(Written {
             outcome: (),
             purge_warning: written.purge_warning,
         })
     }
 
-    /// A page of the links `who` may change: its own, or for an admin
-    /// everyone's (one owner's with `query.owner`), owner by owner in name
-    /// order, each newest first.
-    pub async fn list(
-        &self,
-        who: &Identity,
-        query: &ListQuery<'_>,
-    ) -> Result<Listing, ShortenError> {
-        check_limit(query.limit)?;
-        let (start_owner, before) = match query.cursor {
-            Some(cursor) => {
-                let resume = parse_cursor(cursor)?;
-                (Some(resume.owner), resume.before)
-            }
-            None => (None, None),
-        };
-        let owners: Vec<Option<Owner>> = match (who.admin, query.owner) {
-            (true, Some(owner)) => vec![Some(owner_named(owner)?)],
-            (true, None) => self.store.owners().await?,
-            (false, Some(owner)) if owner != who.owner.as_str() => {
-                return Err(ShortenError::NotYours)
-            }
-            (false, _) => vec![Some(who.owner.clone())],
-        };
-        let search = query.search.map(str::to_lowercase);
-        let keep = |link: &Link| {
-            search.as_deref().is_none_or(|search| {
-                link.key.to_lowercase().contains(search)
-                    || link.record.url.as_str().to_lowercase().contains(search)
-            })
-        };
-        let mut links = Vec::new();
-        let from = start_owner.as_ref().map_or(0, |start| {
-            owners.partition_point(|owner| owner.as_ref() < start.as_ref())
-        });
-        for (n, owner) in owners.iter().enumerate().skip(from) {
-            // A cursor's position belongs to its own owner's index only.
-            let resumes = n == from && start_owner.as_ref() == Some(owner);
-            let before = if resumes { before } else { None };
-            let page = self
-                .store
-                .list(owner.as_ref(), before, query.limit - links.len(), keep)
-                .await?;
-            links.extend(page.links);
-            if let Some(next) = page.next {
-                return Ok(Listing {
-                    links,
-                    next_cursor: Some(cursor(owner.as_ref(), Some(next))),
-                });
-            }
-            if links.len() == query.limit {
-                return Ok(Listing {
-                    links,
-                    next_cursor: owners.get(n + 1).map(|owner| cursor(owner.as_ref(), None)),
-                });
-            }
-        }
-        Ok(Listing {
-            links,
-            next_cursor: None,
-        })
-    }
-
-    /// Every link `who` may change, a page at a time: an admin's export
-    /// holds every link in the store (written by hand too), or `owner`'s
-    /// alone; anyone else's the links of its token.
-    pub async fn export(
-        &self,
-        who: &Identity,
-        owner: Option<&str>,
-    ) -> Result<Export, ShortenError> {
-        Ok(match (who.admin, owner) {
-            (true, None) => self.store.export_all().await?,
-            (true, Some(owner)) => self.store.export_owned(Some(&owner_named(owner)?)),
-            (false, Some(owner)) if owner != who.owner.as_str() => {
-                return Err(ShortenError::NotYours)
-            }
-            (false, _) => self.store.export_owned(Some(&who.owner)),
-        })
-    }
-
+    /// The short URL of `key` on the default domain.
     pub fn short_url(&self, key: &str) -> String {
         self.settings.short_url(key)
+    }
+
+    /// The short URL of `link`, on its domain.
+    pub fn link_url(&self, link: &Link) -> String {
+        match self.settings.domain(Some(&link.domain)) {
+            Ok(domain) => domain.short_url(&link.key),
+            Err(_) => self.short_url(&link.key),
+        }
     }
 
     /// Writes what `change` makes of `key`'s link, if `who` may change it
@@ -410,12 +402,15 @@ impl Shortener {
     async fn write(
         &self,
         who: &Identity,
+        domain: &Domain,
         key: &Key,
         if_match: Option<&str>,
         change: impl Fn(&Record) -> Stored,
     ) -> Result<Written<Current>, ShortenError> {
+        allowed(who, domain)?;
+        let store = self.store(domain);
         for _ in 0..EDIT_ATTEMPTS {
-            let current = self.read(key).await?;
+            let current = self.read(domain, key).await?;
             let Stored::Link(record) = &current.stored else {
                 return Err(ShortenError::Gone(key.to_string()));
             };
@@ -428,9 +423,9 @@ impl Shortener {
                 });
             }
             let new = change(record);
-            let replaced = self.store.replace(key, &current.raw, &new).await;
-            if self.purged_if_stored(replaced).await? {
-                let purge_warning = self.purge(key.as_str()).await;
+            let replaced = store.replace(key, &current.raw, &new).await;
+            if self.purged_if_stored(domain, replaced).await? {
+                let purge_warning = self.purge(domain, key.as_str()).await;
                 let raw = new.to_string();
                 return Ok(Written {
                     outcome: Current { stored: new, raw },
@@ -439,27 +434,28 @@ impl Shortener {
             }
             if if_match.is_some() {
                 // Another change came first: its tag is no longer current.
-                let now = self.read(key).await?;
+                let now = self.read(domain, key).await?;
                 return Err(ShortenError::Stale {
                     current: now.etag(),
                 });
             }
         }
         Err(ShortenError::Stale {
-            current: self.read(key).await?.etag(),
+            current: self.read(domain, key).await?.etag(),
         })
     }
 
-    async fn read(&self, key: &Key) -> Result<Current, ShortenError> {
-        self.store
+    async fn read(&self, domain: &Domain, key: &Key) -> Result<Current, ShortenError> {
+        self.store(domain)
             .read(key)
             .await?
             .ok_or_else(|| ShortenError::NotFound(key.to_string()))
     }
 
-    /// `key` as a key; one that breaks the rules cannot hold a link.
-    fn existing_key(&self, key: &str) -> Result<Key, ShortenError> {
-        self.settings
+    /// `key` as a key of `domain`; one that breaks the rules cannot hold a
+    /// link.
+    fn existing_key(domain: &Domain, key: &str) -> Result<Key, ShortenError> {
+        domain
             .scheme
             .key(key)
             .map_err(|_| ShortenError::NotFound(key.to_owned()))
@@ -473,25 +469,34 @@ impl Shortener {
     /// `written`, after purging the change's key when the master stored it
     /// but too few replicas confirmed it: Varnish must not keep serving the
     /// old answer of a change that is in Redis, acknowledged or not.
-    async fn purged_if_stored<T>(&self, written: Result<T, StoreError>) -> Result<T, StoreError> {
+    async fn purged_if_stored<T>(
+        &self,
+        domain: &Domain,
+        written: Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         if let Err(StoreError::NotReplicated { key, .. }) = &written {
-            let _ = self.purge(key).await;
+            let _ = self.purge(domain, key).await;
         }
         written
     }
 
-    /// Purges `key` on every Varnish node; queues the purge for the nodes
-    /// that did not confirm it, and says so.
-    async fn purge(&self, key: &str) -> Option<String> {
-        let missed = self.nodes.purge(key).await;
+    /// Purges `key` of `domain` on every Varnish node; queues the purge
+    /// for the nodes that did not confirm it, and says so.
+    async fn purge(&self, domain: &Domain, key: &str) -> Option<String> {
+        let missed = self.nodes.purge(&Route::of(domain), key).await;
         if missed.is_empty() {
             return None;
         }
         let kept = self.settings.config.redirect.longest_kept();
+        let queued_domain = if domain.is_default() {
+            ""
+        } else {
+            &domain.name
+        };
         let queued = self
-            .store
+            .default_store()
             .purge_queue()
-            .add(&missed, key, SystemTime::now() + kept)
+            .add(&missed, queued_domain, key, SystemTime::now() + kept)
             .await;
         let nodes = missed
             .iter()
@@ -512,7 +517,7 @@ impl Shortener {
                 kept.as_secs()
             ),
         };
-        log::warn!("{key}: {warning}");
+        log::warn!("{}{key}: {warning}", domain.link_path);
         Some(warning)
     }
 }
@@ -525,47 +530,13 @@ fn etag_matches(if_match: &str, etag: &str) -> bool {
         .any(|tag| tag == "*" || tag.trim_start_matches("W/") == etag)
 }
 
-fn owner_named(name: &str) -> Result<Owner, Invalid> {
-    Owner::try_from(name).map_err(|e| Invalid::new(Field::Owner, e.to_string()))
-}
-
-/// A listing's cursor: the owner, then the index position to go on below
-/// (nothing: from that owner's newest).
-fn cursor(owner: Option<&Owner>, before: Option<usize>) -> String {
-    format!(
-        "{}/{}",
-        owner.map_or("", Owner::as_str),
-        before.map(|b| b.to_string()).unwrap_or_default()
-    )
-}
-
-/// Where a listing goes on: an owner's index (`None`: links created
-/// without a token), below a position or from its newest.
-#[derive(Debug, PartialEq, Eq)]
-struct Resume {
-    owner: Option<Owner>,
-    before: Option<usize>,
-}
-
-fn parse_cursor(text: &str) -> Result<Resume, Invalid> {
-    let bad = || {
-        Invalid::new(
-            Field::Cursor,
-            "the cursor is not one this API gave out; start again without one",
-        )
-    };
-    let (owner, before) = text.split_once('/').ok_or_else(bad)?;
-    let owner = if owner.is_empty() {
-        None
+/// Refuses `who` on a domain its token is not limited to.
+pub(crate) fn allowed(who: &Identity, domain: &Domain) -> Result<(), ShortenError> {
+    if who.may_use(&domain.name) {
+        Ok(())
     } else {
-        Some(Owner::try_from(owner).map_err(|_| bad())?)
-    };
-    let before = if before.is_empty() {
-        None
-    } else {
-        Some(before.parse().map_err(|_| bad())?)
-    };
-    Ok(Resume { owner, before })
+        Err(ShortenError::DomainNotAllowed(domain.name.clone()))
+    }
 }
 
 #[cfg(test)]
@@ -580,24 +551,5 @@ mod tests {
         assert!(etag_matches("*", "\"abc\""));
         assert!(!etag_matches("\"abd\"", "\"abc\""));
         assert!(!etag_matches("abc", "\"abc\""));
-    }
-
-    #[test]
-    fn cursors_read_back() {
-        let alice = Owner::try_from("alice").unwrap();
-        for (owner, before) in [(Some(&alice), Some(7)), (None, None), (Some(&alice), None)] {
-            let text = cursor(owner, before);
-            assert_eq!(
-                parse_cursor(&text).unwrap(),
-                Resume {
-                    owner: owner.cloned(),
-                    before
-                },
-                "{text}"
-            );
-        }
-        for bad in ["", "alice", "a b/1", "alice/x", "alice/-1"] {
-            assert!(parse_cursor(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -19,7 +19,7 @@ use crate::redis::master::{Connection, MasterConnection};
 use redis::Script;
 use shortlink_core::{digest_key, Key, KeyScheme, Owner, Record, Stored};
 
-use crate::config::Settings;
+use crate::config::{Domain, Settings};
 
 mod export_scan;
 mod listing;
@@ -66,6 +66,9 @@ const INDEX_SCRIPT: &str = include_str!("index.lua");
 /// A link as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {
+    /// The canonical name of its short domain: the same key on two domains
+    /// is two links.
+    pub domain: String,
     pub key: String,
     pub record: Record,
 }
@@ -166,6 +169,9 @@ pub struct LinkStore {
     click_connection: MasterConnection,
     /// Replicas that must hold a change before it is acknowledged.
     replicas_to_ack: u32,
+    /// The canonical name of the short domain whose links these are.
+    domain: String,
+    /// That domain's key space.
     scheme: KeyScheme,
     count_names: shortlink_core::clicks::CountNames,
     min_generated_len: usize,
@@ -173,6 +179,9 @@ pub struct LinkStore {
     index: Script,
     replace: Script,
     write_timeout: Duration,
+    /// The queued purges' stream: one for every domain, named after the
+    /// store's own key scheme.
+    purge_stream: String,
 }
 
 impl LinkStore {
@@ -190,6 +199,7 @@ impl LinkStore {
             connection,
             click_connection,
             replicas_to_ack: settings.config.redis.replicas_to_ack.get(),
+            domain: settings.domains[0].name.clone(),
             scheme: settings.scheme.clone(),
             count_names: settings.count_names.clone(),
             min_generated_len: settings.config.min_generated_key_length,
@@ -197,7 +207,34 @@ impl LinkStore {
             index: Script::new(INDEX_SCRIPT),
             replace: Script::new(REPLACE_SCRIPT),
             write_timeout: settings.write_timeout(),
+            purge_stream: settings.scheme.purge_queue(),
         })
+    }
+
+    /// The same store, for the links of `domain`: its key space and click
+    /// counts, on the same connections.
+    #[must_use]
+    pub fn in_domain(&self, domain: &Domain) -> Self {
+        Self {
+            domain: domain.name.clone(),
+            scheme: domain.scheme.clone(),
+            count_names: domain.count_names.clone(),
+            ..self.clone()
+        }
+    }
+
+    /// The canonical name of the domain whose links these are.
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    /// A link of this store's domain.
+    fn link(&self, key: String, record: Record) -> Link {
+        Link {
+            domain: self.domain.clone(),
+            key,
+            record,
+        }
     }
 
     /// Stores `record` under the shortest free prefix of its URL's digest
@@ -214,7 +251,7 @@ impl LinkStore {
         let fields: Vec<&str> = keys.iter().map(|key| self.scheme.field(key)).collect();
         match self.claim(first, record, &fields).await? {
             // `claim` answers only indexes of the fields it was given.
-            Some((index, created)) => Ok(outcome(&keys[index], record, created)),
+            Some((index, created)) => Ok(self.outcome(&keys[index], record, created)),
             None => Err(StoreError::DigestExhausted),
         }
     }
@@ -224,7 +261,7 @@ impl LinkStore {
     /// a click limit).
     pub async fn insert_custom(&self, record: &Record, key: &Key) -> Result<Inserted, StoreError> {
         match self.claim(key, record, &[self.scheme.field(key)]).await? {
-            Some((_, created)) => Ok(outcome(key, record, created)),
+            Some((_, created)) => Ok(self.outcome(key, record, created)),
             None => Err(StoreError::KeyTaken {
                 key: key.to_string(),
             }),
@@ -236,13 +273,17 @@ impl LinkStore {
     pub fn purge_queue(&self) -> crate::varnish::purge_queue::PurgeQueue {
         crate::varnish::purge_queue::PurgeQueue::new(
             self.connection.clone(),
-            self.scheme.purge_queue(),
+            self.purge_stream.clone(),
         )
     }
 
     /// A reader of the click counts, in the clicks' Redis.
     pub fn clicks(&self) -> crate::clicks::ClickReader {
-        crate::clicks::ClickReader::new(self.click_connection.clone(), self.count_names.clone())
+        crate::clicks::ClickReader::new(
+            self.click_connection.clone(),
+            self.domain.clone(),
+            self.count_names.clone(),
+        )
     }
 
     /// What each of `keys` holds, as Redis holds it, in one round trip.
@@ -443,14 +484,13 @@ fn current(key: &Key, raw: String) -> Result<Current, StoreError> {
     }
 }
 
-fn outcome(key: &Key, record: &Record, created: bool) -> Inserted {
-    let link = Link {
-        key: key.to_string(),
-        record: record.clone(),
-    };
-    if created {
-        Inserted::Created(link)
-    } else {
-        Inserted::Existing(link)
+impl LinkStore {
+    fn outcome(&self, key: &Key, record: &Record, created: bool) -> Inserted {
+        let link = self.link(key.to_string(), record.clone());
+        if created {
+            Inserted::Created(link)
+        } else {
+            Inserted::Existing(link)
+        }
     }
 }

@@ -23,6 +23,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use url::Url;
 
+use crate::config::Domain;
+
 /// Why Varnish did not confirm a purge (or answer a warming request).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PurgeError {
@@ -49,8 +51,40 @@ pub enum PurgeError {
     LaneStopped,
 }
 
+/// Where one short domain's links are asked for: the `Host` a request
+/// names, so that Varnish routes it to the domain's links, and the path its
+/// keys follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    host: Arc<str>,
+    link_path: String,
+}
+
+impl Route {
+    /// The route of `domain`'s links. The default domain's requests name
+    /// `public_base_url`'s host and port, as before domains existed, so
+    /// that they reach the links' VCL even when it answers only some hosts;
+    /// another domain's name its canonical name, which the VCL routes by.
+    pub fn of(domain: &Domain) -> Self {
+        let host = if domain.is_default() {
+            let base = &domain.base;
+            base.host_str()
+                .map_or_else(String::new, |host| match base.port() {
+                    Some(port) => format!("{host}:{port}"),
+                    None => host.to_owned(),
+                })
+        } else {
+            domain.name.clone()
+        };
+        Self {
+            host: host.into(),
+            link_path: domain.link_path.clone(),
+        }
+    }
+}
+
 /// Sends `PURGE <link path><key>` to Varnish (`purge` waits for the
-/// answer), and warming requests (`warm`).
+/// answer), and warming requests (`warm`), each with its domain's `Host`.
 ///
 /// Each thread that sends gets a lane of its own, a task on that thread's
 /// runtime: the writer runs one runtime per worker thread, and a lane on
@@ -59,11 +93,9 @@ pub enum PurgeError {
 pub struct Purger {
     /// `host:port` to connect to.
     address: String,
-    /// The header lines every request carries: the `Host` the links are
-    /// served under (`public_base_url`'s), so the requests reach the links'
-    /// VCL even when it answers only some hosts, and the purge secret.
+    /// The header lines every request carries after its `Host`: the purge
+    /// secret, if there is one, each line led by CRLF.
     headers: String,
-    link_path: String,
     timeout: Duration,
     lanes: Mutex<HashMap<ThreadId, mpsc::UnboundedSender<Job>>>,
 }
@@ -89,12 +121,13 @@ impl Request {
         }
     }
 
-    /// The request for `path`, appended to `out`.
-    fn write(self, path: &str, headers: &str, out: &mut Vec<u8>) {
+    /// The request for `path` on `host`, appended to `out`.
+    fn write(self, path: &str, host: &str, headers: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(self.method().as_bytes());
         out.push(b' ');
         out.extend_from_slice(path.as_bytes());
-        out.extend_from_slice(b" HTTP/1.1\r\n");
+        out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+        out.extend_from_slice(host.as_bytes());
         out.extend_from_slice(headers.as_bytes());
         if self == Self::Warm {
             // The VCL honours this from the purgers' addresses only.
@@ -107,6 +140,7 @@ impl Request {
 #[derive(Debug)]
 struct Job {
     request: Request,
+    host: Arc<str>,
     path: String,
     /// The answer's status.
     done: oneshot::Sender<Result<u16, PurgeError>>,
@@ -114,25 +148,12 @@ struct Job {
 
 impl Purger {
     /// A purger of the Varnish at `url` (`http://host[:port]`, as the
-    /// configuration checks it; `None` for a URL without a host);
-    /// `public_base` is `public_base_url`. `timeout` bounds each batch, from
-    /// its send to its last answer. `secret` is `varnish.purge_secret`,
-    /// sent with every request when not empty.
-    pub fn new(
-        url: &str,
-        public_base: &Url,
-        link_path: &str,
-        secret: &str,
-        timeout: Duration,
-    ) -> Option<Self> {
-        let host =
-            public_base
-                .host_str()
-                .map_or_else(String::new, |host| match public_base.port() {
-                    Some(port) => format!("{host}:{port}"),
-                    None => host.to_owned(),
-                });
-        let mut headers = format!("Host: {host}");
+    /// configuration checks it; `None` for a URL without a host).
+    /// `timeout` bounds each batch, from its send to its last answer.
+    /// `secret` is `varnish.purge_secret`, sent with every request when not
+    /// empty.
+    pub fn new(url: &str, secret: &str, timeout: Duration) -> Option<Self> {
+        let mut headers = String::new();
         if !secret.is_empty() {
             headers.push_str("\r\nShortlink-Secret: ");
             headers.push_str(secret);
@@ -140,7 +161,6 @@ impl Purger {
         Some(Self {
             address: authority(url)?,
             headers,
-            link_path: link_path.to_owned(),
             timeout,
             lanes: Mutex::new(HashMap::new()),
         })
@@ -154,16 +174,16 @@ impl Purger {
         Self {
             address: self.address.clone(),
             headers: self.headers.clone(),
-            link_path: self.link_path.clone(),
             timeout: self.timeout,
             lanes: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Purges `key`, in the next batch this thread's lane sends. Must be
-    /// called within a Tokio runtime, which the lane runs on.
-    pub async fn purge(&self, key: &str) -> Result<(), PurgeError> {
-        match self.send(Request::Purge, key).await? {
+    /// Purges `key` of the domain `route` leads to, in the next batch this
+    /// thread's lane sends. Must be called within a Tokio runtime, which the
+    /// lane runs on.
+    pub async fn purge(&self, route: &Route, key: &str) -> Result<(), PurgeError> {
+        match self.send(Request::Purge, route, key).await? {
             200 => Ok(()),
             status => Err(PurgeError::Refused {
                 address: self.address.clone(),
@@ -174,16 +194,17 @@ impl Purger {
 
     /// Has Varnish fetch `key` into its cache without counting a click;
     /// returns the status Varnish answered (a redirect for a stored link).
-    pub async fn warm(&self, key: &str) -> Result<u16, PurgeError> {
-        self.send(Request::Warm, key).await
+    pub async fn warm(&self, route: &Route, key: &str) -> Result<u16, PurgeError> {
+        self.send(Request::Warm, route, key).await
     }
 
     /// Sends `request` for `key` and waits for its answer.
-    async fn send(&self, request: Request, key: &str) -> Result<u16, PurgeError> {
+    async fn send(&self, request: Request, route: &Route, key: &str) -> Result<u16, PurgeError> {
         let (done, answer) = oneshot::channel();
         let job = Job {
             request,
-            path: format!("{}{key}", self.link_path),
+            host: Arc::clone(&route.host),
+            path: format!("{}{key}", route.link_path),
             done,
         };
         self.enqueue(job);
@@ -216,10 +237,13 @@ impl Purger {
 }
 
 /// Every Varnish node serving the links (`varnish.purge_urls`, or
-/// `purge_url`), each reached through a [`Purger`] of its own.
+/// `purge_url`), each reached through a [`Purger`] of its own; and the
+/// route to each short domain's links on them.
 #[derive(Debug)]
 pub struct Nodes {
     nodes: Vec<(String, Purger)>,
+    /// Each domain's canonical name and route, the default domain first.
+    routes: Vec<(String, Route)>,
 }
 
 /// A node that did not confirm a purge, and why.
@@ -231,23 +255,35 @@ pub struct Unconfirmed {
 
 impl Nodes {
     /// `urls` are checked by the configuration (`http://host[:port]`), so
-    /// each names a node; `secret` is `varnish.purge_secret`.
-    pub fn new(
-        urls: &[&str],
-        public_base: &Url,
-        link_path: &str,
-        secret: &str,
-        timeout: Duration,
-    ) -> Self {
+    /// each names a node; `domains` are the configuration's, the default
+    /// one first; `secret` is `varnish.purge_secret`.
+    pub fn new(urls: &[&str], domains: &[Domain], secret: &str, timeout: Duration) -> Self {
         Self {
             nodes: urls
                 .iter()
                 .filter_map(|&url| {
-                    let purger = Purger::new(url, public_base, link_path, secret, timeout)?;
+                    let purger = Purger::new(url, secret, timeout)?;
                     Some((url.to_owned(), purger))
                 })
                 .collect(),
+            routes: domains
+                .iter()
+                .map(|domain| (domain.name.clone(), Route::of(domain)))
+                .collect(),
         }
+    }
+
+    /// The route to the links of the domain named `name` (canonical); the
+    /// default domain's for an empty name. `None` for a domain this
+    /// writer's configuration does not have.
+    pub fn route(&self, name: &str) -> Option<&Route> {
+        if name.is_empty() {
+            return self.routes.first().map(|(_, route)| route);
+        }
+        self.routes
+            .iter()
+            .find(|(domain, _)| domain == name)
+            .map(|(_, route)| route)
     }
 
     /// Whether there is no node to purge.
@@ -270,12 +306,16 @@ impl Nodes {
             .map(|(_, purger)| purger)
     }
 
-    /// Purges `key` on every node at once, and returns the nodes that did
-    /// not confirm it: a change waits for the slowest node, not their sum.
-    pub async fn purge(&self, key: &str) -> Vec<Unconfirmed> {
-        let answers =
-            futures_util::future::join_all(self.nodes.iter().map(|(_, purger)| purger.purge(key)))
-                .await;
+    /// Purges `key` of the domain `route` leads to on every node at once,
+    /// and returns the nodes that did not confirm it: a change waits for
+    /// the slowest node, not their sum.
+    pub async fn purge(&self, route: &Route, key: &str) -> Vec<Unconfirmed> {
+        let answers = futures_util::future::join_all(
+            self.nodes
+                .iter()
+                .map(|(_, purger)| purger.purge(route, key)),
+        )
+        .await;
         self.nodes
             .iter()
             .zip(answers)
@@ -371,7 +411,8 @@ impl Lane {
             };
             requests.clear();
             for job in batch.iter() {
-                job.request.write(&job.path, &self.headers, &mut requests);
+                job.request
+                    .write(&job.path, &job.host, &self.headers, &mut requests);
             }
             received.clear();
             let (answered, result) =
@@ -520,6 +561,41 @@ mod tests {
         assert!(parse_answer(chunked).unwrap().unwrap().0.closes);
         let old = b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n";
         assert!(parse_answer(old).unwrap().unwrap().0.closes);
+    }
+
+    #[test]
+    fn each_domain_is_asked_for_under_its_own_host_and_path() {
+        let config = toml::from_str(
+            "public_base_url = \"http://127.0.0.1:6081/l/\"\n\
+             [[domains]]\nbase_url = \"https://go.example/\"\naliases = [\"www.go.example\"]",
+        )
+        .unwrap();
+        let settings = crate::config::Settings::new(config).unwrap();
+        let nodes = Nodes::new(&[], &settings.domains, "s3cret", Duration::from_secs(1));
+        let mut out = Vec::new();
+        let default = nodes.route("").unwrap();
+        assert_eq!(Some(default), nodes.route("127.0.0.1"));
+        Request::Purge.write(
+            &format!("{}Lm25", default.link_path),
+            &default.host,
+            "\r\nShortlink-Secret: s3cret",
+            &mut out,
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "PURGE /l/Lm25 HTTP/1.1\r\nHost: 127.0.0.1:6081\r\nShortlink-Secret: s3cret\r\n\r\n"
+        );
+        let go = nodes.route("go.example").unwrap();
+        let mut out = Vec::new();
+        Request::Warm.write(&format!("{}Lm25", go.link_path), &go.host, "", &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "GET /Lm25 HTTP/1.1\r\nHost: go.example\r\nShortlink-Warm: 1\r\n\r\n"
+        );
+        assert!(
+            nodes.route("www.go.example").is_none(),
+            "canonical names only"
+        );
     }
 
     #[test]

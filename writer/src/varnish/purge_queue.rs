@@ -15,7 +15,12 @@
 //! writer leaves alone the purges of nodes it is not configured with
 //! (another writer's, during a change of configuration): they leave the
 //! queue when sent by a writer that knows the node, or when moot.
-
+//!
+//! An entry is the fields `node`, `key`, `until`, and `domain` (the short
+//! domain's canonical name) for a link of any domain but the default one:
+//! entries of the default domain are written as before domains existed, so
+//! writers of either version read each other's. A domain this writer's
+//! configuration does not have is left alone, as a node it does not know.
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,7 +29,7 @@ use redis::RedisError;
 
 use crate::redis::master::MasterConnection;
 
-use crate::varnish::purge::{Nodes, Purger, Unconfirmed};
+use crate::varnish::purge::{Nodes, Purger, Route, Unconfirmed};
 
 /// How often a writer sends the queued purges again.
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
@@ -43,15 +48,21 @@ pub struct PurgeQueue {
     stream: String,
 }
 
-/// One queued purge: `key` on `node`, worth sending until `until`.
+/// One queued purge: `key` of `domain` on `node`, worth sending until
+/// `until`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pending {
     pub id: String,
     pub node: String,
+    /// The domain's canonical name; empty for the default domain.
+    pub domain: String,
     pub key: String,
     /// Unix seconds after which the node cannot hold the old answer.
     pub until: u64,
 }
+
+/// A queued purge, and the route to its domain's links.
+type Routed<'a> = (&'a Route, &'a Pending);
 
 /// What one round of retries did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -70,26 +81,23 @@ impl PurgeQueue {
         Self { connection, stream }
     }
 
-    /// Queues `key` for each node in `missed`, to be sent until `until`.
+    /// Queues `key` of `domain` (its canonical name; empty for the default
+    /// domain) for each node in `missed`, to be sent until `until`.
     pub async fn add(
         &self,
         missed: &[Unconfirmed],
+        domain: &str,
         key: &str,
         until: SystemTime,
     ) -> Result<(), RedisError> {
         let until = unix_seconds(until).to_string();
         let mut pipe = redis::pipe();
         for miss in missed {
-            pipe.cmd("XADD")
-                .arg(&self.stream)
-                .arg("*")
-                .arg("node")
-                .arg(&miss.node)
-                .arg("key")
-                .arg(key)
-                .arg("until")
-                .arg(&until)
-                .ignore();
+            let entry = pipe.cmd("XADD").arg(&self.stream).arg("*");
+            for (name, value) in entry_fields(&miss.node, domain, key, &until) {
+                entry.arg(name).arg(value);
+            }
+            entry.ignore();
         }
         pipe.query_async::<()>(&mut self.connection.get()?).await
     }
@@ -113,15 +121,7 @@ impl PurgeQueue {
             .await?;
         Ok(entries
             .into_iter()
-            .map(|(id, mut fields)| Pending {
-                id,
-                node: fields.remove("node").unwrap_or_default(),
-                key: fields.remove("key").unwrap_or_default(),
-                until: fields
-                    .get("until")
-                    .and_then(|until| until.parse().ok())
-                    .unwrap_or_default(),
-            })
+            .map(|(id, fields)| pending_of(id, fields))
             .collect())
     }
 
@@ -163,17 +163,19 @@ impl PurgeQueue {
         }
         let mut round = Round::default();
         let mut finished: Vec<&str> = Vec::new();
-        let mut by_node: HashMap<&str, (&Purger, Vec<&Pending>)> = HashMap::new();
+        let mut by_node: HashMap<&str, (&Purger, Vec<Routed>)> = HashMap::new();
         for pending in &queued {
             if pending.until <= now || pending.key.is_empty() {
                 round.moot += 1;
                 finished.push(&pending.id);
-            } else if let Some(purger) = nodes.node(&pending.node) {
+            } else if let (Some(purger), Some(route)) =
+                (nodes.node(&pending.node), nodes.route(&pending.domain))
+            {
                 by_node
                     .entry(&pending.node)
                     .or_insert_with(|| (purger, Vec::new()))
                     .1
-                    .push(pending);
+                    .push((route, pending));
             } else {
                 round.left += 1;
             }
@@ -228,27 +230,97 @@ impl PurgeQueue {
 
 /// Sends `pending` (all for the node of `purger`), the oldest alone first;
 /// returns the confirmed entries' ids and how many are left.
-async fn send_to_node<'p>(purger: &Purger, pending: &[&'p Pending]) -> (Vec<&'p str>, usize) {
-    let Some((first, rest)) = pending.split_first() else {
+async fn send_to_node<'p>(purger: &Purger, pending: &[Routed<'p>]) -> (Vec<&'p str>, usize) {
+    let Some(((route, first), rest)) = pending.split_first() else {
         return (Vec::new(), 0);
     };
-    if purger.purge(&first.key).await.is_err() {
+    if purger.purge(route, &first.key).await.is_err() {
         return (Vec::new(), pending.len());
     }
-    let answers =
-        futures_util::future::join_all(rest.iter().map(|pending| purger.purge(&pending.key))).await;
+    let answers = futures_util::future::join_all(
+        rest.iter()
+            .map(|(route, pending)| purger.purge(route, &pending.key)),
+    )
+    .await;
     let mut confirmed = vec![first.id.as_str()];
     confirmed.extend(
         rest.iter()
             .zip(&answers)
             .filter(|(_, answer)| answer.is_ok())
-            .map(|(pending, _)| pending.id.as_str()),
+            .map(|((_, pending), _)| pending.id.as_str()),
     );
     let left = pending.len() - confirmed.len();
     (confirmed, left)
 }
 
+/// The fields of a queued purge, as the stream holds them: without
+/// `domain` for the default domain, as before domains existed.
+fn entry_fields<'a>(
+    node: &'a str,
+    domain: &'a str,
+    key: &'a str,
+    until: &'a str,
+) -> Vec<(&'static str, &'a str)> {
+    let mut fields = vec![("node", node), ("key", key), ("until", until)];
+    if !domain.is_empty() {
+        fields.push(("domain", domain));
+    }
+    fields
+}
+
+/// The queued purge a stream entry holds; missing fields are empty (an
+/// entry without `domain` is the default domain's).
+fn pending_of(id: String, mut fields: HashMap<String, String>) -> Pending {
+    Pending {
+        id,
+        node: fields.remove("node").unwrap_or_default(),
+        domain: fields.remove("domain").unwrap_or_default(),
+        key: fields.remove("key").unwrap_or_default(),
+        until: fields
+            .get("until")
+            .and_then(|until| until.parse().ok())
+            .unwrap_or_default(),
+    }
+}
+
 fn unix_seconds(at: SystemTime) -> u64 {
     at.duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(fields: &[(&str, &str)]) -> HashMap<String, String> {
+        fields
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn entries_carry_their_domain_and_the_default_one_reads_as_before() {
+        let node = "http://127.0.0.1:6081";
+        let default = entry_fields(node, "", "Lm25", "1767225600");
+        assert_eq!(
+            default,
+            [("node", node), ("key", "Lm25"), ("until", "1767225600")],
+            "the default domain's entries are written as before domains existed"
+        );
+        let read = pending_of("1-0".into(), entry(&default));
+        assert_eq!((read.domain.as_str(), read.until), ("", 1_767_225_600));
+        let other = entry_fields(node, "go.example", "Lm25", "1767225600");
+        let read = pending_of("2-0".into(), entry(&other));
+        assert_eq!(
+            (read.node.as_str(), read.domain.as_str(), read.key.as_str()),
+            (node, "go.example", "Lm25")
+        );
+        // An entry written by an older writer: no domain, the default one.
+        let old = pending_of(
+            "3-0".into(),
+            entry(&[("node", node), ("key", "ab"), ("until", "9")]),
+        );
+        assert_eq!(old.domain, "");
+    }
 }

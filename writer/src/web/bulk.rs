@@ -269,10 +269,9 @@ pub(crate) async fn create_admitted<T>(
             _ => (tag, item),
         });
     let rows = futures_util::stream::iter(items);
-    let outcomes: Vec<(T, RowOutcome)> =
-        create_all(shortener, admitted.caller.owner(), false, rows)
-            .collect()
-            .await;
+    let outcomes: Vec<(T, RowOutcome)> = create_all(shortener, admitted.caller, false, rows)
+        .collect()
+        .await;
     let mut summary = Summary::default();
     for (_, outcome) in &outcomes {
         summary.add(outcome);

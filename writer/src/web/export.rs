@@ -22,6 +22,9 @@ use crate::web::query;
 pub struct ExportParams {
     format: Option<ExportFormat>,
     owner: Option<String>,
+    /// Only this short domain's links (by its name or an alias); absent:
+    /// every domain the token may use, one after the other.
+    domain: Option<String>,
 }
 
 /// Every link the caller may change (for an admin: every link), streamed a
@@ -36,12 +39,12 @@ pub struct ExportParams {
     responses(
         (status = 200, description = "Every link the token may change (an admin's: every link), streamed; CSV reads back through the bulk API and `shortlink import`",
          content(
-            (String = "text/csv", example = "url,key,expires_at,expired_url,max_clicks,short_url,expired,owner\nhttps://example.org/,Lm25,,,,http://127.0.0.1:6081/l/Lm25,false,alice\n"),
+            (String = "text/csv", example = "url,key,expires_at,expired_url,max_clicks,short_url,expired,owner,domain,forward_query\nhttps://example.org/,Lm25,,,,http://127.0.0.1:6081/l/Lm25,false,alice,127.0.0.1,\n"),
             (String = "application/jsonl")
          )),
         (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
-        (status = 403, description = "Only admins may export another owner's links", body = ErrorBody),
-        (status = 422, description = "format is not csv or jsonl, or owner is not a token name", body = ErrorBody),
+        (status = 403, description = "Only admins may export another owner's links (`not-owner`); the token is limited to other domains (`domain-not-allowed`)", body = ErrorBody),
+        (status = 422, description = "format is not csv or jsonl, owner is not a token name, or the domain is not served here (`unknown-domain`)", body = ErrorBody),
         (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
     ),
     security(("token" = []))
@@ -52,10 +55,12 @@ pub(crate) async fn export_links(
     guard: web::Data<Gatekeeper>,
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify(&request)?;
-    let params = query::<ExportParams>(&request, "format (csv or jsonl) and owner")?;
+    let params = query::<ExportParams>(&request, "format (csv or jsonl), owner and domain")?;
     let format = params.format.unwrap_or_default();
     let owner = params.owner.as_deref().filter(|owner| !owner.is_empty());
-    let mut export = shortener.export(&who, owner).await?;
+    let mut export = shortener
+        .export(&who, owner, params.domain.as_deref())
+        .await?;
     let mut head = format.head();
     let first = export.next_page().await.map_err(ShortenError::from)?;
     if let Some(links) = &first {

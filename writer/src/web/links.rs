@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::access::Gatekeeper;
+use crate::config::Domain;
 use crate::links::body::LinkBody;
 use crate::links::bulk::Row;
 use crate::links::shortener::{Change, ListQuery, Shortener, Written, DEFAULT_PAGE};
@@ -34,16 +35,55 @@ pub struct LinkInput {
     pub expired_url: Option<String>,
     /// After this many people's clicks the link answers as expired.
     pub max_clicks: Option<u64>,
+    /// Forward the query string the short link is requested with to the
+    /// target (`true`), never (`false`); absent or `null`: as the domain
+    /// does.
+    pub forward_query: Option<bool>,
+    /// The short domain, by its name or an alias; absent, empty or `null`:
+    /// the default domain. A token limited to domains may name those only.
+    pub domain: Option<String>,
 }
 
 /// A change to a link: absent fields stay; `null` removes an expiry, an
-/// expired URL or a click limit. A key never changes.
+/// expired URL or a click limit, or leaves query forwarding to the
+/// domain. A key and a domain never change.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LinkChange {
     pub url: Option<String>,
     pub expires_at: Option<String>,
     pub expired_url: Option<String>,
     pub max_clicks: Option<u64>,
+    pub forward_query: Option<bool>,
+}
+
+/// Which domain's link a per-key route means.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct DomainParams {
+    /// The short domain, by its name or an alias; absent: the default one.
+    /// The same key on two domains is two links.
+    pub domain: Option<String>,
+}
+
+/// The domain a per-key route's `?domain=` names (the default one without).
+pub(crate) fn domain_of<'s>(
+    request: &HttpRequest,
+    shortener: &'s Shortener,
+) -> Result<&'s Domain, ApiError> {
+    let params = query::<DomainParams>(request, "domain")?;
+    Ok(shortener.domain(params.domain.as_deref())?)
+}
+
+/// Where the API answers `link`: with `?domain=` for a domain but the
+/// default one.
+pub(crate) fn api_path(link: &Link, shortener: &Shortener) -> String {
+    match shortener.domain(Some(&link.domain)) {
+        Ok(domain) if !domain.is_default() => {
+            format!("/api/links/{}?domain={}", link.key, domain.name)
+        }
+        _ => format!("/api/links/{}", link.key),
+    }
 }
 
 /// A page of links.
@@ -64,12 +104,14 @@ pub struct Deleted {
 /// The fields a link's JSON object may hold: what [`row_of`] and
 /// `edit_link` read (the latter all but the key), and the OpenAPI
 /// document's `LinkInput` lists.
-pub const LINK_FIELDS: [Field; 5] = [
+pub const LINK_FIELDS: [Field; 7] = [
     Field::Url,
     Field::Key,
     Field::ExpiresAt,
     Field::ExpiredUrl,
     Field::MaxClicks,
+    Field::ForwardQuery,
+    Field::Domain,
 ];
 
 /// The fields of a JSON object, each taken at most once by name; whatever
@@ -113,6 +155,20 @@ impl Fields {
         }
     }
 
+    /// A yes-or-no field: absent `None`, `null` `Some(None)`.
+    #[allow(clippy::option_option)]
+    fn flag(&mut self, field: Field) -> Result<Option<Option<bool>>, Invalid> {
+        match self.0.remove(field.name()) {
+            None => Ok(None),
+            Some(Value::Null) => Ok(Some(None)),
+            Some(Value::Bool(flag)) => Ok(Some(Some(flag))),
+            Some(other) => Err(Invalid::new(
+                field,
+                format!("{} must be true, false or null, not {other}", field.name()),
+            )),
+        }
+    }
+
     fn done(self) -> Result<(), Invalid> {
         match self.0.keys().next() {
             None => Ok(()),
@@ -140,10 +196,11 @@ impl Fields {
         (status = 200, description = "The same URL, owner and expiry already had this link", body = LinkBody),
         (status = 400, description = "The body is not a JSON object", body = ErrorBody),
         (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
-        (status = 409, description = "The custom key holds another link (or every generated key is taken)", body = ErrorBody),
+        (status = 403, description = "The token is limited to other domains (`domain-not-allowed`)", body = ErrorBody),
+        (status = 409, description = "The custom key holds another link on its domain (or every generated key is taken)", body = ErrorBody),
         (status = 413, description = "The body is over max_body_bytes", body = ErrorBody),
         (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
-        (status = 422, description = "A field is not valid, or unknown; `field` names it", body = ErrorBody),
+        (status = 422, description = "A field is not valid, or unknown; `field` names it (`unknown-domain`: a domain not served here)", body = ErrorBody),
         (status = 429, description = "Too many links from this address without a token; `Retry-After` says when to come back", body = ErrorBody),
         (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
     ),
@@ -160,7 +217,7 @@ pub(crate) async fn create_link(
     let Written {
         outcome: inserted,
         purge_warning,
-    } = shortener.create(&row.new_link(), caller.owner()).await?;
+    } = shortener.create_as(&row.new_link(), &caller).await?;
     note_purge_failure(&request, purge_warning.as_ref());
     let status = match inserted {
         Inserted::Created(_) => StatusCode::CREATED,
@@ -168,7 +225,7 @@ pub(crate) async fn create_link(
     };
     let link = inserted.link();
     Ok(HttpResponse::build(status)
-        .insert_header((header::LOCATION, format!("/api/links/{}", link.key)))
+        .insert_header((header::LOCATION, api_path(link, &shortener)))
         .json(LinkBody::new(link, &shortener).warned(purge_warning)))
 }
 
@@ -186,6 +243,8 @@ pub(crate) fn row_of(object: Map<String, Value>) -> Result<Row, Invalid> {
         expires_at: fields.text(Field::ExpiresAt, true)?.flatten(),
         expired_url: fields.text(Field::ExpiredUrl, true)?.flatten(),
         max_clicks: fields.count(Field::MaxClicks)?.flatten(),
+        forward_query: fields.flag(Field::ForwardQuery)?.flatten(),
+        domain: fields.text(Field::Domain, true)?.flatten(),
         owner: None,
     };
     fields.done()?;
@@ -220,15 +279,15 @@ fn link_response(
     get,
     path = "/api/links/{key}",
     tag = "links",
-    params(("key" = String, Path, description = "The link's key")),
+    params(("key" = String, Path, description = "The link's key"), DomainParams),
     responses(
-        (status = 200, description = "The link (without a token, or with another owner's: only key, url and short_url); its `ETag` makes a later change conditional", body = LinkBody,
+        (status = 200, description = "The link (without a token, or with another owner's: only domain, key, url and short_url); its `ETag` makes a later change conditional", body = LinkBody,
          headers(("ETag" = String))),
         (status = 401, description = "An access token that is not valid (`WWW-Authenticate` says so)", body = ErrorBody),
         (status = 404, description = "No link has this key", body = ErrorBody),
         (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
         (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
-        (status = 422, description = "The key is not one this store's keys can be", body = ErrorBody),
+        (status = 422, description = "The domain is not served here (`unknown-domain`), or the query is not valid", body = ErrorBody),
         (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
     ),
     security((), ("token" = []))
@@ -240,9 +299,12 @@ pub(crate) async fn get_link(
     key: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify_if_sent(&request)?;
-    let (link, current) = shortener.show(&key).await?;
+    let domain = domain_of(&request, &shortener)?;
+    let (link, current) = shortener.show(domain, &key).await?;
     let body = match who {
-        Some(who) if who.may_change(link.record.owner.as_ref()) => LinkBody::new(&link, &shortener),
+        Some(who) if who.may_change(link.record.owner.as_ref()) && who.may_use(&domain.name) => {
+            LinkBody::new(&link, &shortener)
+        }
         _ => LinkBody::public(&link, &shortener),
     };
     Ok(HttpResponse::Ok()
@@ -266,6 +328,7 @@ fn if_match(request: &HttpRequest) -> Option<&str> {
     tag = "links",
     params(
         ("key" = String, Path, description = "The link's key"),
+        DomainParams,
         ("If-Match" = Option<String>, Header, description = "Change only if the link still has this ETag")
     ),
     request_body = LinkChange,
@@ -274,14 +337,14 @@ fn if_match(request: &HttpRequest) -> Option<&str> {
          headers(("ETag" = String))),
         (status = 400, description = "The body is not a JSON object", body = ErrorBody),
         (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
-        (status = 403, description = "The link belongs to another token; only that token or an admin token may do this", body = ErrorBody),
+        (status = 403, description = "The link belongs to another token (`not-owner`), or the token is limited to other domains (`domain-not-allowed`)", body = ErrorBody),
         (status = 404, description = "No link has this key", body = ErrorBody),
         (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
         (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
         (status = 412, description = "The link changed since the ETag in If-Match was read", body = ErrorBody),
         (status = 413, description = "The body is over max_body_bytes", body = ErrorBody),
         (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
-        (status = 422, description = "A field is not valid, unknown, or the key; or nothing to change", body = ErrorBody),
+        (status = 422, description = "A field is not valid, unknown, or the key or domain; the domain is not served here (`unknown-domain`); or nothing to change", body = ErrorBody),
         (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
     ),
     security(("token" = []))
@@ -294,11 +357,13 @@ pub(crate) async fn edit_link(
     body: web::Json<Map<String, Value>>,
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify(&request)?;
+    let domain = domain_of(&request, &shortener)?;
     let mut fields = Fields(body.into_inner());
     let url = fields.text(Field::Url, false)?.flatten();
     let expires_at = fields.text(Field::ExpiresAt, true)?;
     let expired_url = fields.text(Field::ExpiredUrl, true)?;
     let max_clicks = fields.count(Field::MaxClicks)?;
+    let forward_query = fields.flag(Field::ForwardQuery)?;
     if fields.0.contains_key(Field::Key.name()) {
         return Err(Invalid::new(
             Field::Key,
@@ -306,11 +371,24 @@ pub(crate) async fn edit_link(
         )
         .into());
     }
+    if fields.0.contains_key(Field::Domain.name()) {
+        return Err(Invalid::new(
+            Field::Domain,
+            "a link's domain cannot change: name the link's domain with ?domain=, or \
+             create a new link on the other domain",
+        )
+        .into());
+    }
     fields.done()?;
-    if url.is_none() && expires_at.is_none() && expired_url.is_none() && max_clicks.is_none() {
+    if url.is_none()
+        && expires_at.is_none()
+        && expired_url.is_none()
+        && max_clicks.is_none()
+        && forward_query.is_none()
+    {
         return Err(Invalid::new(
             Field::Url,
-            "nothing to change: send url, expires_at, expired_url or max_clicks",
+            "nothing to change: send url, expires_at, expired_url, max_clicks or forward_query",
         )
         .into());
     }
@@ -319,10 +397,10 @@ pub(crate) async fn edit_link(
         expires_at: expires_at.as_ref().map(Option::as_deref),
         expired_url: expired_url.as_ref().map(Option::as_deref),
         max_clicks,
-        forward_query: None,
+        forward_query,
     };
     let written = shortener
-        .edit(&who, &key, &change, if_match(&request))
+        .edit(&who, domain, &key, &change, if_match(&request))
         .await?;
     note_purge_failure(&request, written.purge_warning.as_ref());
     let (link, current) = &written.outcome;
@@ -342,18 +420,19 @@ pub(crate) async fn edit_link(
     tag = "links",
     params(
         ("key" = String, Path, description = "The link's key"),
+        DomainParams,
         ("If-Match" = Option<String>, Header, description = "Delete only if the link still has this ETag")
     ),
     responses(
         (status = 204, description = "Deleted: it answers 410 from now on"),
         (status = 200, description = "Deleted, but Varnish could not be told: it may redirect until its TTL", body = Deleted),
         (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
-        (status = 403, description = "The link belongs to another token; only that token or an admin token may do this", body = ErrorBody),
+        (status = 403, description = "The link belongs to another token (`not-owner`), or the token is limited to other domains (`domain-not-allowed`)", body = ErrorBody),
         (status = 404, description = "No link has this key", body = ErrorBody),
         (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
         (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
         (status = 412, description = "The link changed since the ETag in If-Match was read", body = ErrorBody),
-        (status = 422, description = "The key is not one this store's keys can be", body = ErrorBody),
+        (status = 422, description = "The domain is not served here (`unknown-domain`), or the query is not valid", body = ErrorBody),
         (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
     ),
     security(("token" = []))
@@ -365,7 +444,10 @@ pub(crate) async fn delete_link(
     key: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify(&request)?;
-    let written = shortener.delete(&who, &key, if_match(&request)).await?;
+    let domain = domain_of(&request, &shortener)?;
+    let written = shortener
+        .delete(&who, domain, &key, if_match(&request))
+        .await?;
     note_purge_failure(&request, written.purge_warning.as_ref());
     Ok(match written.purge_warning {
         None => HttpResponse::NoContent().finish(),
@@ -385,10 +467,13 @@ pub struct ListParams {
     cursor: Option<String>,
     search: Option<String>,
     owner: Option<String>,
+    /// Only this short domain's links (by its name or an alias); absent:
+    /// every domain the token may use, one after the other.
+    domain: Option<String>,
 }
 
-/// A page of the links the token may change, newest first: its own, or
-/// for an admin everyone's (one owner's with `owner`).
+/// A page of the links the token may change, domain by domain, newest
+/// first: its own, or for an admin everyone's (one owner's with `owner`).
 #[utoipa::path(
     get,
     path = "/api/links",
@@ -397,8 +482,8 @@ pub struct ListParams {
     responses(
         (status = 200, description = "A page of links, newest first", body = LinkPage),
         (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
-        (status = 403, description = "Only admins may list another owner's links", body = ErrorBody),
-        (status = 422, description = "A parameter is not valid (limit 1 to 100, a cursor this API gave)", body = ErrorBody),
+        (status = 403, description = "Only admins may list another owner's links (`not-owner`); the token is limited to other domains (`domain-not-allowed`)", body = ErrorBody),
+        (status = 422, description = "A parameter is not valid (limit 1 to 100, a cursor this API gave, a domain served here)", body = ErrorBody),
         (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
     ),
     security(("token" = []))
@@ -409,12 +494,13 @@ pub(crate) async fn list_links(
     guard: web::Data<Gatekeeper>,
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify(&request)?;
-    let params = query::<ListParams>(&request, "limit, cursor, search and owner")?;
+    let params = query::<ListParams>(&request, "limit, cursor, search, owner and domain")?;
     let query = ListQuery {
         limit: params.limit.unwrap_or(DEFAULT_PAGE),
         cursor: params.cursor.as_deref(),
         search: params.search.as_deref().filter(|s| !s.is_empty()),
         owner: params.owner.as_deref().filter(|s| !s.is_empty()),
+        domain: params.domain.as_deref().filter(|s| !s.is_empty()),
     };
     let listing = shortener.list(&who, &query).await?;
     let links: Vec<LinkBody> = listing
@@ -440,6 +526,7 @@ mod tests {
         for field in LINK_FIELDS {
             let value = match field {
                 Field::MaxClicks => Value::from(3),
+                Field::ForwardQuery => Value::from(true),
                 _ => Value::from("https://example.org/"),
             };
             object.insert(field.name().to_owned(), value);
@@ -450,6 +537,6 @@ mod tests {
         assert_eq!(refused.field, Field::Unknown);
         assert!(refused
             .message
-            .contains("url, key, expires_at, expired_url, max_clicks"));
+            .contains("url, key, expires_at, expired_url, max_clicks, forward_query, domain"));
     }
 }

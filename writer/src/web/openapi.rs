@@ -16,7 +16,7 @@ use crate::web::bulk::{BulkAnswer, BulkResult};
 use crate::web::error::ErrorBody;
 use crate::web::html_page;
 use crate::web::links::{Deleted, LinkChange, LinkInput, LinkPage};
-use crate::web::stats::TrendingLinks;
+use crate::web::stats::{DomainStats, TrendingLinks};
 use crate::web::whoami::WhoAmI;
 
 /// Adds the bearer token scheme the paths name.
@@ -73,7 +73,7 @@ impl Modify for BearerToken {
     components(schemas(
         ErrorBody, ErrorCode, LinkInput, LinkChange, LinkBody, LinkPage, BulkAnswer, BulkResult,
         RowOutcome, Made, Refused, Summary, Deleted, WhoAmI, TrendingLinks, Trending,
-        LinkStats, DayCount, HourCount, Share, ExportFormat
+        DomainStats, LinkStats, DayCount, HourCount, Share, ExportFormat
     )),
     modifiers(&BearerToken),
     tags(
@@ -336,7 +336,11 @@ mod tests {
             .map(|field| field.name().to_owned())
             .collect();
         assert_eq!(fields("LinkInput"), taken);
-        let changed: BTreeSet<String> = taken.into_iter().filter(|f| f != "key").collect();
+        // Neither a key nor a domain changes: `?domain=` names the link.
+        let changed: BTreeSet<String> = taken
+            .into_iter()
+            .filter(|f| f != "key" && f != "domain")
+            .collect();
         assert_eq!(fields("LinkChange"), changed);
     }
 
@@ -348,7 +352,7 @@ mod tests {
         let link = &document["components"]["schemas"]["LinkBody"];
         assert_eq!(
             link["required"],
-            serde_json::json!(["key", "url", "short_url"]),
+            serde_json::json!(["domain", "key", "url", "short_url"]),
             "{link}"
         );
         for field in [
@@ -357,6 +361,7 @@ mod tests {
             "expired",
             "max_clicks",
             "owner",
+            "forward_query",
         ] {
             assert!(link["properties"][field].is_object(), "{field}: {link}");
         }

@@ -13,6 +13,7 @@ use crate::access::Gatekeeper;
 use crate::error_code::ErrorCode;
 use crate::links::shortener::Shortener;
 use crate::web::error::{ApiError, ErrorBody};
+use crate::web::links::DomainParams;
 use crate::web::query;
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -20,17 +21,26 @@ use crate::web::query;
 #[serde(deny_unknown_fields)]
 pub struct QrParams {
     size: Option<u64>,
+    /// The link's short domain, by its name or an alias; absent: the
+    /// default one.
+    domain: Option<String>,
 }
 
 /// How long a link's QR code may be kept: its short URL never changes,
 /// but the link may be deleted.
 const QR_CACHE_CONTROL: &str = "public, max-age=3600";
 
-/// The short URL of `key`, a link that exists (404 or 410 otherwise, as
-/// for the link itself): what its QR code holds.
-async fn qr_target(shortener: &Shortener, key: &str) -> Result<String, ApiError> {
-    let (link, _) = shortener.show(key).await?;
-    Ok(shortener.short_url(&link.key))
+/// The short URL of `key` on the domain named `domain`, a link that
+/// exists (404 or 410 otherwise, as for the link itself): what its QR code
+/// holds.
+async fn qr_target(
+    shortener: &Shortener,
+    domain: Option<&str>,
+    key: &str,
+) -> Result<String, ApiError> {
+    let domain = shortener.domain(domain)?;
+    let (link, _) = shortener.show(domain, key).await?;
+    Ok(shortener.link_url(&link))
 }
 
 fn qr_failed(error: &crate::qr::QrError) -> ApiError {
@@ -43,22 +53,24 @@ fn qr_failed(error: &crate::qr::QrError) -> ApiError {
     get,
     path = "/api/links/{key}/qr.svg",
     tag = "links",
-    params(("key" = String, Path, description = "The link's key")),
+    params(("key" = String, Path, description = "The link's key"), DomainParams),
     responses(
         (status = 200, description = "The short URL as a QR code", content_type = "image/svg+xml", body = String),
         (status = 404, description = "No link has this key", body = ErrorBody),
         (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
         (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
-        (status = 422, description = "The key is not one this store's keys can be", body = ErrorBody),
+        (status = 422, description = "The domain is not served here (`unknown-domain`), or the query is not valid", body = ErrorBody),
         (status = 500, description = "The QR code could not be drawn", body = ErrorBody),
         (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
     )
 )]
 pub(crate) async fn link_qr_svg(
+    request: HttpRequest,
     shortener: web::Data<Shortener>,
     key: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let url = qr_target(&shortener, &key).await?;
+    let params = query::<DomainParams>(&request, "domain")?;
+    let url = qr_target(&shortener, params.domain.as_deref(), &key).await?;
     let svg = crate::qr::svg(&url).map_err(|e| qr_failed(&e))?;
     Ok(HttpResponse::Ok()
         .content_type("image/svg+xml")
@@ -81,7 +93,7 @@ pub(crate) async fn link_qr_svg(
         (status = 404, description = "No link has this key", body = ErrorBody),
         (status = 409, description = "The key holds a value that is not a link (written by hand); fix it with redis-cli", body = ErrorBody),
         (status = 410, description = "The link was deleted; its key is never given to another link", body = ErrorBody),
-        (status = 422, description = "size is out of bounds, or the key is not one this store's keys can be", body = ErrorBody),
+        (status = 422, description = "size is out of bounds, or the domain is not served here (`unknown-domain`)", body = ErrorBody),
         (status = 429, description = "Too many codes drawn for this address without a token; `Retry-After` says when to come back", body = ErrorBody),
         (status = 500, description = "The QR code could not be drawn", body = ErrorBody),
         (status = 503, description = "Too many codes are being drawn, or the link store (Redis) is unreachable; `Retry-After` says when to try again", body = ErrorBody),
@@ -95,12 +107,12 @@ pub(crate) async fn link_qr_png(
     key: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     use crate::qr::{RenderError, BUSY_RETRY_AFTER_S, RENDERER};
-    let params = query::<QrParams>(&request, "size")?;
+    let params = query::<QrParams>(&request, "size and domain")?;
     let size = params.size.map_or(Ok(crate::qr::QrSize::DEFAULT), |size| {
         crate::qr::QrSize::try_from(size)
             .map_err(|e| ApiError::new(ErrorCode::InvalidInput, e.to_string()))
     })?;
-    let url = qr_target(&shortener, &key).await?;
+    let url = qr_target(&shortener, params.domain.as_deref(), &key).await?;
     let png = if let Some(png) = RENDERER.kept(&url, size) {
         png
     } else {

@@ -10,6 +10,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::access::Gatekeeper;
+use crate::links::shortener::Shortener;
 use crate::web::error::{ApiError, ErrorBody};
 
 /// Who a token belongs to.
@@ -17,6 +18,9 @@ use crate::web::error::{ApiError, ErrorBody};
 pub struct WhoAmI {
     pub name: String,
     pub admin: bool,
+    /// The short domains (canonical names) the token may act on: every
+    /// domain served here unless it is limited to some.
+    pub domains: Vec<String>,
 }
 
 /// Who the bearer token belongs to: lets a client check a token before
@@ -26,20 +30,27 @@ pub struct WhoAmI {
     path = "/api/whoami",
     tag = "operations",
     responses(
-        (status = 200, description = "The token's name and whether it is an admin's", body = WhoAmI),
+        (status = 200, description = "The token's name, whether it is an admin's, and the domains it may act on", body = WhoAmI),
         (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),
     ),
     security(("token" = []))
 )]
 pub(crate) async fn whoami(
     request: HttpRequest,
+    shortener: web::Data<Shortener>,
     guard: web::Data<Gatekeeper>,
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify(&request)?;
+    let domains = shortener
+        .domains_of(&who, None)?
+        .into_iter()
+        .map(|domain| domain.name.clone())
+        .collect();
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(WhoAmI {
             name: who.owner.to_string(),
             admin: who.admin,
+            domains,
         }))
 }

@@ -44,7 +44,8 @@ pub fn create_and_get(suite: &Suite) -> Result<(), String> {
         );
         // Without a token: what following the link shows, no more.
         let public = serde_json::json!({
-            "key": body["key"], "url": body["url"], "short_url": body["short_url"]
+            "domain": body["domain"], "key": body["key"], "url": body["url"],
+            "short_url": body["short_url"]
         });
         ensure(status == 200 && got == public, || format!("{status} {got}"))?;
         let (status, missing) = call!(app, actix_test::TestRequest::get().uri("/api/links/nope1"));
@@ -347,7 +348,7 @@ pub fn a_link_shows_its_details_to_its_owner_only(suite: &Suite) -> Result<(), S
             answer.status == 200
                 && answer.body["url"] == "https://example.org/api/private-details"
                 && answer.body["short_url"].is_string()
-                && fields == ["key", "short_url", "url"],
+                && fields == ["domain", "key", "short_url", "url"],
             || format!("{who}: {} {}", answer.status, answer.body),
         )?;
     }

@@ -337,8 +337,13 @@ pub fn hottest_are_recent_then_all_time(suite: &Suite) -> Result<(), String> {
         (4, &["Bbbb", "Eeee", "Aaaa", "Cccc"][..]),
         (10, &["Bbbb", "Eeee", "Aaaa", "Cccc", "Dddd"][..]),
     ] {
-        let hottest = block_on(async { suite.shortener(prefix).hottest(limit).await })
-            .map_err(|e| e.to_string())?;
+        let hottest = block_on(async {
+            let shortener = suite.shortener(prefix);
+            shortener
+                .hottest(&shortener.settings.domains[0], limit)
+                .await
+        })
+        .map_err(|e| e.to_string())?;
         ensure(hottest == expected, || {
             format!("hottest {limit}: {hottest:?}, expected {expected:?}")
         })?;
@@ -355,10 +360,7 @@ pub fn clicks_apart_are_read_in_their_redis(suite: &Suite) -> Result<(), String>
         config.clicks.redis_url.clone_from(&clicks_url);
     });
     let (scheme, names) = (settings.scheme.clone(), settings.count_names.clone());
-    let admin = Identity {
-        owner: shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?,
-        admin: true,
-    };
+    let admin = Identity::admin(shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?);
     // One runtime: the shortener's connections live on the one that made them.
     block_on(async {
         let shortener = shortlink_writer::links::shortener::Shortener::new(settings)
@@ -383,14 +385,22 @@ pub fn clicks_apart_are_read_in_their_redis(suite: &Suite) -> Result<(), String>
         // Counts in the links' Redis are no longer read.
         suite.redis.query::<()>(&["HSET", &totals, field, "100"])?;
         let (stats, record) = shortener
-            .stats(&admin, key.as_str(), Some(1))
+            .stats(
+                &admin,
+                &shortener.settings.domains[0],
+                key.as_str(),
+                Some(1),
+            )
             .await
             .map_err(|e| e.to_string())?;
         let trending = shortener
-            .trending(&admin, Some(5), Some(10))
+            .trending(&admin, None, Some(5), Some(10))
             .await
             .map_err(|e| e.to_string())?;
-        let hottest = shortener.hottest(10).await.map_err(|e| e.to_string())?;
+        let hottest = shortener
+            .hottest(shortener.domain(None).map_err(|e| e.to_string())?, 10)
+            .await
+            .map_err(|e| e.to_string())?;
         ensure(
             stats.clicks == 7
                 && record.is_some()
@@ -446,8 +456,13 @@ pub fn ranking_in_pieces_equals_the_union(suite: &Suite) -> Result<(), String> {
     }
     let mut expected: Vec<(String, u64)> = expected.into_iter().collect();
     expected.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let hottest = block_on(async { suite.shortener(prefix).hottest(expected.len() + 10).await })
-        .map_err(|e| e.to_string())?;
+    let hottest = block_on(async {
+        let shortener = suite.shortener(prefix);
+        shortener
+            .hottest(&shortener.settings.domains[0], expected.len() + 10)
+            .await
+    })
+    .map_err(|e| e.to_string())?;
     let order: Vec<&str> = expected.iter().map(|(key, _)| key.as_str()).collect();
     ensure(hottest == order, || {
         let differs = hottest.iter().zip(&order).position(|(a, b)| a != b);
@@ -457,14 +472,11 @@ pub fn ranking_in_pieces_equals_the_union(suite: &Suite) -> Result<(), String> {
             order.len()
         )
     })?;
-    let admin = Identity {
-        owner: shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?,
-        admin: true,
-    };
+    let admin = Identity::admin(shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?);
     let trending = block_on(async {
         suite
             .shortener(prefix)
-            .trending(&admin, Some(60), Some(100))
+            .trending(&admin, None, Some(60), Some(100))
             .await
     })
     .map_err(|e| e.to_string())?;

@@ -31,6 +31,17 @@ pub const PURGE_SECRET: &str = "suite-purge-secret-0123456789";
 /// A token of its own for the export test, whose links no other test lists.
 pub const CAROL_TOKEN: &str = "carol-token-0123456789abcdef0123456789";
 
+/// The suite's second short domain, its links at the root (on Varnish's
+/// port), and another name of it: the same key there is another link.
+pub const GO_DOMAIN: &str = "go.test";
+pub const GO_ALIAS: &str = "go-alias.test";
+
+/// The suite's domains, the default one (`public_base_url`'s) first.
+pub const DOMAINS: [&str; 2] = ["127.0.0.1", GO_DOMAIN];
+
+/// A token named `shop`, limited to [`GO_DOMAIN`].
+pub const SHOP_TOKEN: &str = "shop-token-0123456789abcdef0123456789a";
+
 pub const WRITER: &str = env!("CARGO_BIN_EXE_shortlink");
 
 /// Redis, Varnish, the writer and a landing page, shared by every test.
@@ -70,8 +81,11 @@ impl Suite {
                  {{ name = \"alice\", token = \"{ALICE_TOKEN}\" }},\n\
                  {{ name = \"bob\", token = \"{BOB_TOKEN}\" }},\n\
                  {{ name = \"carol\", token = \"{CAROL_TOKEN}\" }},\n\
-                 {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }}]\n\
-                 [clicks]\ngeoip = \"{}\"\n",
+                 {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }},\n\
+                 {{ name = \"shop\", token = \"{SHOP_TOKEN}\", domains = [\"{GO_DOMAIN}\"] }}]\n\
+                 [clicks]\ngeoip = \"{}\"\n\
+                 [[domains]]\nbase_url = \"http://{GO_DOMAIN}:{varnish_port}/\"\n\
+                 aliases = [\"{GO_ALIAS}\"]\n",
                 redis.url,
                 release_dir().join("libvmod_shortlink.so").display(),
                 countries.display()

@@ -214,9 +214,12 @@ pub fn only_owners_and_admins_change_links(suite: &Suite) -> Result<(), String> 
     for (token, expected) in [
         (
             Some(ALICE_TOKEN),
-            json!({ "name": "alice", "admin": false }),
+            json!({ "name": "alice", "admin": false, "domains": crate::common::DOMAINS }),
         ),
-        (Some(ADMIN_TOKEN), json!({ "name": "ops", "admin": true })),
+        (
+            Some(ADMIN_TOKEN),
+            json!({ "name": "ops", "admin": true, "domains": crate::common::DOMAINS }),
+        ),
         (None, json!(401)),
     ] {
         let answer = api(suite, "GET", "/api/whoami", token, None, None)?;
@@ -490,10 +493,7 @@ pub fn changes_while_redis_hangs_or_is_down_store_nothing(suite: &Suite) -> Resu
         config.redis.url.clone_from(&redis.url);
         config.redis.write_timeout_ms = 500;
     });
-    let admin = Identity {
-        owner: shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?,
-        admin: true,
-    };
+    let admin = Identity::admin(shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?);
     let hash = "t-hung:hu";
     let change = Change {
         url: Some("https://example.org/lifecycle/half"),
@@ -506,11 +506,14 @@ pub fn changes_while_redis_hangs_or_is_down_store_nothing(suite: &Suite) -> Resu
             .shorten("https://example.org/lifecycle/hung", Some("hung1"))
             .await
             .map_err(|e| e.to_string())?;
+        let default = shortener.domain(None).map_err(|e| e.to_string())?;
         let before: Option<String> = redis.query(&["HGET", hash, "ng1"])?;
         redis.hang()?;
         let started = std::time::Instant::now();
-        let edit = shortener.edit(&admin, "hung1", &change, None).await;
-        let delete = shortener.delete(&admin, "hung1", None).await;
+        let edit = shortener
+            .edit(&admin, default, "hung1", &change, None)
+            .await;
+        let delete = shortener.delete(&admin, default, "hung1", None).await;
         let waited = started.elapsed();
         redis.resume()?;
         for (what, outcome) in [("edit", edit.map(|_| ())), ("delete", delete.map(|_| ()))] {
@@ -537,8 +540,10 @@ pub fn changes_while_redis_hangs_or_is_down_store_nothing(suite: &Suite) -> Resu
         )?;
         redis.kill()?;
         let started = std::time::Instant::now();
-        let edit = shortener.edit(&admin, "hung1", &change, None).await;
-        let delete = shortener.delete(&admin, "hung1", None).await;
+        let edit = shortener
+            .edit(&admin, default, "hung1", &change, None)
+            .await;
+        let delete = shortener.delete(&admin, default, "hung1", None).await;
         let waited = started.elapsed();
         for (what, outcome) in [("edit", edit.map(|_| ())), ("delete", delete.map(|_| ()))] {
             let error = outcome
@@ -635,10 +640,7 @@ pub fn unpurged_changes_say_so(suite: &Suite) -> Result<(), String> {
     let settings = suite.settings_with("t-unpurged:", 2, |config| {
         config.varnish.purge_url = format!("http://127.0.0.1:{closed}");
     });
-    let admin = Identity {
-        owner: shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?,
-        admin: true,
-    };
+    let admin = Identity::admin(shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?);
     block_on(async {
         let shortener = shortlink_writer::links::shortener::Shortener::new(settings)
             .map_err(|e| e.to_string())?;
@@ -656,11 +658,22 @@ pub fn unpurged_changes_say_so(suite: &Suite) -> Result<(), String> {
             ..Change::default()
         };
         let edited = shortener
-            .edit(&admin, "unpurged", &change, None)
+            .edit(
+                &admin,
+                shortener.domain(None).map_err(|e| e.to_string())?,
+                "unpurged",
+                &change,
+                None,
+            )
             .await
             .map_err(|e| e.to_string())?;
         let deleted = shortener
-            .delete(&admin, "unpurged", None)
+            .delete(
+                &admin,
+                shortener.domain(None).map_err(|e| e.to_string())?,
+                "unpurged",
+                None,
+            )
             .await
             .map_err(|e| e.to_string())?;
         for (what, warning) in [

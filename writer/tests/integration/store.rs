@@ -155,7 +155,11 @@ pub fn concurrent_distinct_urls(suite: &Suite) -> Result<(), String> {
     block_on(async {
         let shortener = Shortener::new(settings).map_err(|e| e.to_string())?;
         for (url, key) in &links {
-            let (stored, _) = shortener.show(key).await.map_err(|e| e.to_string())?;
+            let default = shortener.domain(None).map_err(|e| e.to_string())?;
+            let (stored, _) = shortener
+                .show(default, key)
+                .await
+                .map_err(|e| e.to_string())?;
             ensure(stored.record.url.as_str() == url, || {
                 format!("{key} holds {stored:?}, expected {url}")
             })?;

@@ -8,11 +8,12 @@ use shortlink_core::{Key, Record, Stored};
 
 use crate::access::Identity;
 use crate::clicks::{LinkStats, Trending, TrendingQuery};
+use crate::config::Domain;
 use crate::links::error::ShortenError;
-use crate::links::shortener::{check_limit, Shortener, DEFAULT_PAGE};
+use crate::links::shortener::{allowed, check_limit, Shortener, DEFAULT_PAGE};
 use crate::links::store::StoreError;
 use crate::links::validate::{Field, Invalid};
-use crate::varnish::purge::Purger;
+use crate::varnish::purge::{Purger, Route};
 
 /// Days of history a link's statistics show unless asked otherwise.
 const DEFAULT_STATS_DAYS: u64 = 30;
@@ -51,15 +52,18 @@ pub enum WarmError {
     UnknownNode(String),
     #[error("cannot read the click counts: {0}")]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Domain(#[from] crate::config::UnknownDomain),
 }
 
 impl Shortener {
-    /// `key`'s click counts with `days` days of history, if `who` may
-    /// change the link (a deleted link's: admins only), and the link as
-    /// read for that check (`None` once deleted).
+    /// The click counts of `key` on `domain` with `days` days of history,
+    /// if `who` may change the link (a deleted link's: admins only), and
+    /// the link as read for that check (`None` once deleted).
     pub async fn stats(
         &self,
         who: &Identity,
+        domain: &Domain,
         key: &str,
         days: Option<u64>,
     ) -> Result<(LinkStats, Option<Record>), ShortenError> {
@@ -72,8 +76,9 @@ impl Shortener {
             )
             .into());
         }
-        let key = self.existing_key(key)?;
-        let current = self.read(&key).await?;
+        allowed(who, domain)?;
+        let key = Self::existing_key(domain, key)?;
+        let current = self.read(domain, &key).await?;
         let owner = match &current.stored {
             Stored::Link(record) => record.owner.as_ref(),
             Stored::Deleted => None,
@@ -83,7 +88,7 @@ impl Shortener {
         }
         let hours = STATS_HOURS.min(clicks.hours_kept);
         let mut stats = self
-            .store
+            .store(domain)
             .clicks()
             .link(&key, days, hours)
             .await
@@ -103,7 +108,7 @@ impl Shortener {
     /// [`crate::clicks::ClickReader::flush_lag`]).
     pub async fn click_flush_lag(&self) -> Result<Option<f64>, ShortenError> {
         Ok(self
-            .store
+            .default_store()
             .clicks()
             .flush_lag()
             .await
@@ -111,10 +116,12 @@ impl Shortener {
     }
 
     /// The links with the most clicks by people over the last `minutes`:
-    /// everyone's for an admin, `who`'s own otherwise.
+    /// everyone's for an admin, `who`'s own otherwise; on `domain`, or on
+    /// every domain `who` may use, ranked together.
     pub async fn trending(
         &self,
         who: &Identity,
+        domain: Option<&str>,
         minutes: Option<u64>,
         limit: Option<usize>,
     ) -> Result<Vec<Trending>, ShortenError> {
@@ -128,26 +135,45 @@ impl Shortener {
         }
         let limit = limit.unwrap_or(DEFAULT_PAGE);
         check_limit(limit)?;
+        let domains = self.domains_of(who, domain)?;
         let query = TrendingQuery {
             owner: (!who.admin).then(|| who.owner.to_string()),
+            domains: domains.iter().map(|domain| domain.name.clone()).collect(),
             minutes,
             limit,
         };
         let ranking = self
             .trending
-            .get_or_rank(query, || self.rank_trending(who, minutes, limit))
+            .get_or_rank(query, || async {
+                let mut ranked = Vec::new();
+                for domain in &domains {
+                    ranked.extend(self.rank_trending(who, domain, minutes, limit).await?);
+                }
+                // Most clicks first, ties by domain (in order) and key.
+                let place = |t: &Trending| domains.iter().position(|d| d.name == t.domain);
+                ranked.sort_by(|a, b| {
+                    b.clicks
+                        .cmp(&a.clicks)
+                        .then_with(|| place(a).cmp(&place(b)))
+                        .then_with(|| a.key.cmp(&b.key))
+                });
+                ranked.truncate(limit);
+                Ok::<_, ShortenError>(ranked)
+            })
             .await?;
         Ok(ranking.to_vec())
     }
 
-    /// The ranking [`Self::trending`] answers, made now.
+    /// The ranking of `domain`'s links [`Self::trending`] answers, made now.
     async fn rank_trending(
         &self,
         who: &Identity,
+        domain: &Domain,
         minutes: u64,
         limit: usize,
     ) -> Result<Vec<Trending>, ShortenError> {
-        let reader = self.store.clicks();
+        let store = self.store(domain);
+        let reader = store.clicks();
         if who.admin {
             return Ok(reader
                 .trending(minutes, limit)
@@ -163,9 +189,9 @@ impl Shortener {
         for chunk in ranked.chunks(TRENDING_CHUNK) {
             let (keys, links): (Vec<Key>, Vec<&Trending>) = chunk
                 .iter()
-                .filter_map(|t| Some((self.settings.scheme.key(&t.key).ok()?, t)))
+                .filter_map(|t| Some((domain.scheme.key(&t.key).ok()?, t)))
                 .unzip();
-            let owners = self.store.owners_of(&keys).await?;
+            let owners = store.owners_of(&keys).await?;
             own.extend(
                 links
                     .into_iter()
@@ -183,23 +209,60 @@ impl Shortener {
         Ok(own)
     }
 
-    /// The keys of the `limit` hottest links (see
+    /// The keys of the `limit` hottest links of `domain` (see
     /// [`crate::clicks::ClickReader::hottest`]), hottest first.
-    pub async fn hottest(&self, limit: usize) -> Result<Vec<String>, StoreError> {
-        Ok(self.store.clicks().hottest(limit).await?)
+    pub async fn hottest(&self, domain: &Domain, limit: usize) -> Result<Vec<String>, StoreError> {
+        Ok(self.store(domain).clicks().hottest(limit).await?)
     }
 
-    /// Loads the `limit` hottest links into the cache of `node` (a URL of
-    /// `varnish.purge_urls`), or of every node, as requests that are not
-    /// counted as clicks.
-    pub async fn warm(&self, limit: usize, node: Option<&str>) -> Result<Warmed, WarmError> {
+    /// The `limit` links most worth warming: each domain's hottest (of
+    /// `domain` alone when named), taken from the domains in turn.
+    async fn hottest_everywhere(
+        &self,
+        domain: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(Route, String)>, WarmError> {
+        let domains: Vec<&Domain> = match domain.filter(|name| !name.is_empty()) {
+            Some(name) => vec![self.settings.domain(Some(name))?],
+            None => self.settings.domains.iter().collect(),
+        };
+        let mut lists = Vec::with_capacity(domains.len());
+        for domain in &domains {
+            let keys = self.hottest(domain, limit).await?;
+            lists.push((Route::of(domain), keys.into_iter()));
+        }
+        let mut chosen = Vec::with_capacity(limit);
+        while chosen.len() < limit {
+            let before = chosen.len();
+            for (route, keys) in &mut lists {
+                if let Some(key) = keys.next() {
+                    chosen.push((route.clone(), key));
+                }
+            }
+            if chosen.len() == before {
+                break;
+            }
+        }
+        chosen.truncate(limit);
+        Ok(chosen)
+    }
+
+    /// Loads the `limit` hottest links (of every domain, or of `domain`)
+    /// into the cache of `node` (a URL of `varnish.purge_urls`), or of
+    /// every node, as requests that are not counted as clicks.
+    pub async fn warm(
+        &self,
+        limit: usize,
+        node: Option<&str>,
+        domain: Option<&str>,
+    ) -> Result<Warmed, WarmError> {
         if self.nodes.is_empty() {
             return Err(WarmError::NoVarnish);
         }
         if let Some(node) = node.filter(|node| self.nodes.node(node).is_none()) {
             return Err(WarmError::UnknownNode(node.to_owned()));
         }
-        let keys = self.hottest(limit).await?;
+        let keys = self.hottest_everywhere(domain, limit).await?;
         let mut warmed = Warmed::default();
         let mut fetches = tokio::task::JoinSet::new();
         for (_, purger) in self
@@ -211,9 +274,9 @@ impl Shortener {
             let connections: Vec<Arc<Purger>> = (0..WARM_CONNECTIONS)
                 .map(|_| Arc::new(purger.sibling()))
                 .collect();
-            for (key, purger) in keys.iter().cloned().zip(connections.iter().cycle()) {
+            for ((route, key), purger) in keys.iter().cloned().zip(connections.iter().cycle()) {
                 let purger = Arc::clone(purger);
-                fetches.spawn(async move { purger.warm(&key).await });
+                fetches.spawn(async move { purger.warm(&route, &key).await });
             }
         }
         while let Some(answer) = fetches.join_next().await {

@@ -1,7 +1,8 @@
 //! Every link (or one owner's), read for an export a page at a time:
-//! `SCAN` and `HSCAN` over the link hashes, or `LRANGE` over an index.
+//! `SCAN` and `HSCAN` over the link hashes, or `LRANGE` over an index; one
+//! domain's store at a time, chained into one export.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use crate::redis::master::Connection;
 use shortlink_core::{Key, KeyScheme, Owner, Stored};
@@ -17,31 +18,37 @@ impl LinkStore {
             }
             Connection::Master(_) => vec![None],
         };
-        Ok(Export {
+        Ok(Export::of(Part {
             store: self.clone(),
             from: ExportFrom::Hashes(HashWalk {
                 nodes,
                 ..HashWalk::default()
             }),
-        })
+        }))
     }
 
     /// `owner`'s links (those in its index), oldest first, a page at a time.
     pub fn export_owned(&self, owner: Option<&Owner>) -> Export {
-        Export {
+        Export::of(Part {
             store: self.clone(),
             from: ExportFrom::Index {
                 index: self.scheme.index(owner),
                 owner: owner.cloned(),
                 position: 0,
             },
-        }
+        })
     }
 }
 
 /// Links read for an export, a page at a time: however many there are,
 /// only one page is held.
 pub struct Export {
+    /// What is left to read, in order.
+    parts: VecDeque<Part>,
+}
+
+/// One domain's links, or one owner's of one domain.
+struct Part {
     store: LinkStore,
     from: ExportFrom,
 }
@@ -70,7 +77,7 @@ struct HashWalk {
     /// Where `SCAN` goes on on the last of `nodes`; 0 before it starts.
     scan_cursor: u64,
     /// Link hashes found and not read yet.
-    hashes: std::collections::VecDeque<String>,
+    hashes: VecDeque<String>,
     /// Every hash found so far: `SCAN` may name one twice. At most
     /// 64^split names, however many links.
     found: HashSet<String>,
@@ -83,9 +90,38 @@ struct HashWalk {
 }
 
 impl Export {
+    fn of(part: Part) -> Self {
+        Self {
+            parts: VecDeque::from([part]),
+        }
+    }
+
+    /// `exports` one after the other (several domains', say).
+    pub fn chain(exports: impl IntoIterator<Item = Export>) -> Self {
+        Self {
+            parts: exports
+                .into_iter()
+                .flat_map(|export| export.parts)
+                .collect(),
+        }
+    }
+
     /// The next page of links (deleted ones left out), `None` once done.
     /// A page may be empty while more follow.
     pub async fn next_page(&mut self) -> Result<Option<Vec<Link>>, StoreError> {
+        let Some(part) = self.parts.front_mut() else {
+            return Ok(None);
+        };
+        if let Some(links) = part.next_page().await? {
+            return Ok(Some(links));
+        }
+        self.parts.pop_front();
+        Ok(Some(Vec::new()))
+    }
+}
+
+impl Part {
+    async fn next_page(&mut self) -> Result<Option<Vec<Link>>, StoreError> {
         let mut connection = self.store.connection.get()?;
         match &mut self.from {
             ExportFrom::Index {
@@ -111,7 +147,7 @@ impl Export {
                 Ok(Some(
                     keys.into_iter()
                         .zip(values)
-                        .filter_map(|(key, value)| link_of(key.to_string(), &value?))
+                        .filter_map(|(key, value)| link_of(&self.store, key.to_string(), &value?))
                         .filter(|link| link.record.owner == *owner)
                         .collect(),
                 ))
@@ -121,10 +157,7 @@ impl Export {
                     walk.reading = walk.hashes.pop_front().map(|hash| (hash, 0));
                 }
                 if walk.reading.is_some() {
-                    return walk
-                        .read_hash(&self.store.scheme, &mut connection)
-                        .await
-                        .map(Some);
+                    return walk.read_hash(&self.store, &mut connection).await.map(Some);
                 }
                 if walk.nodes.is_empty() {
                     return Ok(None);
@@ -140,9 +173,10 @@ impl HashWalk {
     /// The next page of the hash being read.
     async fn read_hash(
         &mut self,
-        scheme: &KeyScheme,
+        store: &LinkStore,
         connection: &mut Connection,
     ) -> Result<Vec<Link>, StoreError> {
+        let scheme = &store.scheme;
         let Some((hash, cursor)) = self.reading.take() else {
             return Ok(Vec::new());
         };
@@ -161,7 +195,7 @@ impl HashWalk {
             .filter(|(field, _)| whole || given.insert(field.clone()))
             .filter_map(
                 |(field, value)| match scheme.key(&format!("{head}{field}")) {
-                    Ok(key) => link_of(key.to_string(), &value),
+                    Ok(key) => link_of(store, key.to_string(), &value),
                     Err(error) => {
                         log::warn!("export: {head}{field:?} is no key ({error}); left out");
                         None
@@ -206,8 +240,11 @@ impl HashWalk {
             _ => scan.query_async(connection).await?,
         };
         let found = &mut self.found;
-        self.hashes
-            .extend(names.into_iter().filter(|name| found.insert(name.clone())));
+        self.hashes.extend(
+            names
+                .into_iter()
+                .filter(|name| is_link_hash(scheme, name) && found.insert(name.clone())),
+        );
         if next == 0 {
             self.nodes.pop();
         }
@@ -216,11 +253,19 @@ impl HashWalk {
     }
 }
 
+/// Whether `name`, found by the pattern of `scheme`'s hashes, is one: a
+/// `?` of the pattern matches `:` too, and a name with a `:` after the
+/// prefix belongs to another domain's key space (or to click counts).
+fn is_link_hash(scheme: &KeyScheme, name: &str) -> bool {
+    name.strip_prefix(scheme.prefix())
+        .is_some_and(|head| !head.contains([':', '@']))
+}
+
 /// The link `value` stores under `key`; `None` for a deleted link, and for
 /// a value that is no link (logged: fix it with redis-cli).
-fn link_of(key: String, value: &str) -> Option<Link> {
+fn link_of(store: &LinkStore, key: String, value: &str) -> Option<Link> {
     match Stored::parse(value) {
-        Ok(Stored::Link(record)) => Some(Link { key, record }),
+        Ok(Stored::Link(record)) => Some(store.link(key, record)),
         Ok(Stored::Deleted) => None,
         Err(error) => {
             log::warn!("export: {key:?} holds no link ({error}); left out");
@@ -239,4 +284,23 @@ fn glob_escape(text: &str) -> String {
         escaped.push(c);
     }
     escaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shortlink_core::DomainName;
+
+    #[test]
+    fn a_domain_scan_takes_its_own_hashes_alone() {
+        let default = KeyScheme::default();
+        let go = default.for_domain(&DomainName::try_from("go.example").unwrap());
+        assert!(is_link_hash(&default, "short:Lm"));
+        // Another domain's hash, or a name a `?` matched with its `:`.
+        assert!(!is_link_hash(&default, "short:go.example:Lm"));
+        assert!(!is_link_hash(&default, "short:a:"));
+        assert!(!is_link_hash(&default, "short:@a"));
+        assert!(is_link_hash(&go, "short:go.example:Lm"));
+        assert!(!is_link_hash(&go, "short:Lm"));
+    }
 }

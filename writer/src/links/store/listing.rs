@@ -86,10 +86,7 @@ impl LinkStore {
                 else {
                     continue;
                 };
-                let link = Link {
-                    key: key.to_string(),
-                    record,
-                };
+                let link = self.link(key.to_string(), record);
                 if keep(&link) {
                     page.links.push(link);
                     if page.links.len() == limit {
