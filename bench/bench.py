@@ -24,6 +24,19 @@ included): 0 lost, 0 counted twice. `zipf-restart` runs Zipf traffic,
 restarts Varnish, warms its empty cache with `shortlink warm`, and then
 measures Zipf traffic against the ceiling.
 
+Short domains and forwarded queries: the bench's configuration has a second
+domain (SECOND_DOMAIN, reached through DOMAIN_ALIAS, its links at the root)
+beside the default one, which `hit` measures as before (its requests now
+first tested against the second domain's names: one regex on Host in
+vcl_recv). `hit-domain` is
+`hit`'s links stored on that domain and asked for through the alias;
+`hit-query` is as many links of the default domain that forward their query
+(`?+`), each asked for with a 60-byte campaign query. Both run in rounds
+with `hit` (reported as `hit-paired`), one run each per round, and each is
+judged by the median of its per-round ratio to `hit-paired`.
+BENCH_SCENARIOS=hit-nodomain runs the same rounds for `hit` on a VCL
+generated without the second domain: what routing by Host costs `hit`.
+
 BENCH_QUICK=1 runs a short version (a smoke check; its figures mean little).
 BENCH_RUNS=N repeats each scenario N times and reports the median of each
 figure (default 3).
@@ -56,6 +69,7 @@ waiting for it (WAIT) costs an insert.
 
 import base64
 import hashlib
+import http.client
 import json
 import os
 import shutil
@@ -124,6 +138,17 @@ VARNISHD_PARAMS = ROOT / "vcl" / "varnishd.params"
 # The writer's claim script: its deadline prologue, then the claim.
 CLAIM_SCRIPT = [ROOT / "writer" / "src" / "links" / "deadline.lua", ROOT / "writer" / "src" / "links" / "claim.lua"]
 BENCH_TOKEN = "bench-token-" + "0123456789abcdef" * 2
+# The second short domain of the bench's configuration: links at the root,
+# asked for through its alias, forwarding queries by default (which a
+# request without a query never reaches).
+SECOND_DOMAIN = "go.bench.test"
+DOMAIN_ALIAS = "alias.bench.test"
+# A campaign query as newsletters send them: 60 bytes after the "?".
+CAMPAIGN_QUERY = "utm_source=newsletter&utm_medium=email&utm_campaign=nov-2026"
+assert len(CAMPAIGN_QUERY) == 60
+# Issue target: a hit on the second domain, or with a forwarded query, keeps
+# this share of `hit`'s req/s.
+DOMAIN_AND_QUERY_RATIO = 0.95
 
 
 def say(message):
@@ -175,9 +200,10 @@ def digest_key(url):
     return base64.urlsafe_b64encode(hashlib.sha1(url.encode()).digest()).decode().rstrip("=")
 
 
-def make_links(count, tag):
-    """`count` links with keys chosen as the writer chooses them."""
-    used = set()
+def make_links(count, tag, taken=()):
+    """`count` links with keys chosen as the writer chooses them, none of
+    them one of `taken`."""
+    used = set(taken)
     links = []
     for i in range(count):
         url = f"https://example.org/{tag}/{i}"
@@ -354,6 +380,7 @@ def wrk(url, script, args, connections=CONNECTIONS, duration=DURATION):
             figures = json.loads(line[len("BENCH_JSON "):])
             seconds = figures["duration_us"] / 1e6
             return {
+                "requests": figures["requests"],
                 "rps": round(figures["requests"] / seconds, 1),
                 "p50_ms": round(figures["p50_us"] / 1000, 3),
                 "p99_ms": round(figures["p99_us"] / 1000, 3),
@@ -481,7 +508,8 @@ def cluster_script_usec(ports):
 
 def stored_clicks(redis_port):
     """Every click stored so far: people's, bots' and gone answers, all links
-    (those of a cluster's node: the keys of many slots, all its own)."""
+    of both domains (those of a cluster's node: the keys of many slots, all
+    its own)."""
     script = """#!lua flags=allow-cross-slot-keys
 local total, cursor = 0, '0'
 repeat
@@ -494,8 +522,9 @@ until cursor == '0'
 return total
 """
     total = 0
-    for word in ("clicks", "bots", "gone"):
-        total += int(redis_cli(redis_port, "EVAL", script, "0", f"{PREFIX}{word}:*").strip())
+    for space in ("", f"{SECOND_DOMAIN}:"):
+        for word in ("clicks", "bots", "gone"):
+            total += int(redis_cli(redis_port, "EVAL", script, "0", f"{PREFIX}{space}{word}:*").strip())
     return total
 
 
@@ -628,7 +657,7 @@ def run(processes):
     # Without purging, for measuring what the purge costs an insert.
     purge_url = "" if os.environ.get("BENCH_WRITER_PURGE") == "0" else f"http://127.0.0.1:{varnish_port}"
 
-    def configuration(counted, links_url=redis_url, clicks=clicks_url):
+    def configuration(counted, links_url=redis_url, clicks=clicks_url, domains=True):
         return (
             f'listen = "127.0.0.1:{writer_port}"\n'
             f'public_base_url = "http://127.0.0.1:{varnish_port}/l/"\n'
@@ -639,21 +668,35 @@ def run(processes):
             # The 16 insert clients share one address: as token holders they are
             # not rate limited, as a real bulk importer would not be. An admin
             # token, so the editors may change the links loaded by hand.
-            f'[access]\ntokens = [{{ name = "bench", token = "{BENCH_TOKEN}", admin = true }}]\n')
+            f'[access]\ntokens = [{{ name = "bench", token = "{BENCH_TOKEN}", admin = true }}]\n'
+            # The default domain stays as above (`public_base_url`, /l/, every
+            # other host); the second has its own key space.
+            + (f'[[domains]]\nbase_url = "http://{SECOND_DOMAIN}/"\naliases = ["{DOMAIN_ALIAS}"]\n'
+               'forward_query = true\n' if domains else ''))
 
-    def generated_vcl(name, counted, links_url=redis_url, clicks=clicks_url):
+    def generated_vcl(name, counted, links_url=redis_url, clicks=clicks_url, domains=True):
         """Writes `name`.toml and the VCL `shortlink vcl` makes of it."""
         toml, vcl = WORK / f"{name}.toml", WORK / f"{name}.vcl"
-        toml.write_text(configuration(counted, links_url, clicks))
+        toml.write_text(configuration(counted, links_url, clicks, domains))
         vcl.write_text(subprocess.run([str(RELEASE / "shortlink"), "vcl", "--config", str(toml)],
                                       capture_output=True, text=True, check=True).stdout)
         return toml, vcl
 
-    config, vcl = generated_vcl("shortlink", counted=True)
+    _, vcl = generated_vcl("shortlink", counted=True)
+    # The writer is told of the default domain alone: it warms (zipf-restart)
+    # and edits that domain's links as before the second domain existed (a
+    # writer told of both would warm the hottest of each in turn, and the
+    # links of hit-domain would take half of zipf-restart's warming).
+    config = WORK / "writer.toml"
+    config.write_text(configuration(counted=True, domains=False))
     # The same configuration with counting off: the limit of `hit`'s cost.
     _, uncounted_vcl = generated_vcl("uncounted", counted=False)
     workdir = start_varnishd(processes, "varnish", varnish_port, vcl)
     varnishadm(workdir, "vcl.load", "uncounted", str(uncounted_vcl))
+    if "hit-nodomain" in ONLY:
+        # For finding what routing by Host costs `hit`: the default domain alone.
+        _, nodomain_vcl = generated_vcl("nodomain", counted=True, domains=False)
+        varnishadm(workdir, "vcl.load", "nodomain", str(nodomain_vcl))
     # The limits are VCLs of the same varnishd, so they run on the same
     # process with the same parameters as the VCL they are compared with.
     varnishadm(workdir, "vcl.load", "ceiling", str(write_vcl("ceiling.vcl", CEILING_VCL)))
@@ -690,6 +733,20 @@ def run(processes):
     fresh_keys = write_keys("fresh", [key for key, _ in links[HIT_LINKS:]])
     all_keys = write_keys("all", [key for key, _ in links])
     storm_keys = write_keys("storm", [key for key, _ in links[:STORM_LINKS]])
+    # hit-domain: hit's very links (keys and URLs) on the second domain, in its
+    # key space. hit-query: as many links of the default domain, with keys
+    # of their own (hit's links do not forward, and must stay as `hit`
+    # measures them), whose value says `?+`: they forward whatever their
+    # domain's default. So hit-query differs from `hit` by the forwarding
+    # alone (the query kept aside in vcl_recv, the merge at delivery), not
+    # by routing to another domain, which hit-domain measures.
+    query_links = make_links(HIT_LINKS, "q", taken=(key for key, _ in links))
+    if not ONLY or {"hit-domain", "hit-query"} & set(ONLY):
+        load(redis_port, [resp("HSET", f"{PREFIX}{SECOND_DOMAIN}:{key[:SPLIT]}", key[SPLIT:], url)
+                          for key, url in links[:HIT_LINKS]]
+                         + [resp("HSET", PREFIX + key[:SPLIT], key[SPLIT:], f"{url} ?+")
+                            for key, url in query_links])
+    query_keys = write_keys("query", [key for key, _ in query_links])
 
     scenarios = {}
     # Link requests Varnish took while counting, for the exactness check.
@@ -797,10 +854,11 @@ def run(processes):
         varnishadm(workdir, "start")
         wait_for_port(varnish_port, "Varnish")
 
-    def links_wrk(mode, keys, connections=CONNECTIONS, duration=DURATION, statuses=False):
+    def links_wrk(mode, keys, connections=CONNECTIONS, duration=DURATION, statuses=False,
+                  path="/l/", host="-", query="-"):
         # `statuses` counts answers that are not redirects, at the cost of a
         # Lua call per answer.
-        args = [mode, str(keys), str(THREADS), "statuses" if statuses else "-"]
+        args = [mode, str(keys), str(THREADS), "statuses" if statuses else "-", path, host, query]
         return lambda: wrk(base, "links.lua", args, connections=connections, duration=duration)
 
     redis_stalls(redis_port)  # the loading above is no scenario's
@@ -817,6 +875,118 @@ def run(processes):
     say("hit: cached links, each run followed by hit-uncounted: the same with counting off")
     scenario("hit", links_wrk("random", hit_keys), prepare=warm, counted=True,
              pair=("hit-uncounted", "uncounted"))
+
+    def answers_checked(side, samples, host=None, query=None):
+        """Asks for a few of `samples` (path, Location expected) as wrk
+        will, and stops the bench unless each answers a 301 to it."""
+        headers = {"User-Agent": "bench.py"}
+        if host:
+            headers["Host"] = host
+        connection = http.client.HTTPConnection("127.0.0.1", varnish_port, timeout=5)
+        try:
+            for path, expected in samples:
+                connection.request("GET", path + (f"?{query}" if query else ""), headers=headers)
+                answer = connection.getresponse()
+                answer.read()
+                location = answer.getheader("Location")
+                if answer.status != 301 or location != expected:
+                    raise SystemExit(f"bench: {side}: {path} (Host {host or '127.0.0.1'}, query {query!r}) "
+                                     f"answered {answer.status} {location!r}, not 301 {expected!r}")
+        finally:
+            connection.close()
+
+    def forwarded():
+        # Every loaded VCL has a counter of this name, and varnishstat's JSON
+        # keeps one of them: the lines of -1 keep them all.
+        lines = subprocess.run(["varnishstat", "-n", str(workdir), "-1", "-f", "*.queries_forwarded"],
+                               capture_output=True, text=True, check=True).stdout.splitlines()
+        fields = [line.split() for line in lines]
+        return sum(int(f[1]) for f in fields if f and f[0].endswith(".queries_forwarded"))
+
+    def every_query_forwarded(measure):
+        """`measure`, stopping the bench unless Varnish merged the query into
+        every redirect it answered meanwhile."""
+        def measured():
+            before = forwarded()
+            figures = measure()
+            merged = forwarded() - before
+            if merged < figures["requests"]:
+                raise SystemExit(f"bench: hit-query: {merged} queries forwarded for {figures['requests']} requests")
+            return figures
+        return measured
+
+    def beside_hit(sides):
+        """Rounds of `hit` (reported as hit-paired) and each of `sides`
+        (name, VCL, measure, prepare), one run each per round, back to back,
+        the order turning by one each round so that neither the machine's
+        drift nor the click flushes a run inherits from the one before
+        favour a side; each side's ratio to hit-paired is the median of its
+        rounds'. Each prepares (warms its links, checks its answers) once,
+        before the first round, and the clicks are accounted once, after
+        the last (waiting for them after each run would add seconds to it)."""
+        chosen = [side for side in sides if not ONLY or side[0] in ONLY]
+        if not chosen:
+            return
+        # hit's links are cached already when `hit` ran (nothing empties the
+        # cache between them).
+        hit_cached = not ONLY or "hit" in ONLY
+        everyone = [("hit-paired", "boot", links_wrk("random", hit_keys),
+                     (lambda: None) if hit_cached else warm_beside(hit_keys))] + chosen
+        before = client_requests()
+        for _, vcl_name, _, prepare in everyone:
+            varnishadm(workdir, "vcl.use", vcl_name)
+            prepare()
+        runs = {name: [] for name, *_ in everyone}
+        for round_id in range(PAIRS):
+            turn = round_id % len(everyone)
+            for name, vcl_name, measure, _ in everyone[turn:] + everyone[:turn]:
+                varnishadm(workdir, "vcl.use", vcl_name)
+                runs[name].append(measure())
+        varnishadm(workdir, "vcl.use", "boot")
+        time.sleep(FLUSH_WAIT)
+        counted_requests["requests"] += client_requests() - before
+        catch_up["hit-paired"] = [round(FLUSH_WAIT + flushes_settle(clicks_port), 1)]
+        stalls = redis_stalls(redis_port), redis_stalls(clicks_port)
+        for name, figures in runs.items():
+            wrong = sum(r["errors"] - r["socket_errors"] for r in figures)
+            if wrong:
+                raise SystemExit(f"bench: {name}: {wrong} answers of 4xx or 5xx for stored links")
+            s = scenarios[name] = median_of(figures)
+            s["redis_stalls"], s["clicks_redis_stalls"] = stalls
+            say(f"{name}: {s['rps']:.0f} req/s, p99 {s['p99_ms']} ms, socket errors {s['socket_errors']} "
+                f"(runs {s['runs_rps']}, p99 {s['runs_p99_ms']})")
+        for name, *_ in chosen:
+            ratios = [r["rps"] / h["rps"] for r, h in zip(runs[name], runs["hit-paired"])]
+            scenarios[f"{name}/hit-paired"] = {"median": statistics.median(ratios),
+                                               "rounds": [round(r, 3) for r in ratios]}
+            say(f"{name} / hit-paired per round: {[round(r, 3) for r in ratios]}")
+
+    def warm_beside(keys, check=lambda: None, **where):
+        # As `hit` warms, each side's links on its own path, then a look at
+        # what they answer.
+        warming = links_wrk("fresh", keys, duration=max(1, DURATION // 3), **where)
+        return lambda: (warming(), check())
+
+    domain_where = {"path": "/", "host": DOMAIN_ALIAS}
+    query_where = {"query": CAMPAIGN_QUERY}
+    samples = [0, 1, HIT_LINKS // 2, HIT_LINKS - 1]
+    say(f"hit-domain: hit's links on {SECOND_DOMAIN}, asked for as {DOMAIN_ALIAS}/<key>; hit-query: "
+        f"links forwarding their query (?+), asked for with a {len(CAMPAIGN_QUERY)}-byte campaign query; "
+        "in rounds with hit (hit-paired)")
+    beside_hit([
+        ("hit-domain", "boot", links_wrk("random", hit_keys, **domain_where),
+         warm_beside(hit_keys, lambda: answers_checked(
+             "hit-domain", [(f"/{links[n][0]}", links[n][1]) for n in samples], host=DOMAIN_ALIAS),
+                     **domain_where)),
+        ("hit-query", "boot", every_query_forwarded(links_wrk("random", query_keys, **query_where)),
+         warm_beside(query_keys, lambda: answers_checked(
+             "hit-query", [(f"/l/{query_links[n][0]}", f"{query_links[n][1]}?{CAMPAIGN_QUERY}") for n in samples],
+             query=CAMPAIGN_QUERY), **query_where)),
+        # For profiling only (BENCH_SCENARIOS=hit-nodomain): hit on the VCL
+        # without the second domain, as before it existed.
+        *([("hit-nodomain", "nodomain", links_wrk("random", hit_keys), warm_beside(hit_keys))]
+          if "hit-nodomain" in ONLY else []),
+    ])
 
     say("origin-miss: every request a fresh key, fetched from an HTTP origin")
     scenario("origin-miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="originmiss")
@@ -839,7 +1009,7 @@ def run(processes):
     scenario("zipf", links_wrk("zipf", all_keys), prepare=empty_cache, counted=True)
 
     clicks = None
-    if not ONLY or {"hit", "miss", "zipf"} & set(ONLY):
+    if not ONLY or {"hit", "hit-domain", "hit-query", "miss", "zipf"} & set(ONLY):
         time.sleep(FLUSH_WAIT)
         stored = stored_clicks(clicks_port)
         clicks = {"requests": counted_requests["requests"], "stored": stored,
@@ -847,7 +1017,7 @@ def run(processes):
                   "double": max(0, stored - counted_requests["requests"])}
         clicks["catch_up_s"] = catch_up
         say(f"clicks: {clicks['stored']} stored for {clicks['requests']} link requests "
-            f"in hit, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice); "
+            f"in hit, hit-domain, hit-query, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice); "
             f"all sent {catch_up} s after each run")
     clicks_cluster = None
     if CLUSTER and (not ONLY or "miss-cluster-clicks" in ONLY):
@@ -964,6 +1134,14 @@ def run(processes):
             for name, s in scenarios.items() if "/" not in name
         },
         "counting_cost": {"hit_to_uncounted_per_pair_median": round(scenarios["hit/hit-uncounted"], 3)},
+        # Each against the `hit` runs of the same rounds (hit-paired).
+        "domains_and_queries": {
+            "second_domain": SECOND_DOMAIN, "asked_as": DOMAIN_ALIAS, "campaign_query": CAMPAIGN_QUERY,
+            **{f"{name.replace('-', '_')}_to_hit_per_round_median": round(scenarios[f"{name}/hit-paired"]["median"], 3)
+               for name in ("hit-domain", "hit-query")},
+            **{f"{name.replace('-', '_')}_to_hit_rounds": scenarios[f"{name}/hit-paired"]["rounds"]
+               for name in ("hit-domain", "hit-query")},
+        },
         "memory": {
             "links": LINKS,
             "bytes_per_link": round(hash_bytes, 1),
@@ -1040,6 +1218,12 @@ TARGETS = [
     ("counting cost", lambda r: r["scenarios"]["hit"]["rps"], "hit-uncounted req/s",
      lambda r: r["scenarios"]["hit-uncounted"]["rps"], ">=", 0.95, False,
      lambda r: r["counting_cost"]["hit_to_uncounted_per_pair_median"]),
+    ("hit-domain req/s", lambda r: r["scenarios"]["hit-domain"]["rps"], "hit-paired req/s",
+     lambda r: r["scenarios"]["hit-paired"]["rps"], ">=", DOMAIN_AND_QUERY_RATIO, False,
+     lambda r: r["domains_and_queries"]["hit_domain_to_hit_per_round_median"]),
+    ("hit-query req/s", lambda r: r["scenarios"]["hit-query"]["rps"], "hit-paired req/s",
+     lambda r: r["scenarios"]["hit-paired"]["rps"], ">=", DOMAIN_AND_QUERY_RATIO, False,
+     lambda r: r["domains_and_queries"]["hit_query_to_hit_per_round_median"]),
     ("miss req/s", lambda r: r["scenarios"]["miss"]["rps"], "origin-miss req/s",
      lambda r: r["scenarios"]["origin-miss"]["rps"], ">=", 1.2, False),
     ("zipf-restart req/s", lambda r: r["scenarios"]["zipf-restart"]["rps"], "ceiling req/s",
@@ -1140,7 +1324,8 @@ def print_table(report):
           f"{report['connections']} connections, {report['duration_s']}s per run, median of {report['runs']}; "
           f"ceiling500 and storm: {st['connections']} connections, {st['duration_s']}s, {st['links']:,} links)\n")
     print(f"{'scenario':<14}{'req/s':>10}{'x ceiling':>11}{'p50 ms':>9}{'p99 ms':>9}{'socket err':>11}{'non-3xx':>9}")
-    for name in ("ceiling", "hit", "hit-uncounted", "origin-miss", "miss", "miss-cluster", "miss-cluster-clicks",
+    for name in ("ceiling", "hit", "hit-uncounted", "hit-paired", "hit-domain", "hit-query",
+                 "origin-miss", "miss", "miss-cluster", "miss-cluster-clicks",
                  "zipf", "zipf-restart",
                  "ceiling500",
                  "storm",
@@ -1171,7 +1356,8 @@ def print_table(report):
     print(f"export      {x['links']:,} links ({x['bytes'] / 1e6:.1f} MB of CSV) in {x['seconds']} s; the writer's "
           f"RSS {x['rss_before_kib'] / 1024:.1f} MiB before, at most {x['rss_peak_kib'] / 1024:.1f} MiB during it")
     c = report["clicks"]
-    print(f"clicks      {c['stored']:,} stored for {c['requests']:,} link requests in hit, miss and zipf: "
+    print(f"clicks      {c['stored']:,} stored for {c['requests']:,} link requests in hit, hit-domain, hit-query, "
+          f"miss and zipf: "
           f"{c['lost']} lost, {c['double']} counted twice")
     if "clicks_cluster" in report:
         c = report["clicks_cluster"]

@@ -1,9 +1,12 @@
 -- Requests short links for `make bench`:
---   wrk ... -s links.lua <url> -- MODE KEYFILE THREADS [statuses]
+--   wrk ... -s links.lua <url> -- MODE KEYFILE THREADS [statuses] [PATH HOST QUERY]
 -- MODE: "random" (uniform over the keys), "fresh" (each key once: every
 -- request a cache miss), "zipf" (Zipf, s = 1.0, over the keys in file order).
 -- "statuses" counts answers that are not redirects (3xx), at the cost of a
 -- Lua call per answer; without it only wrk's own count of 4xx/5xx is kept.
+-- PATH is what comes before each key ("/l/" when left out), HOST the Host
+-- header sent instead of the URL's, QUERY a query string sent with every
+-- key (without its "?"); "-" leaves HOST or QUERY out.
 -- Prints one line "BENCH_JSON {...}" with the figures.
 
 local figures = require("figures")
@@ -14,6 +17,12 @@ function init(args)
     mode, file, thread_count = args[1], args[2], tonumber(args[3])
     non_3xx = 0
     counting = args[4] == "statuses"
+    local path = args[5] or "/l/"
+    if args[6] and args[6] ~= "-" then
+        -- wrk.init set the URL's host before calling init.
+        wrk.headers["Host"] = args[6]
+    end
+    local query = (args[7] and args[7] ~= "-") and ("?" .. args[7]) or ""
     if counting then
         -- Defined only when asked for: wrk parses headers for Lua only
         -- when a response function exists.
@@ -30,7 +39,7 @@ function init(args)
         "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
     keys = {}
     for line in io.lines(file) do
-        keys[#keys + 1] = "/l/" .. line
+        keys[#keys + 1] = path .. line .. query
     end
     n = #keys
     counter = 0
