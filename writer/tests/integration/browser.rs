@@ -139,7 +139,12 @@ async fn form_steps(
         return Err(format!("the typed URL was not kept: {kept:?}"));
     }
 
-    // Then the real one.
+    // Then the real one, with campaign parameters (folded away until
+    // opened) and the choice never to forward a click's query string.
+    click(client, "#campaign summary").await?;
+    type_into(client, "#utm_source", "newsletter").await?;
+    type_into(client, "#utm_campaign", "spring sale").await?;
+    click(client, "#forward option[value=never]").await?;
     submit_url(client, &suite.landing_url).await?;
     let link = wait_for(client, Locator::Id("short-link")).await?;
     let short = link.text().await.map_err(fail("read the short link"))?;
@@ -177,8 +182,22 @@ async fn form_steps(
         .await
         .map_err(fail("read the target page"))?;
     let url = client.current_url().await.map_err(fail("read the URL"))?;
-    if heading != "You landed" || url.as_str() != suite.landing_url {
-        return Err(format!("landed on {url} with {heading:?}"));
+    let campaign = format!(
+        "{}?utm_source=newsletter&utm_campaign=spring%20sale",
+        suite.landing_url
+    );
+    if heading != "You landed" || url.as_str() != campaign {
+        return Err(format!(
+            "landed on {url} with {heading:?}, not on {campaign}"
+        ));
+    }
+    let key = short.rsplit('/').next().unwrap_or_default();
+    let stored: Option<String> =
+        suite
+            .redis
+            .query(&["HGET", &format!("short:{}", &key[..2]), &key[2..]])?;
+    if stored.as_deref() != Some(&format!("{campaign} ?-")) {
+        return Err(format!("the form stored {stored:?}, not {campaign} ?-"));
     }
 
     // A page on another origin submits the form by script: refused.

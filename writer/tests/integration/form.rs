@@ -1,5 +1,7 @@
 //! The web form's answers, submitted as a browser would.
 
+use shortlink_core::Stored;
+
 use crate::common::{api, ensure, post_form, Suite, ALICE_TOKEN};
 
 pub fn submit_and_errors(suite: &Suite) -> Result<(), String> {
@@ -73,4 +75,119 @@ pub fn form_links_belong_to_their_token(suite: &Suite) -> Result<(), String> {
     ensure(edit.status == 200, || {
         format!("alice's edit of her form link: {}", edit.status)
     })
+}
+
+/// The value Redis holds for the default domain's `key`.
+fn stored_value(suite: &Suite, key: &str) -> Result<Option<String>, String> {
+    suite
+        .redis
+        .query(&["HGET", &format!("short:{}", &key[..2]), &key[2..]])
+}
+
+/// Campaign parameters typed into the form are added to the long URL by
+/// the rule Varnish forwards a query with (a parameter the URL names takes
+/// the new value, the fragment stays last), and the forwarding choice is
+/// stored as the link's `?+` or `?-` word, or none for the domain's default.
+pub fn campaign_parameters_and_forwarding(suite: &Suite) -> Result<(), String> {
+    let agent = Suite::agent();
+    let url = "https://example.org/form/campaign?page=2&utm_source=old#reviews";
+    let merged = "https://example.org/form/campaign?page=2&utm_source=newsletter\
+                  &utm_campaign=spring%20sale&utm_content=a%26b#reviews";
+    for (key, choice, forward) in [
+        ("form-utm-always", "always", Some(true)),
+        ("form-utm-never", "never", Some(false)),
+        ("form-utm-default", "default", None),
+    ] {
+        let (status, page) = post_form(
+            &agent,
+            &suite.writer_url,
+            &[
+                ("url", url),
+                ("key", key),
+                ("utm_source", "newsletter"),
+                ("utm_medium", ""),
+                ("utm_campaign", " spring sale "),
+                ("utm_term", ""),
+                ("utm_content", "a&b"),
+                ("forward_query", choice),
+                ("token", ALICE_TOKEN),
+            ],
+            &[],
+        )?;
+        ensure(status == 201, || {
+            format!("{choice}: the form answered {status}: {page}")
+        })?;
+        ensure(page.contains(&merged.replace('&', "&amp;")), || {
+            format!("{choice}: the result page does not lead to {merged}: {page}")
+        })?;
+        let value = stored_value(suite, key)?.ok_or("the form stored nothing")?;
+        let word = match forward {
+            Some(true) => " ?+",
+            Some(false) => " ?-",
+            None => "",
+        };
+        let stored = match Stored::parse(&value) {
+            Ok(Stored::Link(record)) => record,
+            other => return Err(format!("{choice}: stored {value:?}: {other:?}")),
+        };
+        ensure(
+            stored.url.to_string() == merged
+                && stored.forward_query == forward
+                && value.ends_with(&format!("@alice{word}")),
+            || format!("{choice}: stored {value:?}, not {merged} @alice{word}"),
+        )?;
+    }
+    Ok(())
+}
+
+/// A forwarding choice the form does not offer, and campaign parameters
+/// too long to forward, are refused next to their inputs, with what was
+/// typed kept, and store nothing.
+pub fn campaign_and_forwarding_errors(suite: &Suite) -> Result<(), String> {
+    let agent = Suite::agent();
+    let (status, page) = post_form(
+        &agent,
+        &suite.writer_url,
+        &[
+            ("url", "https://example.org/form/forward-bad"),
+            ("key", "form-fwd-bad"),
+            ("utm_source", "kept"),
+            ("forward_query", "sometimes"),
+            ("token", ALICE_TOKEN),
+        ],
+        &[],
+    )?;
+    ensure(status == 422, || format!("a bad choice answered {status}"))?;
+    ensure(
+        page.contains("id=\"forward-help\" role=\"alert\">forward_query")
+            && page.contains("value=\"kept\"")
+            && page.contains("<details class=\"campaign\" id=\"campaign\""),
+        || format!("no error next to the choice, or the typed values lost: {page}"),
+    )?;
+    let long = "x".repeat(shortlink_core::query::MAX_FORWARDED_QUERY);
+    let (status, page) = post_form(
+        &agent,
+        &suite.writer_url,
+        &[
+            ("url", "https://example.org/form/utm-long"),
+            ("key", "form-utm-long"),
+            ("utm_term", &long),
+            ("token", ALICE_TOKEN),
+        ],
+        &[],
+    )?;
+    ensure(status == 422, || {
+        format!("a long campaign answered {status}")
+    })?;
+    ensure(
+        page.contains("id=\"campaign-help\" role=\"alert\">the campaign parameters"),
+        || format!("no error next to the campaign parameters: {page}"),
+    )?;
+    for key in ["form-fwd-bad", "form-utm-long"] {
+        let stored = stored_value(suite, key)?;
+        ensure(stored.is_none(), || {
+            format!("a refused form stored {stored:?}")
+        })?;
+    }
+    Ok(())
 }

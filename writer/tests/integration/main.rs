@@ -249,6 +249,14 @@ const TESTS: &[(&str, common::Test)] = &[
         form::form_links_belong_to_their_token,
     ),
     (
+        "form::campaign_parameters_and_forwarding",
+        form::campaign_parameters_and_forwarding,
+    ),
+    (
+        "form::campaign_and_forwarding_errors",
+        form::campaign_and_forwarding_errors,
+    ),
+    (
         "lifecycle::edit_is_served_at_once",
         lifecycle::edit_is_served_at_once,
     ),

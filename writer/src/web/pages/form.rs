@@ -19,6 +19,7 @@ use crate::links::validate::Field;
 use crate::web::bulk::{announced_length, bulk_body_limit, create_admitted};
 use crate::web::error::{status_of, ApiError, ErrorBody};
 use crate::web::links::note_purge_failure;
+use crate::web::pages::campaign::{forward_choice, with_campaign};
 use crate::web::pages::page::{render, BulkView, FormView, Outcome};
 use crate::web::{came_over_https, html_page};
 
@@ -28,6 +29,22 @@ pub struct FormInput {
     url: String,
     #[serde(default)]
     key: String,
+    #[serde(default)]
+    utm_source: String,
+    #[serde(default)]
+    utm_medium: String,
+    #[serde(default)]
+    utm_campaign: String,
+    #[serde(default)]
+    utm_term: String,
+    #[serde(default)]
+    utm_content: String,
+    /// Forward each click's query string: `default`, `always`, `never`.
+    #[serde(default)]
+    forward_query: String,
+    /// The short domain's name; empty: the default one.
+    #[serde(default)]
+    domain: String,
     /// The form token the page carried (against cross-site posts).
     #[serde(default)]
     csrf: String,
@@ -66,7 +83,7 @@ pub(crate) async fn form_page(
     path = "/",
     tag = "pages",
     request_body(content_type = "application/x-www-form-urlencoded", content = String,
-                 description = "url, key, csrf (the page's form token) and token (an access token, when needed)"),
+                 description = "url, key, utm_source, utm_medium, utm_campaign, utm_term and utm_content (each one given is added to the URL's query), forward_query (default, always or never), domain (a short domain's name; the default one when empty), csrf (the page's form token) and token (an access token, when needed)"),
     responses(
         (status = 201, description = "The page with the new short link", content_type = "text/html"),
         (status = 200, description = "The page with the link the URL already had", content_type = "text/html"),
@@ -89,9 +106,19 @@ pub(crate) async fn form_submit(
     form: web::Form<FormInput>,
 ) -> HttpResponse {
     let key = form.key.trim();
+    let utm = [
+        &form.utm_source,
+        &form.utm_medium,
+        &form.utm_campaign,
+        &form.utm_term,
+        &form.utm_content,
+    ];
     let mut view = FormView {
         url: form.url.clone(),
         key: form.key.clone(),
+        utm: utm.map(String::clone),
+        forward_query: form.forward_query.clone(),
+        domain: form.domain.clone(),
         ..FormView::default()
     };
     let admitted = match guard.check_form_post(&request, &form.csrf) {
@@ -104,11 +131,25 @@ pub(crate) async fn form_submit(
             return refused_form(&request, &shortener, &guard, view, &refusal);
         }
     };
+    // The campaign is part of the target: checked and stored with it, by
+    // the rule Varnish merges a forwarded query with.
+    let url = with_campaign(&form.url, &utm.map(String::as_str));
+    let forward_query = forward_choice(&form.forward_query);
+    let (url, forward_query) = match (url, forward_query) {
+        (Ok(url), Ok(forward_query)) => (url, forward_query),
+        (url, forward_query) => {
+            view.utm_error = url.err();
+            view.forward_error = forward_query.err();
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            return form_response(&request, &shortener, &guard, status, view);
+        }
+    };
     // A link made through the form belongs to the typed token, as one made
     // through the API does: its holder can change it on the management page.
     let new = NewLink {
-        url: &form.url,
+        url: &url,
         key: Some(key),
+        forward_query,
         ..NewLink::default()
     };
     let status = match shortener.create(&new, caller.owner()).await {
@@ -139,6 +180,8 @@ pub(crate) async fn form_submit(
             match field {
                 Some(Field::Key) => view.key_error = Some(message),
                 Some(Field::Url) => view.url_error = Some(message),
+                Some(Field::ForwardQuery) => view.forward_error = Some(message),
+                Some(Field::Domain) => view.domain_error = Some(message),
                 // The form has no other inputs.
                 _ => view.general_error = Some(message),
             }
@@ -380,6 +423,12 @@ fn form_response(
     };
     view.csrf = guard.form_token(&cookie);
     view.ask_token = guard.token_required();
+    view.domains = shortener
+        .settings
+        .domains
+        .iter()
+        .map(|domain| (domain.name.clone(), domain.forward_query))
+        .collect();
     let mut response = html_page(status, Some(crate::web::pages::page::SCRIPT));
     if is_new {
         let secure = came_over_https(request, &shortener.settings);

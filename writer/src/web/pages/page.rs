@@ -6,14 +6,27 @@ use std::fmt::Write as _;
 use shortlink_core::{escape_html as escape, KeyScheme, MAX_KEY_LEN};
 
 use crate::links::bulk::{RowOutcome, Summary, MAX_BULK_LINKS};
+use crate::web::pages::campaign::{campaign_fieldset, forward_select};
 
 /// What the page shows: the inputs as typed, and the result or the errors.
 #[derive(Debug, Default)]
 pub struct FormView {
     pub url: String,
     pub key: String,
+    /// The campaign parameters as typed, in `UTM_NAMES`' order.
+    pub utm: [String; 5],
+    /// The forwarding choice as sent: `default`, `always` or `never`.
+    pub forward_query: String,
+    /// The domain chosen (its name); empty: the default one.
+    pub domain: String,
+    /// The domains to choose from, the default first, each with whether it
+    /// forwards query strings; the choice is shown for more than one.
+    pub domains: Vec<(String, bool)>,
     pub url_error: Option<String>,
     pub key_error: Option<String>,
+    pub utm_error: Option<String>,
+    pub forward_error: Option<String>,
+    pub domain_error: Option<String>,
     pub general_error: Option<String>,
     pub token_error: Option<String>,
     pub outcome: Option<Outcome>,
@@ -56,8 +69,14 @@ label { display: block; font-weight: 600; margin-bottom: .35rem; }
 .optional { font-weight: 400; opacity: .7; }
 input { width: 100%; font: inherit; padding: .7rem .8rem; border: 1px solid var(--line);
         border-radius: .5rem; background: Field; color: FieldText; }
-input:focus { outline: 2px solid var(--accent); outline-offset: 1px; }
-input[aria-invalid=true] { border-color: var(--error); }
+select { font: inherit; padding: .6rem .7rem; border: 1px solid var(--line); border-radius: .5rem;
+         background: Field; color: FieldText; max-width: 100%; }
+details.campaign { margin-bottom: 1.25rem; }
+details.campaign summary { cursor: pointer; font-weight: 600; margin-bottom: .5rem; }
+fieldset { border: 1px solid var(--line); border-radius: .5rem; margin: 0; padding: .75rem 1rem 0; }
+legend { padding: 0 .35rem; font-size: .9rem; opacity: .8; }
+input:focus, select:focus { outline: 2px solid var(--accent); outline-offset: 1px; }
+input[aria-invalid=true], select[aria-invalid=true] { border-color: var(--error); }
 .hint { font-size: .875rem; opacity: .75; margin-top: .3rem; }
 .error { color: var(--error); font-size: .9rem; margin-top: .35rem; }
 button { font: inherit; font-weight: 600; padding: .7rem 1.4rem; border: 0; border-radius: .5rem;
@@ -143,6 +162,8 @@ pub fn render(view: &FormView, keys: &KeyScheme) -> String {
             extra: " required autofocus placeholder=\"https://example.org/a/very/long/page\"",
         },
     );
+    let utm = view.utm.each_ref().map(String::as_str);
+    campaign_fieldset(&mut page, "", &utm, view.utm_error.as_deref());
     field(
         &mut page,
         &Field {
@@ -154,6 +175,18 @@ pub fn render(view: &FormView, keys: &KeyScheme) -> String {
             hint: &key_hint,
             extra: &key_extra,
         },
+    );
+    domain_select(&mut page, view);
+    let domain_default = match view.domains.as_slice() {
+        [(_, forwards)] => Some(*forwards),
+        _ => None,
+    };
+    forward_select(
+        &mut page,
+        "forward",
+        &view.forward_query,
+        domain_default,
+        view.forward_error.as_deref(),
     );
     if view.ask_token || view.token_error.is_some() {
         field(
@@ -171,26 +204,7 @@ pub fn render(view: &FormView, keys: &KeyScheme) -> String {
     }
     page.push_str("<button type=\"submit\">Shorten</button>\n</form>\n");
     if let Some(outcome) = &view.outcome {
-        let short = escape(&outcome.short_url);
-        let status = if outcome.created {
-            "Your short link is ready:"
-        } else {
-            "This URL already had a short link:"
-        };
-        let _ = write!(
-            page,
-            "<section class=\"result\" aria-live=\"polite\">\n<p>{status}</p>\n\
-             <div class=\"link-row\"><a id=\"short-link\" href=\"{short}\">{short}</a>\
-             <button type=\"button\" class=\"copy js-only\" data-copy=\"{short}\">Copy</button></div>\n\
-             <p class=\"hint\">Leads to <span class=\"target\">{}</span></p>\n\
-             <div class=\"qr\"><img src=\"{qr}.svg\" width=\"160\" height=\"160\" \
-             alt=\"QR code of {short}\"><a href=\"{qr}.png?size=512\" download=\"{key}.png\">\
-             Download the QR code (PNG)</a> <a href=\"{qr}.svg\" download=\"{key}.svg\">SVG</a></div>\n\
-             </section>\n",
-            escape(&outcome.long_url),
-            key = escape(&outcome.key),
-            qr = escape(&qr_path(&outcome.key)),
-        );
+        result_section(&mut page, outcome);
     }
     // The token comes before the file, so that the writer checks it (and
     // the form token) before it reads the file.
@@ -200,6 +214,70 @@ pub fn render(view: &FormView, keys: &KeyScheme) -> String {
         "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
     );
     page
+}
+
+/// The new short link: to copy, to follow, its QR code.
+fn result_section(page: &mut String, outcome: &Outcome) {
+    let short = escape(&outcome.short_url);
+    let status = if outcome.created {
+        "Your short link is ready:"
+    } else {
+        "This URL already had a short link:"
+    };
+    let _ = write!(
+        page,
+        "<section class=\"result\" aria-live=\"polite\">\n<p>{status}</p>\n\
+         <div class=\"link-row\"><a id=\"short-link\" href=\"{short}\">{short}</a>\
+         <button type=\"button\" class=\"copy js-only\" data-copy=\"{short}\">Copy</button></div>\n\
+         <p class=\"hint\">Leads to <span class=\"target\">{}</span></p>\n\
+         <div class=\"qr\"><img src=\"{qr}.svg\" width=\"160\" height=\"160\" \
+         alt=\"QR code of {short}\"><a href=\"{qr}.png?size=512\" download=\"{key}.png\">\
+         Download the QR code (PNG)</a> <a href=\"{qr}.svg\" download=\"{key}.svg\">SVG</a></div>\n\
+         </section>\n",
+        escape(&outcome.long_url),
+        key = escape(&outcome.key),
+        qr = escape(&qr_path(&outcome.key)),
+    );
+}
+
+/// The choice of short domain, when there is more than one: the one
+/// chosen (or the default, first) selected.
+fn domain_select(page: &mut String, view: &FormView) {
+    if view.domains.len() < 2 {
+        return;
+    }
+    let invalid = view.domain_error.is_some();
+    let _ = write!(
+        page,
+        "<div class=\"field\">\n<label for=\"domain\">Short domain</label>\n\
+         <select id=\"domain\" name=\"domain\" aria-describedby=\"domain-help\" \
+         aria-invalid=\"{invalid}\">\n"
+    );
+    let chosen = view
+        .domains
+        .iter()
+        .position(|(name, _)| name.eq_ignore_ascii_case(view.domain.trim()))
+        .unwrap_or(0);
+    for (index, (name, _)) in view.domains.iter().enumerate() {
+        let name = escape(name);
+        let selected = if index == chosen { " selected" } else { "" };
+        let _ = writeln!(page, "<option value=\"{name}\"{selected}>{name}</option>");
+    }
+    page.push_str("</select>\n");
+    match &view.domain_error {
+        Some(error) => {
+            let _ = writeln!(
+                page,
+                "<p class=\"error\" id=\"domain-help\" role=\"alert\">{}</p>",
+                escape(error)
+            );
+        }
+        None => page.push_str(
+            "<p class=\"hint\" id=\"domain-help\">The short link's host; each domain \
+             has keys of its own.</p>\n",
+        ),
+    }
+    page.push_str("</div>\n");
 }
 
 /// The CSV upload, and what the last one's rows became.
@@ -386,5 +464,30 @@ mod tests {
         assert!(page.contains("https://example.org/?a=1&amp;b=2"));
         assert!(page.contains("<img src=\"/api/links/abcd/qr.svg\""));
         assert!(page.contains("href=\"/api/links/abcd/qr.png?size=512\" download=\"abcd.png\""));
+    }
+
+    #[test]
+    fn the_domain_choice_shows_with_two_domains_and_keeps_the_chosen_one() {
+        let one = FormView {
+            domains: vec![("s.example".into(), true)],
+            ..FormView::default()
+        };
+        let page = render(&one, &KeyScheme::default());
+        assert!(!page.contains("name=\"domain\""), "{page}");
+        assert!(page.contains("As the domain does (forward)"), "{page}");
+        let two = FormView {
+            domains: vec![("s.example".into(), false), ("go.example".into(), true)],
+            ..FormView::default()
+        };
+        let page = render(&two, &KeyScheme::default());
+        assert!(page.contains("<option value=\"s.example\" selected>s.example</option>"));
+        assert!(page.contains("<option value=\"go.example\">go.example</option>"));
+        assert!(page.contains("<option value=\"default\" selected>As the domain does</option>"));
+        let chosen = FormView {
+            domain: "GO.example".into(),
+            ..two
+        };
+        let page = render(&chosen, &KeyScheme::default());
+        assert!(page.contains("<option value=\"go.example\" selected>go.example</option>"));
     }
 }
