@@ -1,0 +1,255 @@
+//! The short domains as the configuration describes them, read here from
+//! the configuration file's own fields rather than from `Settings`, and the
+//! VCL code that routes, forwards and redirects for them.
+//!
+//! The code comes out with `@NAME#index@` where a value of the domain at
+//! `index` goes (in its host regex, path regex, key regex, key space, link
+//! path or redirect URL), so that each value is checked for the domain it
+//! belongs to and a value placed in another domain's slot is caught.
+
+use shortlink_core::{DomainName, ValidUrl};
+use shortlink_writer::config::{Config, Domain};
+use url::Url;
+
+/// One short domain: where its links are and what it does with them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    /// The names a request's `Host` may give, in lowercase; empty: every
+    /// host (the default domain when `varnish.hosts` is empty).
+    pub hosts: Vec<String>,
+    /// The path of its links, `/` at the root.
+    pub path: String,
+    /// Its key space, which is its name; `None` for the default domain.
+    pub space: Option<String>,
+    pub forward_query: bool,
+    pub not_found: Option<String>,
+    pub bare: Option<String>,
+}
+
+impl Site {
+    /// Whether its links take every path of every host: what a site's VCL
+    /// cannot include.
+    pub fn takes_every_path(&self) -> bool {
+        self.path == "/" && self.hosts.is_empty()
+    }
+
+    /// The condition that names its requests once routed: the header the
+    /// routes set, or its absence for the default domain.
+    fn named(&self, index: usize) -> String {
+        match self.space {
+            None => "!req.http.Shortlink-Domain".to_owned(),
+            Some(_) => format!("req.http.Shortlink-Domain == \"@DOMAIN#{index}@\""),
+        }
+    }
+}
+
+/// The domains of an accepted configuration, the default one first, then
+/// the `[[domains]]` in their order. An entry with `public_base_url`'s host
+/// sets the default domain's options and adds its aliases to its names.
+pub fn sites(config: &Config) -> Vec<Site> {
+    let parse = |text: &str| Url::parse(text).expect("an accepted base URL parses");
+    let lower = |names: &[String]| -> Vec<String> {
+        names.iter().map(|name| name.to_ascii_lowercase()).collect()
+    };
+    let url = |text: &str| (!text.is_empty()).then(|| text.to_owned());
+    let public = parse(&config.public_base_url);
+    let default_name = public.host_str().expect("a base URL has a host").to_owned();
+    let mut default = Site {
+        hosts: lower(&config.varnish.hosts),
+        path: public.path().to_owned(),
+        space: None,
+        forward_query: false,
+        not_found: None,
+        bare: None,
+    };
+    let mut others = Vec::new();
+    for entry in &config.domains {
+        let base = parse(&entry.base_url);
+        let name = base.host_str().expect("a base URL has a host").to_owned();
+        let aliases = lower(&entry.aliases);
+        if name == default_name {
+            // Aliases of a default domain that took every host name it:
+            // it takes its own name and theirs from then on.
+            if !aliases.is_empty() && default.hosts.is_empty() {
+                default.hosts.push(name);
+            }
+            default.hosts.extend(aliases);
+            default.forward_query = entry.forward_query;
+            default.not_found = url(&entry.not_found_url);
+            default.bare = url(&entry.bare_url);
+        } else {
+            others.push(Site {
+                hosts: std::iter::once(name.clone()).chain(aliases).collect(),
+                path: base.path().to_owned(),
+                space: Some(name),
+                forward_query: entry.forward_query,
+                not_found: url(&entry.not_found_url),
+                bare: url(&entry.bare_url),
+            });
+        }
+    }
+    std::iter::once(default).chain(others).collect()
+}
+
+/// Whether `Settings` checked the configuration into the same domains:
+/// the VCL is compared with these, so a disagreement is named as such
+/// rather than as a VCL that differs.
+pub fn same_as_settings(sites: &[Site], domains: &[Domain]) -> bool {
+    sites.len() == domains.len()
+        && sites.iter().zip(domains).all(|(site, domain)| {
+            site.hosts == domain.hosts
+                && site.path == domain.link_path
+                && site.space.as_deref() == domain.key_space.as_ref().map(DomainName::as_str)
+                && site.forward_query == domain.forward_query
+                && site.not_found.as_deref() == domain.not_found.as_ref().map(ValidUrl::as_str)
+                && site.bare.as_deref() == domain.bare.as_ref().map(ValidUrl::as_str)
+        })
+}
+
+/// What goes at `@ROUTES@` in `vcl_recv`: a branch per domain, those with
+/// names first, so that the one taking every host sees only the requests no
+/// other domain claims. Each sends its link requests to `shortlink_recv`
+/// with the domain named, after its bare domain, robots.txt and the key
+/// rule are dealt with.
+pub fn routes(sites: &[Site]) -> String {
+    let named = sites
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.hosts.is_empty());
+    let every_host = sites.iter().enumerate().filter(|(_, s)| s.hosts.is_empty());
+    let mut out = String::new();
+    for (n, (index, site)) in named.chain(every_host).enumerate() {
+        let mut condition = Vec::new();
+        if !site.hosts.is_empty() {
+            condition.push(format!("req.http.host ~ \"@HOST_REGEX#{index}@\""));
+        }
+        condition.push(format!("req.url ~ \"@PATH_REGEX#{index}@\""));
+        let at_root = site.path == "/";
+        if at_root && site.bare.is_none() {
+            // `/` alone stays the health page, or the site's own.
+            condition.push("req.url !~ \"^/([?#]|$)\"".to_owned());
+        }
+        let keyword = if n == 0 { "if" } else { "} elsif" };
+        code(
+            &mut out,
+            &format!("{keyword} ({}) {{\n", condition.join(" && ")),
+        );
+        code(
+            &mut out,
+            "set req.backend_hint = shortlink_links.backend();\n",
+        );
+        if site.space.is_some() {
+            code(
+                &mut out,
+                &format!("set req.http.Shortlink-Domain = \"@DOMAIN#{index}@\";\n"),
+            );
+        }
+        code(
+            &mut out,
+            &format!("if (req.url !~ \"@KEY_REGEX#{index}@\") {{\n"),
+        );
+        code(&mut out, "call shortlink_query;\n");
+        if site.bare.is_some() {
+            code(
+                &mut out,
+                &format!("if (req.url == \"@LINK_PATH#{index}@\") {{\n"),
+            );
+            code(&mut out, "return (synth(752, \"Found\"));\n}\n");
+        }
+        if at_root {
+            code(
+                &mut out,
+                "if (req.url == \"/robots.txt\") {\nreturn (synth(750, \"OK\"));\n}\n",
+            );
+        }
+        code(
+            &mut out,
+            &format!("if (req.url !~ \"@KEY_REGEX#{index}@\") {{\n"),
+        );
+        code(&mut out, "return (synth(404, \"Not Found\"));\n}\n");
+        code(&mut out, "}\ncall shortlink_recv;\n");
+    }
+    if !out.is_empty() {
+        code(&mut out, "}\n");
+    }
+    out
+}
+
+/// What goes at `@FORWARDING@`: true for a request of a domain that
+/// forwards the query by default.
+pub fn forwarding(sites: &[Site]) -> String {
+    let terms: Vec<String> = sites
+        .iter()
+        .enumerate()
+        .filter(|(_, site)| site.forward_query)
+        .map(|(index, site)| site.named(index))
+        .collect();
+    if terms.is_empty() {
+        "false".to_owned()
+    } else {
+        terms.join(" || ")
+    }
+}
+
+/// Which redirect a subroutine of [`redirects`] makes.
+#[derive(Clone, Copy)]
+pub enum Redirect {
+    /// An unknown key's, to `not_found_url`; the 404 stays otherwise.
+    UnknownKey,
+    /// The bare domain's, to `bare_url`; a 404 otherwise.
+    BareDomain,
+}
+
+/// The body of `shortlink_unknown_key` or `shortlink_bare_domain`: a 302
+/// to each domain's URL, the URL at `@NOT_FOUND#index@` or `@BARE#index@`.
+pub fn redirects(sites: &[Site], which: Redirect) -> String {
+    let (slot, otherwise): (&str, &[&str]) = match which {
+        Redirect::UnknownKey => ("NOT_FOUND", &[]),
+        Redirect::BareDomain => (
+            "BARE",
+            &["set resp.status = 404;", "set resp.reason = \"Not Found\";"],
+        ),
+    };
+    let mut out = String::new();
+    let mut branches = 0;
+    for (index, site) in sites.iter().enumerate() {
+        let url = match which {
+            Redirect::UnknownKey => &site.not_found,
+            Redirect::BareDomain => &site.bare,
+        };
+        if url.is_none() {
+            continue;
+        }
+        let keyword = if branches == 0 { "if" } else { "} elsif" };
+        branches += 1;
+        code(&mut out, &format!("{keyword} ({}) {{\n", site.named(index)));
+        code(
+            &mut out,
+            "set resp.status = 302;\nset resp.reason = \"Found\";\n",
+        );
+        code(
+            &mut out,
+            &format!("set resp.http.Location = \"@{slot}#{index}@\";\n"),
+        );
+    }
+    if branches > 0 && !otherwise.is_empty() {
+        code(&mut out, "} else {\n");
+    }
+    for line in otherwise {
+        code(&mut out, line);
+    }
+    if branches > 0 {
+        code(&mut out, "}\n");
+    }
+    out
+}
+
+/// Appends `lines` to `out`, each indented: the comparison reads any
+/// indentation as one blank, and none as none.
+fn code(out: &mut String, lines: &str) {
+    for line in lines.strip_suffix('\n').unwrap_or(lines).split('\n') {
+        out.push_str("    ");
+        out.push_str(line);
+        out.push('\n');
+    }
+}
