@@ -8,7 +8,58 @@ document.documentElement.classList.add('js');
 var TOKEN_SLOT = 'shortlink-token';
 var PAGE_SIZE = 20;
 var $ = function (id) { return document.getElementById(id); };
-var state = { token: sessionStorage.getItem(TOKEN_SLOT), cursor: null, search: '', editing: null, deleting: null };
+var state = { token: sessionStorage.getItem(TOKEN_SLOT), cursor: null, search: '', domain: '', editing: null, deleting: null };
+// The short domains (the default one first), and those whose links forward
+// a click's query string unless they say otherwise.
+var DOMAINS = $('manager').dataset.domains.split(' ').filter(Boolean);
+var FORWARDING = $('manager').dataset.forwarding.split(' ').filter(Boolean);
+var UTM = ['utm_source', 'utm_medium', 'utm_campaign', 'utm_term', 'utm_content'];
+var CAMPAIGN_HINT = $('edit-campaign-help').textContent;
+
+// A link's path under the API; a link on another domain than the default
+// names its domain.
+function linkPath(key, domain, tail) {
+  var path = '/api/links/' + encodeURIComponent(key) + (tail || '');
+  if (!domain || domain === DOMAINS[0]) return path;
+  return path + (path.indexOf('?') < 0 ? '?' : '&') + 'domain=' + encodeURIComponent(domain);
+}
+
+// The rule Varnish forwards a click's query string with, and the form adds
+// campaign parameters with (forward_query in shortlink_core's query.rs):
+// the query's parameters are added to the target's, a target parameter the
+// query names again is replaced, and the target's fragment stays last.
+// `query` is already percent-encoded.
+function mergeQuery(target, query) {
+  var hash = target.indexOf('#');
+  var before = hash < 0 ? target : target.slice(0, hash);
+  var mark = before.indexOf('?');
+  var own = mark < 0 ? '' : before.slice(mark + 1);
+  var nameOf = function (pair) { return pair.split('=')[0]; };
+  var named = query.split('&').map(nameOf);
+  var pairs = own.split('&').filter(function (pair) { return pair && named.indexOf(nameOf(pair)) < 0; })
+    .concat(query.split('&').filter(Boolean));
+  return (mark < 0 ? before : before.slice(0, mark)) + (pairs.length ? '?' + pairs.join('&') : '') +
+    (hash < 0 ? '' : target.slice(hash));
+}
+
+// The campaign parameters typed, each value encoded as the form's are.
+function campaignQuery() {
+  return UTM.map(function (name) {
+    var value = $('edit-campaign').querySelector('[name="' + name + '"]').value.trim();
+    return value ? name + '=' + encodeURIComponent(value) : '';
+  }).filter(Boolean).join('&');
+}
+
+function campaignError(message) {
+  var help = $('edit-campaign-help');
+  help.textContent = message || CAMPAIGN_HINT;
+  help.className = message ? 'error' : 'hint';
+  if (message) $('edit-campaign').open = true;
+}
+
+function forwardChoice(link) {
+  return link.forward_query === true ? 'always' : link.forward_query === false ? 'never' : 'default';
+}
 
 function api(method, path, body, etag) {
   var headers = { Authorization: 'Bearer ' + state.token };
@@ -73,6 +124,15 @@ function signIn(token) {
     sessionStorage.setItem(TOKEN_SLOT, token);
     $('token').value = '';
     $('who').textContent = result.body.name + (result.body.admin ? ' (admin: every link)' : '');
+    // A token limited to some domains is offered those only.
+    var allowed = result.body.domains;
+    if (allowed && $('domain-filter')) {
+      $('domain-filter').querySelectorAll('option').forEach(function (option) {
+        option.hidden = option.disabled = !!option.value && allowed.indexOf(option.value) < 0;
+      });
+      $('domain-filter').value = state.domain = '';
+      $('domain-filter').hidden = allowed.length < 2;
+    }
     $('sign-in').hidden = true;
     $('manager').hidden = false;
     load(true);
@@ -84,6 +144,7 @@ function load(fresh) {
   var query = '?limit=' + PAGE_SIZE;
   if (state.cursor) query += '&cursor=' + encodeURIComponent(state.cursor);
   if (state.search) query += '&search=' + encodeURIComponent(state.search);
+  if (state.domain) query += '&domain=' + encodeURIComponent(state.domain);
   $('more').hidden = true;
   api('GET', '/api/links' + query).then(function (result) {
     if (!result.response.ok) { failure(result, function (m) { say(m, true); }); return; }
@@ -91,9 +152,10 @@ function load(fresh) {
     state.cursor = result.body.next_cursor;
     $('more').hidden = !state.cursor;
     var shown = $('link-list').children.length;
+    var where = state.domain ? ' on ' + state.domain : '';
     say(shown === 0
-      ? (state.search ? 'No link matches "' + state.search + '".' : 'No links yet: shorten one first.')
-      : shown + (state.cursor ? '+' : '') + ' link' + (shown === 1 ? '' : 's') +
+      ? (state.search ? 'No link' + where + ' matches "' + state.search + '".' : 'No links' + where + ' yet: shorten one first.')
+      : shown + (state.cursor ? '+' : '') + ' link' + (shown === 1 ? '' : 's') + where +
         (state.search ? ' matching "' + state.search + '"' : ''), false);
   });
 }
@@ -113,10 +175,12 @@ function localTime(rfc3339) {
 function row(link) {
   var item = element('li', 'link');
   item.dataset.key = link.key;
+  if (link.domain) item.dataset.domain = link.domain;
   var head = element('div', 'link-head');
   var short = element('a', 'short', link.short_url);
   short.href = link.short_url;
   head.appendChild(short);
+  if (DOMAINS.length > 1 && link.domain) head.appendChild(element('span', 'domain', link.domain));
   if (link.expired) head.appendChild(element('span', 'badge', 'expired'));
   item.appendChild(head);
   item.appendChild(element('div', 'target', link.url));
@@ -124,22 +188,25 @@ function row(link) {
   if (link.expires_at) meta.push((link.expired ? 'Expired ' : 'Expires ') + localTime(link.expires_at));
   if (link.expired_url) meta.push('then leads to ' + link.expired_url);
   if (link.max_clicks != null) meta.push('limited to ' + link.max_clicks + (link.max_clicks === 1 ? ' click' : ' clicks'));
+  if (link.forward_query === true) meta.push('forwards query strings');
+  if (link.forward_query === false) meta.push('never forwards query strings');
   meta.push(link.owner ? 'created by ' + link.owner : 'created without a token');
   item.appendChild(element('div', 'meta', meta.join(' · ')));
   var actions = element('div', 'row-actions');
   var edit = element('button', 'secondary edit', 'Edit');
   edit.type = 'button';
   edit.setAttribute('aria-label', 'Edit ' + link.key);
-  edit.addEventListener('click', function () { openEdit(link.key); });
+  edit.addEventListener('click', function () { openEdit(link.key, link.domain); });
   var remove = element('button', 'danger delete', 'Delete');
   remove.type = 'button';
   remove.setAttribute('aria-label', 'Delete ' + link.key);
-  remove.addEventListener('click', function () { openDelete(link.key); });
+  remove.addEventListener('click', function () { openDelete(link.key, link.domain); });
   var stats = element('a', 'stats-link', 'Statistics');
-  stats.href = '/manage/stats/' + encodeURIComponent(link.key);
+  stats.href = '/manage/stats/' + encodeURIComponent(link.key) +
+    (link.domain && link.domain !== DOMAINS[0] ? '?domain=' + encodeURIComponent(link.domain) : '');
   stats.setAttribute('aria-label', 'Statistics of ' + link.key);
   var qr = element('a', 'qr-link', 'QR code');
-  qr.href = '/api/links/' + encodeURIComponent(link.key) + '/qr.png?size=512';
+  qr.href = linkPath(link.key, link.domain, '/qr.png?size=512');
   qr.download = link.key + '.png';
   qr.setAttribute('aria-label', 'Download the QR code of ' + link.key);
   actions.appendChild(edit);
@@ -150,8 +217,14 @@ function row(link) {
   return item;
 }
 
+function rowOf(key, domain) {
+  var selector = 'li.link[data-key="' + CSS.escape(key) + '"]';
+  if (domain) selector += '[data-domain="' + CSS.escape(domain) + '"]';
+  return document.querySelector(selector);
+}
+
 function replaceRow(link) {
-  var old = document.querySelector('li.link[data-key="' + CSS.escape(link.key) + '"]');
+  var old = rowOf(link.key, link.domain);
   if (old) old.replaceWith(row(link));
 }
 
@@ -168,14 +241,16 @@ function toLocalInput(rfc3339) {
 // shown next to the input it blames.
 function fieldError(field, message) {
   var blamed = false;
-  $('edit-form').querySelectorAll('input[name]').forEach(function (input) {
-    var help = $(input.id + '-help');
+  $('edit-form').querySelectorAll('input[name], select[name]').forEach(function (input) {
+    var help = document.getElementById(input.id + '-help');
+    if (!help) return;
     var bad = input.name === field;
     blamed = blamed || bad;
     input.setAttribute('aria-invalid', bad ? 'true' : 'false');
     help.textContent = bad ? message : help.dataset.hint;
     help.className = bad ? 'error' : 'hint';
   });
+  campaignError('');
   var general = $('edit-error');
   general.hidden = !message || blamed;
   general.textContent = general.hidden ? '' : message;
@@ -186,17 +261,23 @@ function clickLimitText(link) {
 }
 
 function fillEdit(link, etag) {
-  state.editing = { key: link.key, etag: etag, link: link };
-  $('edit-key').textContent = link.key;
+  state.editing = { key: link.key, domain: link.domain, etag: etag, link: link };
+  $('edit-key').textContent = DOMAINS.length > 1 && link.domain ? link.domain + ' ' + link.key : link.key;
   $('edit-url').value = link.url;
   $('edit-expires').value = toLocalInput(link.expires_at);
   $('edit-expired-url').value = link.expired_url || '';
   $('edit-max-clicks').value = clickLimitText(link);
+  $('edit-forward').value = forwardChoice(link);
+  var forwards = FORWARDING.indexOf(link.domain || DOMAINS[0]) >= 0;
+  $('edit-forward').querySelector('option[value=default]').textContent =
+    'As the domain does (' + (forwards ? 'forward' : 'do not forward') + ')';
+  UTM.forEach(function (name) { $('edit-campaign').querySelector('[name="' + name + '"]').value = ''; });
+  $('edit-campaign').open = false;
   fieldError(null, '');
 }
 
-function openEdit(key) {
-  api('GET', '/api/links/' + encodeURIComponent(key)).then(function (result) {
+function openEdit(key, domain) {
+  api('GET', linkPath(key, domain)).then(function (result) {
     if (!result.response.ok) { failure(result, function (m) { say(m, true); }); return; }
     fillEdit(result.body, result.response.headers.get('ETag'));
     $('edit-dialog').showModal();
@@ -211,7 +292,24 @@ function saveEdit(event) {
   var editing = state.editing;
   var change = {};
   var url = $('edit-url').value.trim();
+  // Campaign parameters go into the URL field, where the user sees them,
+  // and the typed ones are cleared: saving again adds nothing twice.
+  var campaign = campaignQuery();
+  if (campaign.length > Number($('edit-campaign').dataset.maxQuery)) {
+    campaignError('The campaign parameters take over ' + $('edit-campaign').dataset.maxQuery +
+      ' bytes once encoded; shorten them.');
+    return;
+  }
+  if (campaign) {
+    url = mergeQuery(url, campaign);
+    $('edit-url').value = url;
+    UTM.forEach(function (name) { $('edit-campaign').querySelector('[name="' + name + '"]').value = ''; });
+  }
   if (url !== editing.link.url) change.url = url;
+  var forward = $('edit-forward').value;
+  if (forward !== forwardChoice(editing.link)) {
+    change.forward_query = forward === 'always' ? true : forward === 'never' ? false : null;
+  }
   var expires = $('edit-expires').value;
   if (expires !== toLocalInput(editing.link.expires_at)) {
     change.expires_at = expires ? new Date(expires).toISOString() : null;
@@ -226,7 +324,7 @@ function saveEdit(event) {
   }
   if (Object.keys(change).length === 0) { $('edit-dialog').close(); return; }
   $('edit-save').disabled = true;
-  api('PATCH', '/api/links/' + encodeURIComponent(editing.key), change, editing.etag).then(function (result) {
+  api('PATCH', linkPath(editing.key, editing.domain), change, editing.etag).then(function (result) {
     $('edit-save').disabled = false;
     var status = result.response.status;
     if (result.response.ok) {
@@ -235,7 +333,7 @@ function saveEdit(event) {
       say(result.body.warning ? 'Saved ' + editing.key + ', but ' + result.body.warning : 'Saved ' + editing.key + ': it leads to the new target from the next click.', !!result.body.warning);
     } else if (status === 412) {
       // Someone else changed it meanwhile: show theirs, keep nothing of ours.
-      api('GET', '/api/links/' + encodeURIComponent(editing.key)).then(function (fresh) {
+      api('GET', linkPath(editing.key, editing.domain)).then(function (fresh) {
         if (fresh.response.ok) { fillEdit(fresh.body, fresh.response.headers.get('ETag')); replaceRow(fresh.body); }
         fieldError(null, 'This link was changed elsewhere while you edited it. The form now shows its current state; make your change again.');
       });
@@ -247,8 +345,8 @@ function saveEdit(event) {
   });
 }
 
-function openDelete(key) {
-  state.deleting = key;
+function openDelete(key, domain) {
+  state.deleting = { key: key, domain: domain };
   $('delete-key').textContent = key;
   $('delete-dialog').showModal();
   $('delete-cancel').focus();
@@ -256,13 +354,13 @@ function openDelete(key) {
 
 function confirmDelete(event) {
   event.preventDefault();
-  var key = state.deleting;
+  var key = state.deleting.key, domain = state.deleting.domain;
   $('delete-confirm').disabled = true;
-  api('DELETE', '/api/links/' + encodeURIComponent(key)).then(function (result) {
+  api('DELETE', linkPath(key, domain)).then(function (result) {
     $('delete-confirm').disabled = false;
     $('delete-dialog').close();
     if (!result.response.ok) { failure(result, function (m) { say(m, true); }); return; }
-    var old = document.querySelector('li.link[data-key="' + CSS.escape(key) + '"]');
+    var old = rowOf(key, domain);
     if (old) old.remove();
     say(result.body && result.body.warning
       ? 'Deleted ' + key + ', but ' + result.body.warning
@@ -282,6 +380,13 @@ $('search-form').addEventListener('submit', function (event) {
   state.search = $('search').value.trim();
   load(true);
 });
+if ($('domain-filter')) {
+  $('domain-filter').addEventListener('change', function () {
+    state.domain = $('domain-filter').value;
+    state.search = $('search').value.trim();
+    load(true);
+  });
+}
 $('more').addEventListener('click', function () { load(false); });
 $('edit-form').addEventListener('submit', saveEdit);
 $('edit-cancel').addEventListener('click', function () { $('edit-dialog').close(); });

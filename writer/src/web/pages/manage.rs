@@ -2,15 +2,19 @@
 //! links it may change, edit their target and expiry, delete them after a
 //! confirmation. The page is static; its script does everything through
 //! the JSON API with the token as a bearer, so it can never do more than
-//! the API lets that token do.
+//! the API lets that token do. The page holds the short domains' names
+//! (with more than one, each link shows its domain and the list can be
+//! narrowed to one); the links themselves come from the API.
 
 use std::fmt::Write as _;
-use std::sync::LazyLock;
 
 use actix_web::http::StatusCode;
-use actix_web::HttpResponse;
+use actix_web::{web, HttpResponse};
+use shortlink_core::escape_html as escape;
 
+use super::campaign::{campaign_fieldset, forward_select};
 use super::page::STYLE;
+use crate::links::shortener::Shortener;
 use crate::links::validate::Field;
 use crate::web::html_page;
 
@@ -43,18 +47,24 @@ dialog h2 { margin-top: 0; font-size: 1.25rem; word-break: break-all; }
 .actions { display: flex; gap: .75rem; justify-content: flex-end; margin-top: 1rem; }
 .inline { display: flex; gap: .5rem; }
 .inline button { white-space: nowrap; }
+.toolbar select { flex: 0 1 auto; }
+.domain { font-size: .8rem; padding: .05rem .45rem; border-radius: .4rem; border: 1px solid var(--line); }
 ";
+
+/// A short domain as the page knows it: its name, and whether its links
+/// forward query strings unless they say otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageDomain {
+    pub name: String,
+    pub forwards: bool,
+}
 
 /// The page's one script, whose digest its `Content-Security-Policy` allows.
 pub const SCRIPT: &str = include_str!("manage.js");
 
-/// The page, the same for everyone: built once.
-pub fn render() -> &'static str {
-    static PAGE: LazyLock<String> = LazyLock::new(build);
-    &PAGE
-}
-
-fn build() -> String {
+/// The page, the same for everyone, for the short `domains` (the default
+/// one first).
+pub fn render(domains: &[PageDomain]) -> String {
     let mut page = String::with_capacity(16 * 1024);
     let _ = write!(
         page,
@@ -75,19 +85,7 @@ fn build() -> String {
          aria-describedby=\"token-help\">\n<p class=\"hint\" id=\"token-help\"></p>\n</div>\n\
          <button type=\"submit\">Sign in</button>\n</form>\n</section>\n",
     );
-    page.push_str(
-        "<section id=\"manager\" hidden>\n<div class=\"toolbar\">\n\
-         <form id=\"search-form\" role=\"search\">\n\
-         <input id=\"search\" type=\"search\" placeholder=\"Key or part of the URL\" \
-         aria-label=\"Search your links by key or URL\">\n\
-         <button type=\"submit\" class=\"secondary\">Search</button>\n</form>\n\
-         <div><span class=\"who\">Signed in as <span id=\"who\"></span></span> \
-         <button type=\"button\" id=\"sign-out\" class=\"secondary\">Sign out</button></div>\n</div>\n\
-         <p id=\"status\" role=\"status\" aria-live=\"polite\"></p>\n\
-         <ul id=\"link-list\"></ul>\n\
-         <p><button type=\"button\" id=\"more\" class=\"secondary\" hidden>Show more</button></p>\n\
-         </section>\n",
-    );
+    manager_section(&mut page, domains);
     page.push_str(
         "<dialog id=\"edit-dialog\" aria-labelledby=\"edit-title\">\n\
          <form id=\"edit-form\" novalidate>\n\
@@ -101,6 +99,9 @@ fn build() -> String {
         "url",
         "Where the short link leads; starts with http:// or https://",
     );
+    campaign_fieldset(&mut page, "edit-", &[""; 5], None);
+    // The default's label is the edited link's domain's: the script sets it.
+    forward_select(&mut page, "edit-forward", "default", None, None);
     let _ = write!(
         page,
         "<div class=\"field\">\n<label for=\"edit-expires\">Expires <span class=\"optional\">\
@@ -151,6 +152,50 @@ fn build() -> String {
     page
 }
 
+/// The list of links with its toolbar: search, the domain filter (with
+/// more than one domain), who is signed in. The section names the domains
+/// for the script: all of them, and those whose links forward queries.
+fn manager_section(page: &mut String, domains: &[PageDomain]) {
+    let names = |all: bool| {
+        domains
+            .iter()
+            .filter(|domain| all || domain.forwards)
+            .map(|domain| escape(&domain.name))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let _ = write!(
+        page,
+        "<section id=\"manager\" data-domains=\"{}\" data-forwarding=\"{}\" hidden>\n\
+         <div class=\"toolbar\">\n\
+         <form id=\"search-form\" role=\"search\">\n\
+         <input id=\"search\" type=\"search\" placeholder=\"Key or part of the URL\" \
+         aria-label=\"Search your links by key or URL\">\n",
+        names(true),
+        names(false)
+    );
+    if domains.len() > 1 {
+        page.push_str(
+            "<select id=\"domain-filter\" aria-label=\"Show the links of one short domain\">\n\
+             <option value=\"\" selected>All domains</option>\n",
+        );
+        for domain in domains {
+            let name = escape(&domain.name);
+            let _ = writeln!(page, "<option value=\"{name}\">{name}</option>");
+        }
+        page.push_str("</select>\n");
+    }
+    page.push_str(
+        "<button type=\"submit\" class=\"secondary\">Search</button>\n</form>\n\
+         <div><span class=\"who\">Signed in as <span id=\"who\"></span></span> \
+         <button type=\"button\" id=\"sign-out\" class=\"secondary\">Sign out</button></div>\n</div>\n\
+         <p id=\"status\" role=\"status\" aria-live=\"polite\"></p>\n\
+         <ul id=\"link-list\"></ul>\n\
+         <p><button type=\"button\" id=\"more\" class=\"secondary\" hidden>Show more</button></p>\n\
+         </section>\n",
+    );
+}
+
 /// A labelled input of the edit form, named like the API field it sends so
 /// the API's 422 lands next to it.
 fn edit_field(page: &mut String, field: Field, id: &str, label: &str, kind: &str, hint: &str) {
@@ -171,22 +216,45 @@ fn edit_field(page: &mut String, field: Field, id: &str, label: &str, kind: &str
     tag = "pages",
     responses((status = 200, description = "The management page", content_type = "text/html"))
 )]
-pub(crate) async fn manage_page() -> HttpResponse {
-    html_page(StatusCode::OK, Some(SCRIPT)).body(render())
+pub(crate) async fn manage_page(shortener: web::Data<Shortener>) -> HttpResponse {
+    let domains: Vec<PageDomain> = shortener
+        .settings
+        .domains
+        .iter()
+        .map(|domain| PageDomain {
+            name: domain.name.clone(),
+            forwards: domain.forward_query,
+        })
+        .collect();
+    html_page(StatusCode::OK, Some(SCRIPT)).body(render(&domains))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn two_domains() -> Vec<PageDomain> {
+        vec![
+            PageDomain {
+                name: "s.example".into(),
+                forwards: false,
+            },
+            PageDomain {
+                name: "go.example".into(),
+                forwards: true,
+            },
+        ]
+    }
+
     #[test]
     fn every_edit_input_is_named_like_its_api_field() {
-        let page = render();
+        let page = render(&two_domains());
         for field in [
             Field::Url,
             Field::ExpiresAt,
             Field::ExpiredUrl,
             Field::MaxClicks,
+            Field::ForwardQuery,
         ] {
             assert!(
                 page.contains(&format!("name=\"{}\"", field.name())),
@@ -198,7 +266,7 @@ mod tests {
 
     #[test]
     fn the_script_finds_every_element_it_names() {
-        let page = render();
+        let page = render(&two_domains());
         let script = SCRIPT;
         let mut rest = script;
         let mut checked = 0;
@@ -209,5 +277,18 @@ mod tests {
             checked += 1;
         }
         assert!(checked > 20, "{checked}");
+    }
+
+    #[test]
+    fn the_domain_filter_shows_with_two_domains_only() {
+        let page = render(&two_domains());
+        assert!(page.contains("<option value=\"go.example\">go.example</option>"));
+        assert!(
+            page.contains("data-domains=\"s.example go.example\" data-forwarding=\"go.example\"")
+        );
+        let one = &two_domains()[..1];
+        let page = render(one);
+        assert!(!page.contains("id=\"domain-filter\""), "{page}");
+        assert!(page.contains("data-domains=\"s.example\" data-forwarding=\"\""));
     }
 }

@@ -7,6 +7,8 @@ document.documentElement.classList.add('js');
 var TOKEN_SLOT = 'shortlink-token';
 var $ = function (id) { return document.getElementById(id); };
 var key = decodeURIComponent(location.pathname.split('/').pop());
+// A link on another domain than the default one names it: ?domain=go.example.
+var domain = new URLSearchParams(location.search).get('domain') || '';
 var token = sessionStorage.getItem(TOKEN_SLOT);
 
 function say(text, isError) {
@@ -28,7 +30,8 @@ function load(days) {
     button.setAttribute('aria-pressed', String(button.dataset.days === String(days)));
   });
   say('Loading…');
-  var path = '/api/links/' + encodeURIComponent(key) + '/stats/report?days=' + days;
+  var path = '/api/links/' + encodeURIComponent(key) + '/stats/report?days=' + days +
+    (domain ? '&domain=' + encodeURIComponent(domain) : '');
   fetch(path, { headers: { Authorization: 'Bearer ' + token }, cache: 'no-store' }).then(function (response) {
     if (response.ok) {
       return response.text().then(function (html) {
@@ -49,7 +52,9 @@ function load(days) {
 }
 
 $('stats-key').textContent = key;
-document.title = 'Statistics of ' + key;
+$('stats-domain-name').textContent = domain;
+$('stats-domain').hidden = !domain;
+document.title = 'Statistics of ' + key + (domain ? ' on ' + domain : '');
 document.querySelectorAll('[data-days]').forEach(function (button) {
   button.addEventListener('click', function () { load(Number(button.dataset.days)); });
 });

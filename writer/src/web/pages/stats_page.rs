@@ -50,8 +50,8 @@ svg.chart text { fill: currentColor; font-size: 11px; opacity: .75; }
 /// The page's one script, whose digest its `Content-Security-Policy` allows.
 pub const SCRIPT: &str = include_str!("stats.js");
 
-/// The page, the same for every link (its script reads the key from the
-/// address): built once.
+/// The page, the same for every link (its script reads the key and the
+/// domain from the address): built once.
 pub fn render() -> &'static str {
     static PAGE: LazyLock<String> = LazyLock::new(build);
     &PAGE
@@ -64,7 +64,8 @@ fn build() -> String {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>Link statistics</title>\n<style>{STYLE}{STATS_STYLE}</style>\n</head>\n<body>\n<main>\n\
-         <h1>Statistics of <span id=\"stats-key\"></span></h1>\n\
+         <h1>Statistics of <span id=\"stats-key\"></span>\
+         <span id=\"stats-domain\" hidden> on <span id=\"stats-domain-name\"></span></span></h1>\n\
          <p class=\"nav\"><a href=\"/manage\">Back to your links</a></p>\n\
          <noscript><p class=\"error\">This page needs JavaScript. Without it, use \
          GET /api/links/KEY/stats with your token.</p></noscript>\n\
@@ -327,7 +328,10 @@ fn thousands(n: u64) -> String {
     get,
     path = "/manage/stats/{key}",
     tag = "pages",
-    params(("key" = String, Path, description = "The link's key")),
+    params(
+        ("key" = String, Path, description = "The link's key"),
+        ("domain" = Option<String>, Query, description = "The link's short domain; the default one when left out (the page's script reads it)"),
+    ),
     responses((status = 200, description = "The statistics page; it asks the API for the counts", content_type = "text/html"))
 )]
 pub(crate) async fn stats_page() -> HttpResponse {
