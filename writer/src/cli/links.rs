@@ -2,6 +2,7 @@
 //! time, as an operator.
 
 use shortlink_core::Owner;
+use shortlink_writer::config::Domain;
 use shortlink_writer::links::shortener::{Change, ListQuery, NewLink, Shortener, Written};
 use shortlink_writer::links::store::{Inserted, Link};
 use shortlink_writer::links::validate::format_expiry;
@@ -30,9 +31,7 @@ pub async fn add(shortener: &Shortener, new: &NewLink<'_>) -> Result<(), String>
 pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String> {
     match command {
         Command::Show { key, domain } => {
-            let domain = shortener
-                .domain(domain.as_deref())
-                .map_err(|e| e.to_string())?;
+            let domain = domain_named(&shortener, domain.as_deref())?;
             let (link, current) = shortener
                 .show(domain, &key)
                 .await
@@ -56,9 +55,7 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
             domain_forwards_query,
             if_match,
         } => {
-            let domain = shortener
-                .domain(domain.as_deref())
-                .map_err(|e| e.to_string())?;
+            let domain = domain_named(&shortener, domain.as_deref())?;
             let change = Change {
                 url: url.as_deref(),
                 expires_at: change_of(expires_at.as_deref(), no_expiry),
@@ -82,9 +79,7 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
             domain,
             if_match,
         } => {
-            let domain = shortener
-                .domain(domain.as_deref())
-                .map_err(|e| e.to_string())?;
+            let domain = domain_named(&shortener, domain.as_deref())?;
             let written = shortener
                 .delete(&operator(), domain, &key, if_match.as_deref())
                 .await
@@ -107,28 +102,42 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
                 owner: owner.as_deref(),
                 domain: domain.as_deref(),
             };
-            let listing = shortener
-                .list(&operator(), &query)
-                .await
-                .map_err(|e| e.to_string())?;
-            for link in &listing.links {
-                let record = &link.record;
-                println!(
-                    "{}\t{}\t{}\t{}\t{}",
-                    link.key,
-                    record.url,
-                    record.expires.map_or_else(|| "-".to_owned(), format_expiry),
-                    record.owner.as_ref().map_or("-", Owner::as_str),
-                    link.domain,
-                );
-            }
-            if let Some(next) = listing.next_cursor {
-                eprintln!("more: shortlink list --cursor '{next}'");
-            }
-            Ok(())
+            list(&shortener, &query).await
         }
         other => unreachable!("{other:?} is handled by main"),
     }
+}
+
+/// Prints a page of the links `query` names, and how to go on.
+async fn list(shortener: &Shortener, query: &ListQuery<'_>) -> Result<(), String> {
+    let listing = shortener
+        .list(&operator(), query)
+        .await
+        .map_err(|e| e.to_string())?;
+    for link in &listing.links {
+        let record = &link.record;
+        println!(
+            "{}\t{}\t{}\t{}\t{}",
+            link.key,
+            record.url,
+            record.expires.map_or_else(|| "-".to_owned(), format_expiry),
+            record.owner.as_ref().map_or("-", Owner::as_str),
+            link.domain,
+        );
+    }
+    if let Some(next) = listing.next_cursor {
+        let domain = query
+            .domain
+            .map(|domain| format!(" --domain {domain}"))
+            .unwrap_or_default();
+        eprintln!("more: shortlink list{domain} --cursor '{next}'");
+    }
+    Ok(())
+}
+
+/// The domain `name` names (the default one without a name).
+fn domain_named<'s>(shortener: &'s Shortener, name: Option<&str>) -> Result<&'s Domain, String> {
+    shortener.domain(name).map_err(|e| e.to_string())
 }
 
 /// A part of a change: `remove` it, set it to `value`, or leave it.

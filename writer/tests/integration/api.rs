@@ -7,7 +7,12 @@ use shortlink_core::digest_key;
 use shortlink_writer::links::shortener::Shortener;
 use test_support::free_port;
 
-use crate::common::{ensure, Suite, TEST_TOKEN};
+use serde_json::{json, Value};
+
+use crate::common::{
+    api, create, ensure, varnish_get, Suite, ADMIN_TOKEN, ALICE_TOKEN, GO_ALIAS, GO_DOMAIN,
+    TEST_TOKEN,
+};
 
 fn api_app_test<F, Fut>(suite: &Suite, prefix: &str, test: F) -> Result<(), String>
 where
@@ -377,4 +382,276 @@ pub fn a_link_shows_its_details_to_its_owner_only(suite: &Suite) -> Result<(), S
     ensure(wrong.status == 401, || {
         format!("a token that is not valid: {} {}", wrong.status, wrong.body)
     })
+}
+
+/// What `path` answers `token` on the suite's writer, refused: its status
+/// and code.
+fn refusal(
+    suite: &Suite,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<&Value>,
+) -> Result<(u16, String), String> {
+    let answer = api(suite, method, path, Some(token), None, body)?;
+    Ok((
+        answer.status,
+        answer.body["code"].as_str().unwrap_or_default().to_owned(),
+    ))
+}
+
+/// The same key on two domains is two links: each in its domain's hash,
+/// each read, changed, served and deleted on its own, the second domain
+/// reached by its alias too.
+pub fn same_key_on_two_domains_is_two_links(suite: &Suite) -> Result<(), String> {
+    let key = "twoDom1";
+    let port = suite.varnish.port;
+    let mut created = Vec::new();
+    for (domain, url) in [
+        (None, "https://example.org/domains/default"),
+        (Some(GO_ALIAS), "https://example.org/domains/go"),
+    ] {
+        let mut body = json!({ "url": url, "key": key });
+        if let Some(domain) = domain {
+            body["domain"] = json!(domain);
+        }
+        let answer = api(
+            suite,
+            "POST",
+            "/api/links",
+            Some(ALICE_TOKEN),
+            None,
+            Some(&body),
+        )?;
+        ensure(answer.status == 201, || {
+            format!("{domain:?}: {} {}", answer.status, answer.body)
+        })?;
+        created.push(answer.body);
+    }
+    ensure(
+        created[0]["domain"] == "127.0.0.1"
+            && created[0]["short_url"] == format!("http://127.0.0.1:{port}/l/{key}")
+            && created[1]["domain"] == GO_DOMAIN
+            && created[1]["short_url"] == format!("http://{GO_DOMAIN}:{port}/{key}"),
+        || format!("{created:?}"),
+    )?;
+    let stored = |hash: &str| -> Result<String, String> {
+        let value: Option<String> = suite.redis.query(&["HGET", hash, "oDom1"])?;
+        Ok(value.unwrap_or_default())
+    };
+    ensure(
+        stored("short:tw")?.starts_with("https://example.org/domains/default ")
+            && stored("short:go.test:tw")?.starts_with("https://example.org/domains/go "),
+        || format!("{:?} {:?}", stored("short:tw"), stored("short:go.test:tw")),
+    )?;
+    for (query, url) in [
+        ("", "https://example.org/domains/default"),
+        ("?domain=go.test", "https://example.org/domains/go"),
+        ("?domain=GO-ALIAS.test", "https://example.org/domains/go"),
+    ] {
+        let shown = api(
+            suite,
+            "GET",
+            &format!("/api/links/{key}{query}"),
+            None,
+            None,
+            None,
+        )?;
+        ensure(shown.status == 200 && shown.body["url"] == url, || {
+            format!("{query}: {} {}", shown.status, shown.body)
+        })?;
+    }
+    let served = |host: &str, path: &str| varnish_get(suite, host, path, "curl/8");
+    for (host, path, url) in [
+        (
+            "127.0.0.1",
+            format!("/l/{key}"),
+            "https://example.org/domains/default",
+        ),
+        (
+            GO_DOMAIN,
+            format!("/{key}"),
+            "https://example.org/domains/go",
+        ),
+        (
+            GO_ALIAS,
+            format!("/{key}"),
+            "https://example.org/domains/go",
+        ),
+    ] {
+        let (status, location) = served(host, &path)?;
+        ensure(status == 301 && location.as_deref() == Some(url), || {
+            format!("{host}{path}: {status} {location:?}")
+        })?;
+    }
+    changes_stay_on_their_domain(suite, key)
+}
+
+/// `key`'s link on the second domain, changed and deleted: each change is
+/// purged there (by its Host) and served at once; the same key's link on
+/// the default domain stays as it was.
+fn changes_stay_on_their_domain(suite: &Suite, key: &str) -> Result<(), String> {
+    let stored = |hash: &str| -> Result<String, String> {
+        let value: Option<String> = suite.redis.query(&["HGET", hash, "oDom1"])?;
+        Ok(value.unwrap_or_default())
+    };
+    let served = |host: &str, path: &str| varnish_get(suite, host, path, "curl/8");
+    let go_path = format!("/api/links/{key}?domain={GO_DOMAIN}");
+    let edited = api(
+        suite,
+        "PATCH",
+        &go_path,
+        Some(ALICE_TOKEN),
+        None,
+        Some(&json!({ "url": "https://example.org/domains/go2", "forward_query": true })),
+    )?;
+    ensure(
+        edited.status == 200
+            && edited.body["forward_query"] == true
+            && edited.body["domain"] == GO_DOMAIN
+            && stored("short:go.test:tw")?.contains(" ?+"),
+        || format!("{} {}", edited.status, edited.body),
+    )?;
+    let (status, location) = served(GO_DOMAIN, &format!("/{key}"))?;
+    ensure(
+        status == 301 && location.as_deref() == Some("https://example.org/domains/go2"),
+        || format!("go after the edit: {status} {location:?}"),
+    )?;
+    let unset = api(
+        suite,
+        "PATCH",
+        &go_path,
+        Some(ALICE_TOKEN),
+        None,
+        Some(&json!({ "forward_query": null })),
+    )?;
+    ensure(
+        unset.body["forward_query"].is_null() && !stored("short:go.test:tw")?.contains('?'),
+        || format!("forward_query null: {}", unset.body),
+    )?;
+    let deleted = api(suite, "DELETE", &go_path, Some(ALICE_TOKEN), None, None)?;
+    ensure(deleted.status == 204, || {
+        format!("delete: {}", deleted.status)
+    })?;
+    let (gone, _) = served(GO_DOMAIN, &format!("/{key}"))?;
+    let (kept, location) = served("127.0.0.1", &format!("/l/{key}"))?;
+    let shown = api(suite, "GET", &format!("/api/links/{key}"), None, None, None)?;
+    ensure(
+        gone == 410
+            && kept == 301
+            && location.as_deref() == Some("https://example.org/domains/default")
+            && shown.status == 200
+            && stored("short:go.test:tw")? == "deleted",
+        || {
+            format!(
+                "after the delete: go {gone}, default {kept} {location:?}, API {}",
+                shown.status
+            )
+        },
+    )
+}
+
+/// A domain the writer does not serve is refused with `unknown-domain`,
+/// on every route that takes one, and nothing is stored.
+pub fn unknown_domain_is_refused(suite: &Suite) -> Result<(), String> {
+    let body = json!({ "url": "https://example.org/domains/unknown", "domain": "nowhere.test" });
+    let answer = api(
+        suite,
+        "POST",
+        "/api/links",
+        Some(ALICE_TOKEN),
+        None,
+        Some(&body),
+    )?;
+    ensure(
+        answer.status == 422
+            && answer.body["code"] == "unknown-domain"
+            && answer.body["field"] == "domain"
+            && answer.body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("go.test")),
+        || format!("create: {} {}", answer.status, answer.body),
+    )?;
+    for (method, path) in [
+        ("GET", "/api/links/twoDom1?domain=nowhere.test"),
+        ("DELETE", "/api/links/twoDom1?domain=nowhere.test"),
+        ("GET", "/api/links/twoDom1/stats?domain=nowhere.test"),
+        ("GET", "/api/links/twoDom1/qr.svg?domain=nowhere.test"),
+        ("GET", "/api/links?domain=nowhere.test"),
+        ("GET", "/api/links/export?domain=nowhere.test"),
+        ("GET", "/api/trending?domain=nowhere.test"),
+    ] {
+        let (status, code) = refusal(suite, method, path, ADMIN_TOKEN, None)?;
+        ensure(status == 422 && code == "unknown-domain", || {
+            format!("{method} {path}: {status} {code}")
+        })?;
+    }
+    let stored: Vec<String> = suite.redis.query(&["KEYS", "short:nowhere.test:*"])?;
+    ensure(stored.is_empty(), || format!("stored: {stored:?}"))
+}
+
+/// A listing holds every domain, the default one first, each link with its
+/// domain; its cursor walks from one domain into the next; `?domain=`
+/// keeps one.
+pub fn listing_carries_and_filters_by_domain(suite: &Suite) -> Result<(), String> {
+    for (key, domain) in [
+        ("ldA", None),
+        ("ldB", Some(GO_DOMAIN)),
+        ("ldC", Some(GO_DOMAIN)),
+    ] {
+        let mut body = json!({ "url": format!("https://example.org/listdom/{key}"), "key": key });
+        if let Some(domain) = domain {
+            body["domain"] = json!(domain);
+        }
+        create(suite, Some(ALICE_TOKEN), &body)?;
+    }
+    let walk = |filter: &str| -> Result<Vec<(String, String, String)>, String> {
+        let mut seen = Vec::new();
+        let mut cursor = String::new();
+        for _ in 0..50 {
+            let page = api(
+                suite,
+                "GET",
+                &format!("/api/links?search=listdom/&limit=1{filter}{cursor}"),
+                Some(ALICE_TOKEN),
+                None,
+                None,
+            )?;
+            ensure(page.status == 200, || {
+                format!("{} {}", page.status, page.body)
+            })?;
+            for link in page.body["links"].as_array().into_iter().flatten() {
+                let text = |field: &str| link[field].as_str().unwrap_or_default().to_owned();
+                seen.push((text("domain"), text("key"), text("short_url")));
+            }
+            match page.body["next_cursor"].as_str() {
+                Some(next) => cursor = format!("&cursor={}", urlencoding(next)),
+                None => return Ok(seen),
+            }
+        }
+        Err(format!("the cursor never ended: {seen:?}"))
+    };
+    let port = suite.varnish.port;
+    let every = walk("")?;
+    let keys: Vec<(&str, &str)> = every
+        .iter()
+        .map(|(domain, key, _)| (domain.as_str(), key.as_str()))
+        .collect();
+    ensure(
+        keys == [("127.0.0.1", "ldA"), (GO_DOMAIN, "ldC"), (GO_DOMAIN, "ldB")]
+            && every[1].2 == format!("http://{GO_DOMAIN}:{port}/ldC"),
+        || format!("every domain: {every:?}"),
+    )?;
+    let go = walk(&format!("&domain={GO_ALIAS}"))?;
+    let keys: Vec<&str> = go.iter().map(|(_, key, _)| key.as_str()).collect();
+    ensure(keys == ["ldC", "ldB"], || format!("?domain=: {go:?}"))
+}
+
+/// `text` for a query string: cursors hold `/`, which a query may hold
+/// as it is, and nothing else to encode but `&`, `=`, `+` and `%`.
+fn urlencoding(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('&', "%26")
+        .replace('=', "%3D")
+        .replace('+', "%2B")
 }

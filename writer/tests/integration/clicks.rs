@@ -11,8 +11,8 @@ use shortlink_core::clicks::ClickTime;
 use shortlink_writer::access::Identity;
 
 use crate::common::{
-    api, block_on, create, ensure, run_writer, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN,
-    PURGE_SECRET, TEST_TOKEN,
+    api, block_on, create, ensure, run_writer, varnish_get, Suite, ADMIN_TOKEN, ALICE_TOKEN,
+    BOB_TOKEN, GO_ALIAS, GO_DOMAIN, PURGE_SECRET, TEST_TOKEN,
 };
 
 pub const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
@@ -743,4 +743,71 @@ pub fn trending_is_kept_a_few_seconds_per_query(suite: &Suite) -> Result<(), Str
             format!("after {TRENDING_KEPT:?}, the new ranking: {status} {later}")
         })
     })
+}
+
+/// Clicks are counted per domain: the same key on two domains has counts
+/// of its own on each, its statistics name their domain, and trending on
+/// one domain ranks that domain's links alone.
+pub fn stats_are_kept_per_domain(suite: &Suite) -> Result<(), String> {
+    let key = "clkDom1";
+    for domain in [None, Some(GO_DOMAIN)] {
+        let mut body = json!({
+            "url": format!("https://example.org/clicks/domain/{}", domain.unwrap_or("default")),
+            "key": key,
+        });
+        if let Some(domain) = domain {
+            body["domain"] = json!(domain);
+        }
+        create(suite, Some(ALICE_TOKEN), &body)?;
+    }
+    for host in [GO_DOMAIN, GO_ALIAS] {
+        let (status, _) = varnish_get(suite, host, &format!("/{key}"), FIREFOX)?;
+        ensure(status == 301, || format!("{host}: {status}"))?;
+    }
+    click(suite, key, FIREFOX, None)?;
+    let stats_of = |query: &str, clicks: u64| -> Result<Value, String> {
+        let started = Instant::now();
+        loop {
+            let answer = api(
+                suite,
+                "GET",
+                &format!("/api/links/{key}/stats{query}"),
+                Some(ALICE_TOKEN),
+                None,
+                None,
+            )?;
+            if answer.status == 200 && answer.body["clicks"] == clicks {
+                return Ok(answer.body);
+            }
+            if started.elapsed() > Duration::from_secs(15) {
+                return Err(format!("stats{query}: {} {}", answer.status, answer.body));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let go = stats_of(&format!("?domain={GO_DOMAIN}"), 2)?;
+    let default = stats_of("", 1)?;
+    ensure(
+        go["domain"] == GO_DOMAIN && default["domain"] == "127.0.0.1",
+        || format!("go {go}\ndefault {default}"),
+    )?;
+    let trending = api(
+        suite,
+        "GET",
+        &format!("/api/trending?domain={GO_ALIAS}&minutes=60&limit=100"),
+        Some(ALICE_TOKEN),
+        None,
+        None,
+    )?;
+    let links = trending.body["links"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    ensure(
+        links.iter().all(|link| link["domain"] == GO_DOMAIN)
+            && links
+                .iter()
+                .any(|link| link["key"] == key && link["clicks"] == 2),
+        || format!("trending on {GO_DOMAIN}: {}", trending.body),
+    )
 }

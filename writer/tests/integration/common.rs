@@ -458,3 +458,39 @@ pub fn create_at(writer_url: &str, token: Option<&str>, body: &Value) -> Result<
     })?;
     Ok(answer.body)
 }
+
+/// `GET path` from the suite's Varnish with `Host: host`, as a browser
+/// that reached it under that name with `user_agent`: the status and the
+/// `Location`.
+pub fn varnish_get(
+    suite: &Suite,
+    host: &str,
+    path: &str,
+    user_agent: &str,
+) -> Result<(u16, Option<String>), String> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", suite.varnish.port))
+        .map_err(|e| format!("Varnish: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {user_agent}\r\n\
+         Connection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut answer).map_err(|e| e.to_string())?;
+    let head = answer.split("\r\n\r\n").next().unwrap_or_default();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .ok_or_else(|| format!("GET {path} on {host}: {head:?}"))?;
+    let location = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("location")
+            .then(|| value.trim().to_owned())
+    });
+    Ok((status, location))
+}

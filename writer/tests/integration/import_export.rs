@@ -8,7 +8,9 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::common::{api, create, ensure, Suite, ADMIN_TOKEN, ALICE_TOKEN, CAROL_TOKEN, WRITER};
+use crate::common::{
+    api, create, ensure, Suite, ADMIN_TOKEN, ALICE_TOKEN, CAROL_TOKEN, GO_ALIAS, GO_DOMAIN, WRITER,
+};
 
 /// What `shortlink` printed, and whether it succeeded.
 struct Run {
@@ -440,4 +442,124 @@ pub fn export_reads_a_hash_past_one_page(suite: &Suite) -> Result<(), String> {
     ensure(keys.len() == 1500 && unique.len() == 1500, || {
         format!("{} rows, {} keys", keys.len(), unique.len())
     })
+}
+
+/// Shlink's domain column is kept: a row of a domain served here goes into
+/// that domain's key space, a row without one (or `DEFAULT`) into the
+/// default domain's, and a domain not served here is refused by name.
+pub fn import_keeps_shlinks_domain(suite: &Suite) -> Result<(), String> {
+    let file = write(
+        suite,
+        "import-shlink-domains.csv",
+        "createdAt,domain,shortCode,shortUrl,longUrl,title,tags,visits\n\
+         2024-03-01T10:00:00+00:00,go.test,impDom1,https://go.test/impDom1,https://example.org/import/domain/go,,,0\n\
+         2024-03-01T10:00:00+00:00,,impDom2,https://s.test/impDom2,https://example.org/import/domain/default,,,0\n\
+         2024-03-01T10:00:00+00:00,DEFAULT,impDom3,https://s.test/impDom3,https://example.org/import/domain/default3,,,0\n\
+         2024-03-01T10:00:00+00:00,elsewhere.test,impDom4,https://elsewhere.test/impDom4,https://example.org/import/domain/x,,,0\n",
+    )?;
+    let run = shortlink(
+        &suite.config_file,
+        &["import", &file.to_string_lossy(), "--format", "shlink"],
+    )?;
+    ensure(
+        !run.success
+            && run.stdout.contains("3 created, 0 already there, 1 refused")
+            && run.stderr.contains("line 5: refused (422)")
+            && run.stderr.contains("elsewhere.test"),
+        || format!("{}{}", run.stdout, run.stderr),
+    )?;
+    for (hash, field, url) in [
+        (
+            "short:go.test:im",
+            "pDom1",
+            "https://example.org/import/domain/go",
+        ),
+        (
+            "short:im",
+            "pDom2",
+            "https://example.org/import/domain/default",
+        ),
+        (
+            "short:im",
+            "pDom3",
+            "https://example.org/import/domain/default3",
+        ),
+    ] {
+        let value: Option<String> = suite.redis.query(&["HGET", hash, field])?;
+        ensure(value.as_deref() == Some(url), || {
+            format!("{hash} {field}: {value:?}")
+        })?;
+    }
+    let elsewhere: Vec<String> = suite.redis.query(&["KEYS", "short:elsewhere.test:*"])?;
+    let absent: Option<String> = suite.redis.query(&["HGET", "short:im", "pDom1"])?;
+    ensure(elsewhere.is_empty() && absent.is_none(), || {
+        format!("{elsewhere:?} {absent:?}")
+    })
+}
+
+/// An export carries each link's domain (empty for the default one) and
+/// its query forwarding, `--domain` and `?domain=` keep one domain, and
+/// the file imports back with each link on its domain.
+pub fn export_carries_and_filters_by_domain(suite: &Suite) -> Result<(), String> {
+    let first = config_with_prefix(suite, "t-exdom-a:")?;
+    let second = config_with_prefix(suite, "t-exdom-b:")?;
+    let first_arg = first.to_string_lossy().into_owned();
+    for args in [
+        vec!["add", "https://example.org/exdom/default", "--key", "exd1"],
+        vec![
+            "add",
+            "https://example.org/exdom/go",
+            "--key",
+            "exd1",
+            "--domain",
+            GO_ALIAS,
+            "--forward-query",
+        ],
+    ] {
+        let run = shortlink(&first, &args)?;
+        ensure(run.success, || format!("{args:?}: {}", run.stderr))?;
+    }
+    let every = shortlink(&first, &["export"])?;
+    let rows: Vec<&str> = every.stdout.lines().collect();
+    ensure(
+        rows.first()
+            .is_some_and(|head| head.ends_with(",owner,domain,forward_query"))
+            && rows.contains(
+                &format!(
+                    "https://example.org/exdom/default,exd1,,,,{}l/exd1,false,,,",
+                    suite.varnish.base_url() + "/"
+                )
+                .as_str(),
+            )
+            && rows.iter().any(|row| {
+                row.starts_with("https://example.org/exdom/go,exd1,")
+                    && row.ends_with(",go.test,true")
+            }),
+        || format!("export: {rows:#?}"),
+    )?;
+    let go = shortlink(&first, &["export", "--domain", GO_DOMAIN])?;
+    let go_rows: Vec<&str> = go.stdout.lines().skip(1).collect();
+    ensure(
+        go_rows.len() == 1 && go_rows[0].contains("/exdom/go,"),
+        || format!("--domain: {go_rows:?}"),
+    )?;
+    let file = write(suite, "export-domains.csv", &every.stdout)?;
+    let imported = shortlink(&second, &["import", &file.to_string_lossy()])?;
+    ensure(
+        imported.success && imported.stdout.contains("2 created"),
+        || format!("import: {}{}", imported.stdout, imported.stderr),
+    )?;
+    let default: Option<String> = suite.redis.query(&["HGET", "t-exdom-b:ex", "d1"])?;
+    let on_go: Option<String> = suite.redis.query(&["HGET", "t-exdom-b:go.test:ex", "d1"])?;
+    ensure(
+        default.as_deref() == Some("https://example.org/exdom/default")
+            && on_go.as_deref() == Some("https://example.org/exdom/go ?+"),
+        || format!("imported: {default:?} {on_go:?} (from {first_arg})"),
+    )?;
+    // Through the API: the suite's own links of the second domain alone.
+    let rows = crate::security::exported_rows(suite, ADMIN_TOKEN, "?domain=go.test")?;
+    ensure(
+        !rows.is_empty() && rows.iter().all(|row| row.contains(",go.test,")),
+        || format!("?domain=: {rows:?}"),
+    )
 }

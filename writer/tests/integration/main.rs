@@ -104,6 +104,34 @@ const TESTS: &[(&str, common::Test)] = &[
         import_export::export_reads_a_hash_past_one_page,
     ),
     (
+        "import_export::import_keeps_shlinks_domain",
+        import_export::import_keeps_shlinks_domain,
+    ),
+    (
+        "import_export::export_carries_and_filters_by_domain",
+        import_export::export_carries_and_filters_by_domain,
+    ),
+    (
+        "api::same_key_on_two_domains_is_two_links",
+        api::same_key_on_two_domains_is_two_links,
+    ),
+    (
+        "api::unknown_domain_is_refused",
+        api::unknown_domain_is_refused,
+    ),
+    (
+        "api::listing_carries_and_filters_by_domain",
+        api::listing_carries_and_filters_by_domain,
+    ),
+    (
+        "security::a_domain_limited_token_is_refused_on_another_domain",
+        security::a_domain_limited_token_is_refused_on_another_domain,
+    ),
+    (
+        "clicks::stats_are_kept_per_domain",
+        clicks::stats_are_kept_per_domain,
+    ),
+    (
         "bulk::bulk_json_answers_each_item_in_order",
         bulk::bulk_json_answers_each_item_in_order,
     ),

@@ -10,9 +10,11 @@ use actix_web::test as actix_test;
 use shortlink_core::digest_key;
 use test_support::{free_port, Writer};
 
+use serde_json::{json, Value};
+
 use crate::common::{
-    create, ensure, form_credentials, get, post_form, send_form, Suite, ALICE_TOKEN, TEST_TOKEN,
-    WRITER,
+    api, create, ensure, form_credentials, get, post_form, send_form, Suite, ADMIN_TOKEN,
+    ALICE_TOKEN, GO_ALIAS, GO_DOMAIN, SHOP_TOKEN, TEST_TOKEN, WRITER,
 };
 
 /// Whether the suite's writer stored a link for `url` (under its digest key).
@@ -131,7 +133,7 @@ struct Answer {
     status: u16,
     retry_after: Option<u64>,
     challenge: Option<String>,
-    body: serde_json::Value,
+    body: Value,
 }
 
 /// Without a token a client gets `burst` links at once, then 429 with
@@ -836,5 +838,153 @@ pub fn every_answer_is_nosniff_with_a_script_policy(suite: &Suite) -> Result<(),
             && statuses.contains(&400)
             && statuses.contains(&422),
         || format!("the answers checked were {statuses:?}"),
+    )
+}
+
+/// The export `token` downloads from the suite's writer, as CSV lines
+/// after the header.
+pub fn exported_rows(suite: &Suite, token: &str, query: &str) -> Result<Vec<String>, String> {
+    let url = format!("{}/api/links/export{query}", suite.writer_url);
+    let mut response = Suite::agent()
+        .get(&url)
+        .header("authorization", format!("Bearer {token}"))
+        .call()
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    let text = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    Ok(text.lines().skip(1).map(str::to_owned).collect())
+}
+
+/// A token limited to one domain acts there (named by its name or an
+/// alias) and nowhere else: 403 `domain-not-allowed` on the others, for a
+/// change, a listing, an export, statistics, trending and each bulk row;
+/// its listing and export hold its domain's links alone. An admin acts
+/// on every domain.
+pub fn a_domain_limited_token_is_refused_on_another_domain(suite: &Suite) -> Result<(), String> {
+    let answer = |method: &str, path: &str, token: &str, body: Option<&Value>| {
+        api(suite, method, path, Some(token), None, body)
+    };
+    let refused = answer(
+        "POST",
+        "/api/links",
+        SHOP_TOKEN,
+        Some(&json!({ "url": "https://example.org/shop/default", "key": "shopD1" })),
+    )?;
+    ensure(
+        refused.status == 403 && refused.body["code"] == "domain-not-allowed",
+        || {
+            format!(
+                "create on the default domain: {} {}",
+                refused.status, refused.body
+            )
+        },
+    )?;
+    let stored: Option<String> = suite.redis.query(&["HGET", "short:sh", "opD1"])?;
+    ensure(stored.is_none(), || format!("stored anyway: {stored:?}"))?;
+    for (key, domain) in [("shopD1", GO_DOMAIN), ("shopD2", GO_ALIAS)] {
+        let created = answer(
+            "POST",
+            "/api/links",
+            SHOP_TOKEN,
+            Some(
+                &json!({ "url": format!("https://example.org/shop/{key}"), "key": key, "domain": domain }),
+            ),
+        )?;
+        ensure(
+            created.status == 201 && created.body["domain"] == GO_DOMAIN,
+            || format!("create on {domain}: {} {}", created.status, created.body),
+        )?;
+    }
+    // The same key on the default domain, the admin's: out of the shop's reach.
+    let admins = answer(
+        "POST",
+        "/api/links",
+        ADMIN_TOKEN,
+        Some(&json!({ "url": "https://example.org/shop/admins", "key": "shopD1" })),
+    )?;
+    ensure(admins.status == 201, || format!("admin: {}", admins.body))?;
+    let change = json!({ "url": "https://example.org/shop/changed" });
+    refused_elsewhere(suite, &change)?;
+    let changed = answer(
+        "PATCH",
+        &format!("/api/links/shopD1?domain={GO_ALIAS}"),
+        SHOP_TOKEN,
+        Some(&change),
+    )?;
+    ensure(changed.status == 200, || {
+        format!("its own: {}", changed.body)
+    })?;
+    seen_on_its_domain_alone(suite)
+}
+
+/// The shop's token on the default domain: every route refuses it.
+fn refused_elsewhere(suite: &Suite, change: &Value) -> Result<(), String> {
+    for (method, path, body) in [
+        ("PATCH", "/api/links/shopD1", Some(change)),
+        ("DELETE", "/api/links/shopD1", None),
+        ("GET", "/api/links/shopD1/stats", None),
+        ("GET", "/api/links?domain=127.0.0.1", None),
+        ("GET", "/api/links/export?domain=127.0.0.1", None),
+        ("GET", "/api/trending?domain=127.0.0.1", None),
+    ] {
+        let refused = api(suite, method, path, Some(SHOP_TOKEN), None, body)?;
+        ensure(
+            refused.status == 403 && refused.body["code"] == "domain-not-allowed",
+            || format!("{method} {path}: {} {}", refused.status, refused.body),
+        )?;
+    }
+    Ok(())
+}
+
+/// What the shop's token sees: its domain's links alone; its bulk rows on
+/// the default domain refused. An admin sees its links too.
+fn seen_on_its_domain_alone(suite: &Suite) -> Result<(), String> {
+    let answer = |method: &str, path: &str, token: &str, body: Option<&Value>| {
+        api(suite, method, path, Some(token), None, body)
+    };
+    let whoami = answer("GET", "/api/whoami", SHOP_TOKEN, None)?;
+    ensure(whoami.body["domains"] == json!([GO_DOMAIN]), || {
+        format!("whoami: {}", whoami.body)
+    })?;
+    let listed = answer("GET", "/api/links?limit=100", SHOP_TOKEN, None)?;
+    let links = listed.body["links"].as_array().cloned().unwrap_or_default();
+    ensure(
+        links.len() == 2 && links.iter().all(|link| link["domain"] == GO_DOMAIN),
+        || format!("the shop's listing: {}", listed.body),
+    )?;
+    let rows = exported_rows(suite, SHOP_TOKEN, "")?;
+    ensure(
+        rows.len() == 2 && rows.iter().all(|row| row.contains(",shop,go.test,")),
+        || format!("the shop's export: {rows:?}"),
+    )?;
+    let bulk = answer(
+        "POST",
+        "/api/links/bulk",
+        SHOP_TOKEN,
+        Some(&json!([
+            { "url": "https://example.org/shop/bulk/default" },
+            { "url": "https://example.org/shop/bulk/go", "domain": GO_DOMAIN },
+        ])),
+    )?;
+    let results = &bulk.body["results"];
+    ensure(
+        results[0]["status"] == "refused"
+            && results[0]["code"] == 403
+            && results[1]["status"] == "created"
+            && results[1]["domain"] == GO_DOMAIN,
+        || format!("bulk: {}", bulk.body),
+    )?;
+    // An admin acts everywhere: the shop's link, on its domain.
+    let shown = answer(
+        "GET",
+        &format!("/api/links/shopD1?domain={GO_DOMAIN}"),
+        ADMIN_TOKEN,
+        None,
+    )?;
+    ensure(
+        shown.body["owner"] == "shop" && shown.body["url"] == "https://example.org/shop/changed",
+        || format!("admin: {}", shown.body),
     )
 }
