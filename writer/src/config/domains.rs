@@ -145,6 +145,13 @@ pub fn domains(entries: &[DomainConfig], spaces: &Spaces<'_>) -> Result<Vec<Doma
             if text.is_empty() {
                 return Ok(None);
             }
+            // The URL goes into a VCL string, which a double quote would end.
+            if text.contains('"') {
+                return Err(ConfigError(format!(
+                    "domains[{index}].{field} {text:?} holds a double quote, which no URL \
+                     needs: write it %22"
+                )));
+            }
             ValidUrl::try_from(text.to_owned())
                 .map(Some)
                 .map_err(|e| ConfigError(format!("domains[{index}].{field} {text:?}: {e}")))
@@ -168,6 +175,18 @@ pub fn domains(entries: &[DomainConfig], spaces: &Spaces<'_>) -> Result<Vec<Doma
             }
             if !aliases.is_empty() {
                 if default.hosts.is_empty() {
+                    // Matched by name from now on: it must be one.
+                    let by_name = !default_name.is_empty()
+                        && default_name
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+                    if !by_name {
+                        return Err(ConfigError(format!(
+                            "domains[{index}].aliases: public_base_url's host {default_name:?} \
+                             is no host name Varnish can match an alias beside; use a host \
+                             name (letters, digits, - and dots) in public_base_url"
+                        )));
+                    }
                     default.hosts.push(default_name.clone());
                 }
                 default.hosts.extend(aliases);

@@ -383,6 +383,15 @@ fn bad_domains_are_refused_with_what_to_fix() {
             "public_base_url's own value",
         ),
         ("[varnish]\nrobots_txt = \"a\\\"}b\"", "robots_txt"),
+        (
+            "[[domains]]\nbase_url = \"https://go.example/\"\nnot_found_url = \"https://e.org/a\\\"b\"",
+            "double quote",
+        ),
+        (
+            "public_base_url = \"http://[::1]:8080/l/\"\n[[domains]]\n\
+             base_url = \"http://[::1]:8080/l/\"\naliases = [\"x.example\"]",
+            "no host name Varnish can match",
+        ),
     ] {
         let error = parse(text).unwrap_err();
         assert!(error.0.contains(says), "{text}: {error}");

@@ -3,9 +3,10 @@
 //! default, and where an unknown key or a bare domain redirects.
 //!
 //! Every value placed here was checked by the configuration: host names
-//! are letters, digits, `-` and dots, paths letters, digits and `-_./`,
-//! URLs valid redirect targets (no quote, no space, no control character),
-//! so each is safe inside a VCL string.
+//! are letters, digits, `-` and dots (so escaping the dots makes them a
+//! regex), paths letters, digits and `-_./`, URLs valid redirect targets
+//! without a double quote (no space, no control character), so each is
+//! safe inside a VCL string.
 
 use std::fmt::Write as _;
 
