@@ -13,8 +13,10 @@ use serde_json::json;
 
 use crate::clicks::{click as click_through_varnish, stats_once, FIREFOX, IPHONE};
 use crate::common::{
-    api, create, ensure, get, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, CROSS_SITE_URL,
+    api, create, ensure, get, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, CROSS_SITE_URL, DOMAINS,
+    GO_DOMAIN,
 };
+use shortlink_core::query::forward_query;
 
 struct ChromeDriver(Child);
 
@@ -286,6 +288,11 @@ pub fn management_page_changes_reach_a_browser_that_clicked_before(
             Some(BOB_TOKEN),
             &json!({ "url": page("/manage-bob") }),
         )?,
+        on_go: create(
+            suite,
+            Some(ALICE_TOKEN),
+            &json!({ "url": page("/manage-go?ref=home#top"), "domain": GO_DOMAIN }),
+        )?,
         before: page("/manage-before"),
         after: page("/manage-after"),
         theirs: page("/manage-theirs"),
@@ -298,6 +305,8 @@ pub fn management_page_changes_reach_a_browser_that_clicked_before(
         landed_on(client, &case.before).await?;
         case.sign_in(client).await?;
         case.list_and_search(client).await?;
+        case.domains_forwarding_and_campaign(client).await?;
+        case.merge_rule_is_the_cores(client).await?;
         case.edit_target(client).await?;
         // The visitor's next click, from the same page, reaches the new
         // target: the browser did not keep the old redirect.
@@ -420,6 +429,8 @@ struct ManageCase<'a> {
     edited: String,
     deleted: String,
     bobs: String,
+    /// Alice's link on the suite's second domain.
+    on_go: String,
     before: String,
     after: String,
     /// Where an admin sends the edited link while Alice edits it.
@@ -497,6 +508,136 @@ impl ManageCase<'_> {
             "the whole list",
         )
         .await
+    }
+
+    /// With two domains each row names its domain, and the list narrows to
+    /// one; the edit dialog sets a link's forwarding and adds campaign
+    /// parameters to its URL, and the link on the other domain is changed.
+    async fn domains_forwarding_and_campaign(
+        &self,
+        client: &fantoccini::Client,
+    ) -> Result<(), String> {
+        let go_row = format!(
+            "li.link[data-key='{}'][data-domain='{GO_DOMAIN}']",
+            self.on_go
+        );
+        wait_js(
+            client,
+            &format!("document.querySelector({})", json!(go_row)),
+            "the link on the second domain",
+        )
+        .await?;
+        let badges = (
+            text(client, &format!("{go_row} .domain")).await?,
+            text(
+                client,
+                &format!("li.link[data-key='{}'] .domain", self.edited),
+            )
+            .await?,
+        );
+        ensure(badges == (GO_DOMAIN.into(), DOMAINS[0].into()), || {
+            format!("the rows name the domains {badges:?}")
+        })?;
+        step(
+            client,
+            None,
+            &format!("#domain-filter option[value='{GO_DOMAIN}']"),
+            &format!(
+                "document.querySelectorAll('li.link').length >= 1 &&                  [...document.querySelectorAll('li.link')].every(li => li.dataset.domain === '{GO_DOMAIN}')"
+            ),
+        )
+        .await?;
+        let said = text(client, "#status").await?;
+        ensure(said.contains(&format!("on {GO_DOMAIN}")), || {
+            format!("the narrowed list says {said:?}")
+        })?;
+        step(
+            client,
+            None,
+            &format!("{go_row} button.edit"),
+            "document.getElementById('edit-dialog').open",
+        )
+        .await?;
+        let default_label = client
+            .execute(
+                "return document.querySelector('#edit-forward option[value=default]').textContent",
+                vec![],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        ensure(
+            default_label == "As the domain does (do not forward)",
+            || format!("the domain's default reads {default_label}"),
+        )?;
+        click(client, "#edit-forward option[value=always]").await?;
+        click(client, "#edit-campaign summary").await?;
+        type_into(client, "#edit-utm_source", "manage").await?;
+        type_into(client, "#edit-utm_campaign", "autumn sale").await?;
+        step(
+            client,
+            None,
+            "#edit-save",
+            "!document.getElementById('edit-dialog').open",
+        )
+        .await?;
+        let path = format!("/api/links/{}?domain={GO_DOMAIN}", self.on_go);
+        let stored = api(self.suite, "GET", &path, Some(ALICE_TOKEN), None, None)?.body;
+        let target = self
+            .before
+            .replace("/manage-before", "/manage-go?ref=home#top");
+        let expected = forward_query(&target, "utm_source=manage&utm_campaign=autumn%20sale")
+            .map_err(|e| e.to_string())?;
+        ensure(
+            stored["url"] == json!(expected) && stored["forward_query"] == true,
+            || format!("stored {stored}, not {expected} forwarding"),
+        )?;
+        let meta = text(client, &format!("{go_row} .meta")).await?;
+        ensure(meta.contains("forwards query strings"), || {
+            format!("the row says {meta:?}")
+        })?;
+        step(
+            client,
+            None,
+            "#domain-filter option[value='']",
+            &format!(
+                "[...document.querySelectorAll('li.link')].some(li => li.dataset.domain === '{}')",
+                DOMAINS[0]
+            ),
+        )
+        .await
+    }
+
+    /// The page's script merges campaign parameters by the rule the core
+    /// gives Varnish and the form: the same URL for every case.
+    async fn merge_rule_is_the_cores(&self, client: &fantoccini::Client) -> Result<(), String> {
+        let cases = [
+            ("https://e.org/", "utm_source=x"),
+            ("https://e.org/p?a=1", "b=2"),
+            ("https://e.org/p?a=1#top", "b=2&c"),
+            ("https://e.org/p#f?x", "b=2"),
+            ("https://e.org/p?", "b=2"),
+            ("https://e.org/p?a=1", "&&"),
+            ("https://e.org/?utm_source=site&a=1", "utm_source=mail"),
+            ("https://e.org/p?a=1&a=2&=z&b", "a=9&&b="),
+            (
+                "https://e.org/p?x=%20y#frag#more",
+                "utm_campaign=spring%20sale&utm_content=a%26b",
+            ),
+        ];
+        let merged = client
+            .execute(
+                "return arguments[0].map(c => mergeQuery(c[0], c[1]));",
+                vec![json!(cases)],
+            )
+            .await
+            .map_err(|e| format!("run mergeQuery: {e}"))?;
+        let expected: Vec<String> = cases
+            .iter()
+            .map(|(target, query)| forward_query(target, query).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
+        ensure(merged == json!(expected), || {
+            format!("the page merges {merged}, the core {expected:?}")
+        })
     }
 
     /// A bad URL is refused next to its field and stores nothing; an edit

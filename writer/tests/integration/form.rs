@@ -2,7 +2,7 @@
 
 use shortlink_core::Stored;
 
-use crate::common::{api, ensure, post_form, Suite, ALICE_TOKEN};
+use crate::common::{api, ensure, post_form, Suite, ALICE_TOKEN, DOMAINS, GO_DOMAIN, SHOP_TOKEN};
 
 pub fn submit_and_errors(suite: &Suite) -> Result<(), String> {
     let agent = Suite::agent();
@@ -190,4 +190,78 @@ pub fn campaign_and_forwarding_errors(suite: &Suite) -> Result<(), String> {
         })?;
     }
     Ok(())
+}
+
+/// With two domains the form offers both, the default one chosen; a link
+/// made on the other domain is stored in that domain's key space and
+/// shown with its short URL there. A token limited to that domain is
+/// refused on the default one, and an unknown domain is named, each next
+/// to the choice.
+pub fn form_links_on_another_domain(suite: &Suite) -> Result<(), String> {
+    let agent = Suite::agent();
+    let page = agent
+        .get(&suite.writer_url)
+        .call()
+        .map_err(|e| e.to_string())?
+        .into_body()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    ensure(
+        page.contains(&format!(
+            "<option value=\"{0}\" selected>{0}</option>",
+            DOMAINS[0]
+        )) && page.contains(&format!("<option value=\"{GO_DOMAIN}\">")),
+        || format!("the form offers no choice of domain: {page}"),
+    )?;
+    let url = "https://example.org/form/on-go";
+    let post = |domain: &str, token: &str| {
+        post_form(
+            &agent,
+            &suite.writer_url,
+            &[
+                ("url", url),
+                ("key", "form-on-go"),
+                ("domain", domain),
+                ("token", token),
+            ],
+            &[],
+        )
+    };
+    let (status, page) = post(GO_DOMAIN, ALICE_TOKEN)?;
+    ensure(status == 201, || {
+        format!("the form answered {status}: {page}")
+    })?;
+    let short = format!("http://{GO_DOMAIN}:{}/form-on-go", suite.varnish.port);
+    ensure(
+        page.contains(&format!("id=\"short-link\" href=\"{short}\""))
+            && page.contains("qr.svg?domain=go.test"),
+        || format!("the result does not show {short}: {page}"),
+    )?;
+    let on_go = api(
+        suite,
+        "GET",
+        &format!("/api/links/form-on-go?domain={GO_DOMAIN}"),
+        Some(ALICE_TOKEN),
+        None,
+        None,
+    )?;
+    ensure(
+        on_go.body["url"] == url && on_go.body["domain"] == GO_DOMAIN,
+        || format!("the link on {GO_DOMAIN}: {}", on_go.body),
+    )?;
+    ensure(stored_value(suite, "form-on-go")?.is_none(), || {
+        "the link landed on the default domain too".into()
+    })?;
+    let (status, page) = post(DOMAINS[0], SHOP_TOKEN)?;
+    ensure(
+        status == 403 && page.contains("id=\"domain-help\" role=\"alert\">this access token"),
+        || format!("a token limited to {GO_DOMAIN} on the default domain: {status} {page}"),
+    )?;
+    let (status, page) = post("elsewhere.test", ALICE_TOKEN)?;
+    ensure(
+        status == 422
+            && page.contains("id=\"domain-help\" role=\"alert\">")
+            && page.contains("elsewhere.test"),
+        || format!("an unknown domain: {status} {page}"),
+    )
 }

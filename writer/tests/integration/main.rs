@@ -285,6 +285,10 @@ const TESTS: &[(&str, common::Test)] = &[
         form::campaign_and_forwarding_errors,
     ),
     (
+        "form::form_links_on_another_domain",
+        form::form_links_on_another_domain,
+    ),
+    (
         "lifecycle::edit_is_served_at_once",
         lifecycle::edit_is_served_at_once,
     ),

@@ -150,9 +150,11 @@ pub(crate) async fn form_submit(
         url: &url,
         key: Some(key),
         forward_query,
+        domain: Some(form.domain.trim()),
         ..NewLink::default()
     };
-    let status = match shortener.create(&new, caller.owner()).await {
+    // A token limited to some domains creates links on those only.
+    let status = match shortener.create_as(&new, &caller).await {
         Ok(Written {
             outcome: inserted,
             purge_warning,
@@ -163,7 +165,12 @@ pub(crate) async fn form_submit(
             view = FormView {
                 outcome: Some(Outcome {
                     key: link.key.clone(),
-                    short_url: shortener.short_url(&link.key),
+                    domain: shortener
+                        .domain(Some(&link.domain))
+                        .ok()
+                        .filter(|domain| !domain.is_default())
+                        .map(|domain| domain.name.clone()),
+                    short_url: shortener.link_url(link),
                     long_url: link.record.url.to_string(),
                     created,
                 }),

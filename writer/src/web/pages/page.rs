@@ -50,6 +50,9 @@ pub struct BulkView {
 #[derive(Debug)]
 pub struct Outcome {
     pub key: String,
+    /// The link's domain when it is not the default one: its QR code's
+    /// address names it.
+    pub domain: Option<String>,
     pub short_url: String,
     pub long_url: String,
     pub created: bool,
@@ -230,13 +233,18 @@ fn result_section(page: &mut String, outcome: &Outcome) {
          <div class=\"link-row\"><a id=\"short-link\" href=\"{short}\">{short}</a>\
          <button type=\"button\" class=\"copy js-only\" data-copy=\"{short}\">Copy</button></div>\n\
          <p class=\"hint\">Leads to <span class=\"target\">{}</span></p>\n\
-         <div class=\"qr\"><img src=\"{qr}.svg\" width=\"160\" height=\"160\" \
-         alt=\"QR code of {short}\"><a href=\"{qr}.png?size=512\" download=\"{key}.png\">\
-         Download the QR code (PNG)</a> <a href=\"{qr}.svg\" download=\"{key}.svg\">SVG</a></div>\n\
+         <div class=\"qr\"><img src=\"{svg}\" width=\"160\" height=\"160\" \
+         alt=\"QR code of {short}\"><a href=\"{png}\" download=\"{key}.png\">\
+         Download the QR code (PNG)</a> <a href=\"{svg}\" download=\"{key}.svg\">SVG</a></div>\n\
          </section>\n",
         escape(&outcome.long_url),
         key = escape(&outcome.key),
-        qr = escape(&qr_path(&outcome.key)),
+        svg = escape(&qr_url(&outcome.key, outcome.domain.as_deref(), "svg")),
+        png = escape(&qr_url(
+            &outcome.key,
+            outcome.domain.as_deref(),
+            "png?size=512"
+        )),
     );
 }
 
@@ -346,10 +354,18 @@ fn link_cell(short_url: &str) -> String {
     format!("<a href=\"{short}\">{short}</a>")
 }
 
-/// The path of `key`'s QR code, without its `.svg` or `.png`.
+/// The address of `key`'s QR code on `domain` (`None`: the default one)
+/// as `kind`: `svg`, or `png` with its query.
 #[must_use]
-pub fn qr_path(key: &str) -> String {
-    format!("/api/links/{key}/qr")
+pub fn qr_url(key: &str, domain: Option<&str>, kind: &str) -> String {
+    let url = format!("/api/links/{key}/qr.{kind}");
+    match domain {
+        Some(domain) => {
+            let separator = if url.contains('?') { '&' } else { '?' };
+            format!("{url}{separator}domain={domain}")
+        }
+        None => url,
+    }
 }
 
 struct Field<'a> {
@@ -451,6 +467,7 @@ mod tests {
             &FormView {
                 outcome: Some(Outcome {
                     key: "abcd".into(),
+                    domain: None,
                     short_url: "http://s/l/abcd".into(),
                     long_url: "https://example.org/?a=1&b=2".into(),
                     created: true,
@@ -489,5 +506,24 @@ mod tests {
         };
         let page = render(&chosen, &KeyScheme::default());
         assert!(page.contains("<option value=\"go.example\" selected>go.example</option>"));
+    }
+
+    #[test]
+    fn the_qr_code_of_another_domain_names_it() {
+        let page = render(
+            &FormView {
+                outcome: Some(Outcome {
+                    key: "abcd".into(),
+                    domain: Some("go.example".into()),
+                    short_url: "https://go.example/abcd".into(),
+                    long_url: "https://example.org/".into(),
+                    created: true,
+                }),
+                ..FormView::default()
+            },
+            &KeyScheme::default(),
+        );
+        assert!(page.contains("<img src=\"/api/links/abcd/qr.svg?domain=go.example\""));
+        assert!(page.contains("href=\"/api/links/abcd/qr.png?size=512&amp;domain=go.example\""));
     }
 }
