@@ -1,0 +1,142 @@
+//! `.count()` behind the VCL API: which answers are clicks, read from the
+//! request and the response in one pass each, and the click counters
+//! copied into varnishstat once per flush.
+
+use varnish::vcl::{Ctx, HttpHeaders, StrOrBytes};
+
+use crate::{backend, clicks, key_of, redirector};
+
+impl redirector {
+    /// What `.count()` does: the answer in `ctx`, counted as a click, a
+    /// bot's click or a gone link's answer, under its domain's store.
+    pub(crate) fn count_answer(&self, ctx: &mut Ctx, client: Option<std::net::SocketAddr>) {
+        self.publish_click_counters();
+        let Some(resp) = ctx.http_resp.as_ref() else {
+            return;
+        };
+        let status = match resp.status() {
+            Some(StrOrBytes::Utf8(status)) => status.parse::<u16>().unwrap_or(0),
+            _ => return,
+        };
+        let Some(req) = ctx.http_req.as_ref() else {
+            return;
+        };
+        let head = matches!(req.method(), Some(StrOrBytes::Utf8("HEAD")));
+        let [expired, limited] =
+            headers_named(resp, [backend::EXPIRED_MARK, backend::LIMITED_MARK]);
+        let outcome = if status == 410 || expired.is_some() {
+            clicks::Outcome::Gone
+        } else if status == self.resolver().settings.status.code() {
+            // A HEAD is a bot's, which a click limit does not count.
+            if limited.is_some() && !head {
+                clicks::Outcome::Limited
+            } else {
+                clicks::Outcome::Redirect
+            }
+        } else {
+            return;
+        };
+        // Borrowed from the request: the click's own copy is its only
+        // allocation on this path.
+        let url = text(req.url().as_ref());
+        let key = key_of(&url);
+        let spaces = &self.resolver().settings.spaces;
+        // The flusher names Redis keys after it: only keys that pass the rules.
+        if spaces.default_scheme().check(key).is_err() {
+            return;
+        }
+        let [agent, referrer, domain] =
+            headers_named(req, ["User-Agent", "Referer", backend::DOMAIN_HEADER]);
+        let domain = domain.map(|name| text(Some(&name)));
+        let Some((space, _)) = spaces.of(domain.as_deref()) else {
+            return;
+        };
+        let (agent, referrer) = (text(agent.as_ref()), text(referrer.as_ref()));
+        if let Some(click) = clicks::Click::new(
+            outcome,
+            head,
+            client.map(|client| client.ip()),
+            key,
+            &agent,
+            clicks::referrer_host(&referrer).as_deref(),
+        ) {
+            self.clicks[space].record(click);
+        }
+    }
+
+    /// Copies the click store's counters into this object's varnishstat
+    /// counters once per flush.
+    fn publish_click_counters(&self) {
+        use std::sync::atomic::Ordering::{Acquire, Relaxed};
+        // Every store's flushes move the sum of their generations.
+        let generation = self
+            .clicks
+            .iter()
+            .map(|store| store.counters.generation.load(Acquire))
+            .fold(0_u64, u64::wrapping_add);
+        // Read before writing: every delivery calls this, and a write on
+        // every call would bounce the line between the workers' cores.
+        if self.published.load(Relaxed) == generation
+            || self.published.swap(generation, Relaxed) == generation
+        {
+            return;
+        }
+        let stats = &self.resolver().stats;
+        let sum = |counter: fn(&clicks::ClickStore) -> &std::sync::atomic::AtomicU64| {
+            self.clicks
+                .iter()
+                .map(|store| counter(store).load(Relaxed))
+                .sum::<u64>()
+        };
+        stats
+            .clicks_counted
+            .store(sum(|store| &store.counters.counted), Relaxed);
+        stats
+            .clicks_flushed
+            .store(sum(|store| &store.counters.flushed), Relaxed);
+        stats
+            .clicks_dropped
+            .store(sum(|store| &store.counters.dropped), Relaxed);
+        stats
+            .click_flush_failures
+            .store(sum(|store| &store.counters.flush_failures), Relaxed);
+        stats
+            .clicks_pending
+            .store(sum(|store| &store.counters.pending), Relaxed);
+    }
+}
+
+/// The first value of each of `names` (case-insensitive) in `headers`,
+/// read in one pass: `HttpHeaders::header` reads every header, each checked
+/// as UTF-8, once per name, on every counted answer.
+fn headers_named<'a, const N: usize>(
+    headers: &'a HttpHeaders<'a>,
+    names: [&str; N],
+) -> [Option<StrOrBytes<'a>>; N] {
+    let mut found = [const { None }; N];
+    let mut missing = N;
+    for (name, value) in headers {
+        if let Some(slot) = names
+            .iter()
+            .position(|wanted| wanted.eq_ignore_ascii_case(name))
+        {
+            if found[slot].is_none() {
+                found[slot] = Some(value);
+                missing -= 1;
+                if missing == 0 {
+                    break;
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A request's URL or header as text, borrowed unless it is not UTF-8.
+fn text<'a>(value: Option<&StrOrBytes<'a>>) -> std::borrow::Cow<'a, str> {
+    match value {
+        Some(StrOrBytes::Utf8(text)) => std::borrow::Cow::Borrowed(text),
+        Some(StrOrBytes::Bytes(bytes)) => String::from_utf8_lossy(bytes),
+        None => std::borrow::Cow::Borrowed(""),
+    }
+}
