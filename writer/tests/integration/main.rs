@@ -132,6 +132,10 @@ const TESTS: &[(&str, common::Test)] = &[
         clicks::stats_are_kept_per_domain,
     ),
     (
+        "nodes::a_queued_purge_keeps_its_domain",
+        nodes::a_queued_purge_keeps_its_domain,
+    ),
+    (
         "bulk::bulk_json_answers_each_item_in_order",
         bulk::bulk_json_answers_each_item_in_order,
     ),

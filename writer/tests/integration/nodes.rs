@@ -270,3 +270,60 @@ pub fn clicks_from_every_node_add_up(suite: &Suite) -> Result<(), String> {
         format!("{total} clicks through two nodes: {stats}")
     })
 }
+
+/// A purge no node confirmed is queued with its link's domain (none for
+/// the default domain, as before domains existed), and a retry that still
+/// finds no node leaves both queued.
+pub fn a_queued_purge_keeps_its_domain(suite: &Suite) -> Result<(), String> {
+    let closed = free_port()?;
+    let node = format!("http://127.0.0.1:{closed}");
+    let settings = suite.settings_with("t-qdom:", 2, |config| {
+        config.varnish.purge_url.clone_from(&node);
+        config.domains = vec![shortlink_writer::config::DomainConfig {
+            base_url: "https://go.example/".into(),
+            ..Default::default()
+        }];
+    });
+    crate::common::block_on(async {
+        let shortener = shortlink_writer::links::shortener::Shortener::new(settings)
+            .map_err(|e| e.to_string())?;
+        for domain in [None, Some("go.example")] {
+            let new = shortlink_writer::links::shortener::NewLink {
+                url: "https://example.org/nodes/queued-domain",
+                key: Some("qdom1"),
+                domain,
+                ..Default::default()
+            };
+            let created = shortener
+                .create(&new, None)
+                .await
+                .map_err(|e| e.to_string())?;
+            ensure(created.purge_warning.is_some(), || format!("{domain:?}"))?;
+        }
+        let entries: Vec<(String, Vec<String>)> =
+            suite
+                .redis
+                .query(&["XRANGE", "t-qdom:purge:queue", "-", "+"])?;
+        let fields: Vec<Vec<String>> = entries.into_iter().map(|(_, f)| f).collect();
+        let has = |fields: &[String], name: &str, value: &str| {
+            fields
+                .chunks(2)
+                .any(|pair| pair[0] == name && pair[1] == value)
+        };
+        ensure(
+            fields.len() == 2
+                && fields
+                    .iter()
+                    .all(|f| has(f, "node", &node) && has(f, "key", "qdom1"))
+                && !fields[0].iter().any(|name| name == "domain")
+                && has(&fields[1], "domain", "go.example"),
+            || format!("queued: {fields:?}"),
+        )?;
+        let (queue, nodes) = shortener.purge_queue();
+        let round = queue
+            .retry(&nodes, std::time::SystemTime::now())
+            .await
+            .map_err(|e| e.to_string())?;
+        ensure(round.left == 2 && round.sent == 0, || format!("{round:?}"))
+    })
+}
