@@ -483,7 +483,10 @@ impl Shortener {
     /// Purges `key` of `domain` on every Varnish node; queues the purge
     /// for the nodes that did not confirm it, and says so.
     async fn purge(&self, domain: &Domain, key: &str) -> Option<String> {
-        let missed = self.nodes.purge(&Route::of(domain), key).await;
+        let missed = match self.nodes.route(&domain.name) {
+            Some(route) => self.nodes.purge(route, key).await,
+            None => self.nodes.purge(&Route::of(domain), key).await,
+        };
         if missed.is_empty() {
             return None;
         }
