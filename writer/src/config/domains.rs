@@ -141,23 +141,8 @@ pub fn domains(entries: &[DomainConfig], spaces: &Spaces<'_>) -> Result<Vec<Doma
         let what = format!("domains[{index}].base_url");
         let (base_url, link_path) = check_base_url(&what, &entry.base_url)?;
         let name = base_url.host_str().unwrap_or_default().to_ascii_lowercase();
-        let url_option = |field: &str, text: &str| -> Result<Option<ValidUrl>, ConfigError> {
-            if text.is_empty() {
-                return Ok(None);
-            }
-            // The URL goes into a VCL string, which a double quote would end.
-            if text.contains('"') {
-                return Err(ConfigError(format!(
-                    "domains[{index}].{field} {text:?} holds a double quote, which no URL \
-                     needs: write it %22"
-                )));
-            }
-            ValidUrl::try_from(text.to_owned())
-                .map(Some)
-                .map_err(|e| ConfigError(format!("domains[{index}].{field} {text:?}: {e}")))
-        };
-        let not_found = url_option("not_found_url", &entry.not_found_url)?;
-        let bare = url_option("bare_url", &entry.bare_url)?;
+        let not_found = redirect_url(index, "not_found_url", &entry.not_found_url)?;
+        let bare = redirect_url(index, "bare_url", &entry.bare_url)?;
         let mut aliases = Vec::with_capacity(entry.aliases.len());
         for alias in &entry.aliases {
             let alias = DomainName::try_from(alias.as_str())
@@ -175,18 +160,7 @@ pub fn domains(entries: &[DomainConfig], spaces: &Spaces<'_>) -> Result<Vec<Doma
             }
             if !aliases.is_empty() {
                 if default.hosts.is_empty() {
-                    // Matched by name from now on: it must be one.
-                    let by_name = !default_name.is_empty()
-                        && default_name
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
-                    if !by_name {
-                        return Err(ConfigError(format!(
-                            "domains[{index}].aliases: public_base_url's host {default_name:?} \
-                             is no host name Varnish can match an alias beside; use a host \
-                             name (letters, digits, - and dots) in public_base_url"
-                        )));
-                    }
+                    check_matched_by_name(index, &default_name)?;
                     default.hosts.push(default_name.clone());
                 }
                 default.hosts.extend(aliases);
@@ -216,7 +190,47 @@ pub fn domains(entries: &[DomainConfig], spaces: &Spaces<'_>) -> Result<Vec<Doma
     }
     let mut all = vec![default];
     all.extend(others);
-    // A name serves one domain: Varnish could not tell which one it meant.
+    check_names_apart(&all)?;
+    Ok(all)
+}
+
+/// A domain's `field` (`not_found_url`, `bare_url`): empty for none, or a
+/// valid redirect target.
+fn redirect_url(index: usize, field: &str, text: &str) -> Result<Option<ValidUrl>, ConfigError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    // The URL goes into a VCL string, which a double quote would end.
+    if text.contains('"') {
+        return Err(ConfigError(format!(
+            "domains[{index}].{field} {text:?} holds a double quote, which no URL \
+             needs: write it %22"
+        )));
+    }
+    ValidUrl::try_from(text.to_owned())
+        .map(Some)
+        .map_err(|e| ConfigError(format!("domains[{index}].{field} {text:?}: {e}")))
+}
+
+/// The default domain's name, once aliases make Varnish match it by name
+/// (it took every host before), must be one a Host regex can hold.
+fn check_matched_by_name(index: usize, name: &str) -> Result<(), ConfigError> {
+    let by_name = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+    if by_name {
+        return Ok(());
+    }
+    Err(ConfigError(format!(
+        "domains[{index}].aliases: public_base_url's host {name:?} is no host name \
+         Varnish can match an alias beside; use a host name (letters, digits, - and \
+         dots) in public_base_url"
+    )))
+}
+
+/// A name serves one domain: Varnish could not tell which one it meant.
+fn check_names_apart(all: &[Domain]) -> Result<(), ConfigError> {
     for (index, domain) in all.iter().enumerate() {
         for host in domain.hosts.iter().chain(std::iter::once(&domain.name)) {
             let other = all[index + 1..]
@@ -231,5 +245,5 @@ pub fn domains(entries: &[DomainConfig], spaces: &Spaces<'_>) -> Result<Vec<Doma
             }
         }
     }
-    Ok(all)
+    Ok(())
 }

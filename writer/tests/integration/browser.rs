@@ -202,7 +202,19 @@ async fn form_steps(
         return Err(format!("the form stored {stored:?}, not {campaign} ?-"));
     }
 
-    // A page on another origin submits the form by script: refused.
+    cross_site_post_is_refused(suite, client).await
+}
+
+/// A page on another origin submits the form by script: refused, nothing
+/// stored.
+async fn cross_site_post_is_refused(
+    suite: &Suite,
+    client: &fantoccini::Client,
+) -> Result<(), String> {
+    let fail = |what: &str| {
+        let what = what.to_owned();
+        move |e: fantoccini::error::CmdError| format!("{what}: {e}")
+    };
     let attack = suite.landing_url.replace("/welcome", "/attack");
     client
         .goto(&attack)
