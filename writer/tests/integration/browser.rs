@@ -533,32 +533,32 @@ impl ManageCase<'_> {
             "li.link[data-key='{}'][data-domain='{GO_DOMAIN}']",
             self.on_go
         );
-        wait_js(
+        // The default domain's links come first, and other tests of the
+        // suite add to them: the list narrowed to the second domain is
+        // where its link is sure to be on the first page.
+        let default_badge = text(
             client,
-            &format!("document.querySelector({})", json!(go_row)),
-            "the link on the second domain",
+            &format!("li.link[data-key='{}'] .domain", self.edited),
         )
         .await?;
-        let badges = (
-            text(client, &format!("{go_row} .domain")).await?,
-            text(
-                client,
-                &format!("li.link[data-key='{}'] .domain", self.edited),
-            )
-            .await?,
-        );
-        ensure(badges == (GO_DOMAIN.into(), DOMAINS[0].into()), || {
-            format!("the rows name the domains {badges:?}")
+        ensure(default_badge == DOMAINS[0], || {
+            format!("the default domain's row names {default_badge:?}")
         })?;
         step(
             client,
             None,
             &format!("#domain-filter option[value='{GO_DOMAIN}']"),
             &format!(
-                "document.querySelectorAll('li.link').length >= 1 &&                  [...document.querySelectorAll('li.link')].every(li => li.dataset.domain === '{GO_DOMAIN}')"
+                "document.querySelector({}) && \
+                 [...document.querySelectorAll('li.link')].every(li => li.dataset.domain === '{GO_DOMAIN}')",
+                json!(go_row)
             ),
         )
         .await?;
+        let go_badge = text(client, &format!("{go_row} .domain")).await?;
+        ensure(go_badge == GO_DOMAIN, || {
+            format!("the second domain's row names {go_badge:?}")
+        })?;
         let said = text(client, "#status").await?;
         ensure(said.contains(&format!("on {GO_DOMAIN}")), || {
             format!("the narrowed list says {said:?}")
