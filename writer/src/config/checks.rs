@@ -159,7 +159,7 @@ pub(super) fn check_varnish(varnish: &VarnishConfig, public_base: &Url) -> Resul
 }
 
 /// A DNS name or IPv4 address as a Host header carries it, without a port.
-fn is_host_name(host: &str) -> bool {
+pub(super) fn is_host_name(host: &str) -> bool {
     !host.is_empty()
         && host.len() <= 253
         && host.split('.').all(|label| {

@@ -215,10 +215,7 @@ fn redirect_url(index: usize, field: &str, text: &str) -> Result<Option<ValidUrl
 /// The default domain's name, once aliases make Varnish match it by name
 /// (it took every host before), must be one a Host regex can hold.
 fn check_matched_by_name(index: usize, name: &str) -> Result<(), ConfigError> {
-    let by_name = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+    let by_name = super::checks::is_host_name(name);
     if by_name {
         return Ok(());
     }

@@ -136,10 +136,7 @@ fn forwarding(domains: &[Domain]) -> String {
     let terms: Vec<String> = domains
         .iter()
         .filter(|domain| domain.forward_query)
-        .map(|domain| match &domain.key_space {
-            None => "!req.http.Shortlink-Domain".to_owned(),
-            Some(space) => format!("req.http.Shortlink-Domain == \"{space}\""),
-        })
+        .map(is_the_domain)
         .collect();
     if terms.is_empty() {
         "false".to_owned()
@@ -161,10 +158,7 @@ fn redirects(
         let Some(url) = target(domain) else {
             continue;
         };
-        let condition = match &domain.key_space {
-            None => "!req.http.Shortlink-Domain".to_owned(),
-            Some(space) => format!("req.http.Shortlink-Domain == \"{space}\""),
-        };
+        let condition = is_the_domain(domain);
         let keyword = if out.is_empty() { "if" } else { "} elsif" };
         let _ = writeln!(out, "    {keyword} ({condition}) {{");
         out.push_str("        set resp.status = 302;\n        set resp.reason = \"Found\";\n");
@@ -181,4 +175,13 @@ fn redirects(
         out.push_str("    }\n");
     }
     out
+}
+
+/// A VCL condition true for a link request of `domain`: the routes name
+/// every domain but the default one in `Shortlink-Domain`.
+fn is_the_domain(domain: &Domain) -> String {
+    match &domain.key_space {
+        None => "!req.http.Shortlink-Domain".to_owned(),
+        Some(space) => format!("req.http.Shortlink-Domain == \"{space}\""),
+    }
 }
