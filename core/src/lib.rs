@@ -28,6 +28,7 @@ pub mod clicks;
 pub mod domain;
 pub mod query;
 pub mod record;
+pub mod rules;
 pub mod settings;
 
 pub use domain::{DomainError, DomainName};

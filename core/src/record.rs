@@ -16,7 +16,12 @@
 //! - `?+` or `?-`: the link forwards the query string it is requested with
 //!   to its target, or never does; without either, its domain decides.
 //!   A VMOD older than this word answers 404 for a value holding it: see
-//!   the upgrade order in `docs/deploying.md`.
+//!   the upgrade order in `docs/deploying.md`;
+//! - `~device=ios>https://apps.apple.com/app/id1`: a rule, a condition and
+//!   a target, and `*50>https://example.org/a`: a split target with its
+//!   weight; any number of each, in order, within the bounds of
+//!   [`crate::rules`], which defines them. A VMOD older than these words
+//!   answers 404 for a value holding them, as for `?+`.
 //!
 //! The value `deleted` marks a deleted key: it answers `410 Gone` and is
 //! never given to another link. A value that breaks these rules is never
@@ -28,6 +33,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::rules::{RuleError, Targeting};
 use crate::{check_redirect_target, TargetError, ValidUrl};
 
 /// The stored value of a deleted key.
@@ -174,6 +180,8 @@ pub struct Record {
     /// Whether the request's query string is forwarded to the target:
     /// `None` leaves it to the link's domain.
     pub forward_query: Option<bool>,
+    /// Targets chosen per request, instead of `url`, when one applies.
+    pub targeting: Targeting,
 }
 
 impl Record {
@@ -186,6 +194,7 @@ impl Record {
             owner: None,
             expired_url: None,
             forward_query: None,
+            targeting: Targeting::default(),
         }
     }
 
@@ -215,7 +224,7 @@ impl fmt::Display for Record {
         if let Some(forward) = self.forward_query {
             f.write_str(if forward { " ?+" } else { " ?-" })?;
         }
-        Ok(())
+        write!(f, "{}", self.targeting)
     }
 }
 
@@ -236,6 +245,7 @@ impl Stored {
         let mut words = value.split(' ');
         let url = valid_url(words.next().unwrap_or_default(), "URL")?;
         let mut record = Record::plain(url);
+        let mut targeting = Targeting::default();
         for word in words {
             let duplicate = match word.as_bytes().first() {
                 Some(b'@') => record.owner.replace(Owner::try_from(&word[1..])?).is_some(),
@@ -258,6 +268,10 @@ impl Stored {
                     };
                     record.forward_query.replace(forward).is_some()
                 }
+                Some(b'~' | b'*') => {
+                    targeting.push_word(word)?;
+                    false
+                }
                 Some(b'0'..=b'9') => {
                     let unix =
                         whole_number(word).ok_or_else(|| RecordError::Word(word.to_owned()))?;
@@ -269,6 +283,7 @@ impl Stored {
                 return Err(RecordError::Repeated(word.to_owned()));
             }
         }
+        record.targeting = targeting.finish()?;
         Ok(Self::Link(record))
     }
 }
@@ -284,7 +299,7 @@ impl fmt::Display for Stored {
 
 /// `digits` as a number if it is digits alone (`u64::from_str` would also
 /// take a leading `+`) and fits a `u64`.
-fn whole_number(digits: &str) -> Option<u64> {
+pub(crate) fn whole_number(digits: &str) -> Option<u64> {
     digits
         .bytes()
         .all(|b| b.is_ascii_digit())
@@ -325,9 +340,12 @@ pub enum RecordError {
     #[error(
         "the word {0:?} after the URL means nothing: use digits (expiry), \
          #clicks (click limit), @name (owner), >URL (where an expired link goes), \
-         ?+ or ?- (forward the query string or not)"
+         ?+ or ?- (forward the query string or not), ~conditions>URL (a rule), \
+         *weight>URL (a split target)"
     )]
     Word(String),
+    #[error(transparent)]
+    Rule(#[from] RuleError),
     #[error("the word {0:?} repeats something already given")]
     Repeated(String),
 }
@@ -376,6 +394,7 @@ mod tests {
             owner: Some(Owner::try_from("ci.bot-1").unwrap()),
             expired_url: Some(url("https://example.org/over")),
             forward_query: Some(false),
+            targeting: Targeting::default(),
         };
         let canonical =
             "https://example.org/a 1767225600 #100 @ci.bot-1 >https://example.org/over ?-";
@@ -472,5 +491,27 @@ mod tests {
         assert!(!expiry.has_passed(before));
         assert!(expiry.has_passed(UNIX_EPOCH + Duration::from_secs(1000)));
         assert!(expiry.has_passed(UNIX_EPOCH + Duration::from_secs(2000)));
+    }
+
+    /// Rules and split words keep their order among themselves, wherever
+    /// the other words stand, and come last when written.
+    #[test]
+    fn rules_and_split_words_follow_the_others() {
+        let value = "https://example.org/ *1>https://example.org/a ~device=ios>https://apps.apple.com/ \
+                     @alice *3>https://example.org/b ~lang=de>https://example.de/";
+        let Ok(Stored::Link(record)) = Stored::parse(value) else {
+            panic!("{value} is a link");
+        };
+        assert_eq!(record.targeting.rules().len(), 2);
+        assert_eq!(record.targeting.split()[1].weight, 3);
+        assert_eq!(
+            record.to_string(),
+            "https://example.org/ @alice ~device=ios>https://apps.apple.com/ \
+             ~lang=de>https://example.de/ *1>https://example.org/a *3>https://example.org/b"
+        );
+        let error = Stored::parse("https://example.org/ ~country=XX>https://example.org/x")
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("rule 1: condition \"country=XX\""), "{error}");
     }
 }

@@ -274,6 +274,7 @@ impl Shortener {
             owner,
             expired_url: self.expired_url(new.expired_url)?,
             forward_query: new.forward_query,
+            targeting: shortlink_core::rules::Targeting::default(),
         };
         Ok((record, key))
     }
