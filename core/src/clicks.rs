@@ -13,7 +13,7 @@
 //! | clicks by people in an hour (UTC) | hash `short:hour:2026112314:Lm`, field `25` | `HINCRBY`, expires after the hours kept |
 //! | clicks of every link in a minute | sorted set `short:minute:202611231405`, member `Lm25` | `ZINCRBY`, expires after an hour |
 //! | unique visitors on a day | `HyperLogLog` `short:visitors:20261123:Lm25` | `PFADD`, expires after the days kept |
-//! | referrer hosts, countries, devices, browsers, systems | hash `short:details:Lm25`, fields `referrer:example.org`, `country:DE`, `device:mobile`, `browser:Firefox`, `os:Android` | `HINCRBY`, at most [`MAX_DETAIL_FIELDS`] fields, expires after the days kept from the link's last click |
+//! | referrer hosts, countries, devices, browsers, systems | hash `short:details:Lm25`, fields `referrer:example.org`, `country:DE`, `device:mobile`, `browser:Firefox`, `os:Android`, `target:r1` (links with rules or a split) | `HINCRBY`, at most [`MAX_DETAIL_FIELDS`] fields, expires after the days kept from the link's last click |
 //!
 //! A name with a `:` after the prefix never names a link's hash (keys have
 //! no `:`), so counts and links cannot collide.
@@ -103,15 +103,20 @@ pub enum Detail {
     Device,
     Browser,
     Os,
+    /// The target a link with rules or a split sent the click to: `r2`
+    /// (rule 2), `s1` (split target 1) or `url` (the link's own), the
+    /// labels of [`crate::rules::Chosen`].
+    Target,
 }
 
 impl Detail {
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Referrer,
         Self::Country,
         Self::Device,
         Self::Browser,
         Self::Os,
+        Self::Target,
     ];
 
     /// The field name's start in the details hash, before the `:`.
@@ -123,6 +128,7 @@ impl Detail {
             Self::Device => "device",
             Self::Browser => "browser",
             Self::Os => "os",
+            Self::Target => "target",
         }
     }
 

@@ -84,6 +84,23 @@ pub const FORWARD_MARK: &str = "Shortlink-Forward";
 /// click: a link that expires, an expired link's fallback, a 404.
 const ASK_AGAIN: &str = "no-cache";
 
+/// Header of a link's redirect carrying its rules and split as stored:
+/// cached with the redirect, read by `.choose()` at each delivery, and
+/// removed by `vcl_deliver` before the client sees it.
+pub const RULES_MARK: &str = "Shortlink-Rules";
+
+/// Header `.choose()` sets on a delivery of a link with rules or a split:
+/// the label of the target chosen (`r1`, `s2`, `url`), which `.count()`
+/// counts the click under; `vcl_deliver` removes it.
+pub const TARGET_MARK: &str = "Shortlink-Target";
+
+/// `Cache-Control` of a redirect whose target depends on the request
+/// (device, country, language, query, time, visitor): `private` keeps it
+/// out of every shared cache, which would hand one visitor's target to
+/// the next; `no-cache` makes the browser ask again at every click, when
+/// the time or its address may have changed.
+pub const PER_REQUEST: &str = "private, no-cache";
+
 /// Header marking an expired link's redirect to its fallback, so that
 /// `.count()` counts it as an answer for a gone link; `vcl_deliver` removes
 /// it before the client sees it.
@@ -112,6 +129,9 @@ pub enum Resolution {
         limited: bool,
         /// Whether it forwards the request's query string, if it says.
         forward_query: Option<bool>,
+        /// Its rules and split as stored, if it has any: the target is
+        /// chosen from them at each delivery.
+        targeting: Option<String>,
     },
     /// The link has expired, or answered its click limit: it redirects to
     /// its fallback, if it has one, or answers 410.
@@ -276,6 +296,8 @@ impl Resolver {
             expires: record.expires,
             limited: record.max_clicks.is_some(),
             forward_query: record.forward_query,
+            targeting: (!record.targeting.is_empty())
+                .then(|| record.targeting.to_string().trim_start().to_owned()),
         })
     }
 
@@ -362,23 +384,35 @@ impl Resolver {
                 expires,
                 limited,
                 forward_query,
+                targeting,
             } => {
                 beresp.set_status(self.settings.status.code());
                 beresp.set_header("Location", url)?;
                 if let Some(forward) = forward_query {
                     beresp.set_header(FORWARD_MARK, if *forward { "+" } else { "-" })?;
                 }
-                // Whatever browsers may keep for other links, they must ask
-                // again for one that ends at a set moment or click.
                 if let Some(expires) = expires {
-                    beresp.set_header("Cache-Control", ASK_AGAIN)?;
                     beresp.set_header("Expires", &expires.http_date())?;
-                } else if *limited {
-                    beresp.set_header("Cache-Control", ASK_AGAIN)?;
-                } else {
-                    beresp.set_header("Cache-Control", self.settings.cache_control.as_str())?;
                 }
-                redirect_page(url)
+                // Whatever browsers may keep for other links, they must ask
+                // again for one that ends at a set moment or click; and no
+                // cache but the browser may keep one whose target depends
+                // on the request.
+                let cache_control = if targeting.is_some() {
+                    PER_REQUEST
+                } else if expires.is_some() || *limited {
+                    ASK_AGAIN
+                } else {
+                    self.settings.cache_control.as_str()
+                };
+                beresp.set_header("Cache-Control", cache_control)?;
+                if let Some(targeting) = targeting {
+                    beresp.set_header(RULES_MARK, targeting)?;
+                    // One page for every visitor: it names no target.
+                    CHOSEN_PAGE.to_owned()
+                } else {
+                    redirect_page(url)
+                }
             }
             Resolution::Expired {
                 fallback: Some(url),
@@ -428,6 +462,11 @@ pub fn key_of(url: &str) -> &str {
     let path = url.split(['?', '#']).next().unwrap_or_default();
     path.rsplit('/').next().unwrap_or_default()
 }
+
+/// The page of a redirect whose target is chosen per request.
+const CHOSEN_PAGE: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<title>Moved</title></head><body><p>This link leads to the address in the Location header.</p>\
+</body></html>\n";
 
 const NOT_FOUND_PAGE: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <title>Link not found</title></head><body><h1>Link not found</h1>\

@@ -2,13 +2,16 @@
 //! request and the response in one pass each, and the click counters
 //! copied into varnishstat once per flush.
 
-use varnish::vcl::{Ctx, HttpHeaders, StrOrBytes};
+use shortlink_core::rules::Chosen;
+use varnish::vcl::{Ctx, StrOrBytes};
 
+use crate::headers::{headers_named, text};
 use crate::{backend, clicks, key_of, redirector};
 
 impl redirector {
     /// What `.count()` does: the answer in `ctx`, counted as a click, a
-    /// bot's click or a gone link's answer, under its domain's store.
+    /// bot's click or a gone link's answer, under its domain's store, and
+    /// under the target `.choose()` sent it to.
     pub(crate) fn count_answer(&self, ctx: &mut Ctx, client: Option<std::net::SocketAddr>) {
         self.publish_click_counters();
         let Some(resp) = ctx.http_resp.as_ref() else {
@@ -22,8 +25,15 @@ impl redirector {
             return;
         };
         let head = matches!(req.method(), Some(StrOrBytes::Utf8("HEAD")));
-        let [expired, limited] =
-            headers_named(resp, [backend::EXPIRED_MARK, backend::LIMITED_MARK]);
+        let [expired, limited, target] = headers_named(
+            resp,
+            [
+                backend::EXPIRED_MARK,
+                backend::LIMITED_MARK,
+                backend::TARGET_MARK,
+            ],
+        );
+        let target = target.and_then(|label| Chosen::from_label(&text(Some(&label))));
         let outcome = if status == 410 || expired.is_some() {
             clicks::Outcome::Gone
         } else if status == self.resolver().settings.status.code() {
@@ -59,6 +69,7 @@ impl redirector {
             key,
             &agent,
             clicks::referrer_host(&referrer).as_deref(),
+            target,
         ) {
             self.clicks[space].record(click);
         }
@@ -103,40 +114,5 @@ impl redirector {
         stats
             .clicks_pending
             .store(sum(|store| &store.counters.pending), Relaxed);
-    }
-}
-
-/// The first value of each of `names` (case-insensitive) in `headers`,
-/// read in one pass: `HttpHeaders::header` reads every header, each checked
-/// as UTF-8, once per name, on every counted answer.
-fn headers_named<'a, const N: usize>(
-    headers: &'a HttpHeaders<'a>,
-    names: [&str; N],
-) -> [Option<StrOrBytes<'a>>; N] {
-    let mut found = [const { None }; N];
-    let mut missing = N;
-    for (name, value) in headers {
-        if let Some(slot) = names
-            .iter()
-            .position(|wanted| wanted.eq_ignore_ascii_case(name))
-        {
-            if found[slot].is_none() {
-                found[slot] = Some(value);
-                missing -= 1;
-                if missing == 0 {
-                    break;
-                }
-            }
-        }
-    }
-    found
-}
-
-/// A request's URL or header as text, borrowed unless it is not UTF-8.
-fn text<'a>(value: Option<&StrOrBytes<'a>>) -> std::borrow::Cow<'a, str> {
-    match value {
-        Some(StrOrBytes::Utf8(text)) => std::borrow::Cow::Borrowed(text),
-        Some(StrOrBytes::Bytes(bytes)) => String::from_utf8_lossy(bytes),
-        None => std::borrow::Cow::Borrowed(""),
     }
 }

@@ -7,8 +7,10 @@ mod backend;
 mod changes;
 mod clicks;
 mod counting;
+mod headers;
 mod lookups;
 mod stats;
+mod targeting;
 
 use std::time::Duration;
 
@@ -172,7 +174,10 @@ mod shortlink {
             /// How long hourly click counts are kept. Default `7d`.
             hours_kept: Option<Duration>,
             /// A GeoIP2 or DB-IP country database (`.mmdb`) to count
-            /// clicks by country; empty for none.
+            /// clicks by country and for rules' country conditions; empty
+            /// for none. It is mapped into memory when the VCL loads: put
+            /// a new database in its place by renaming (as `geoipupdate`
+            /// does), never by writing into it, and reload the VCL.
             #[default("")]
             geoip: &str,
             /// Where clicks are stored, as a URL like `redis`'s; empty: in
@@ -289,10 +294,15 @@ mod shortlink {
                     };
                     let backend =
                         Backend::new(ctx, "shortlink", name, LinkBackend { resolver }, true)?;
+                    let countries = (!geoip.is_empty())
+                        .then(|| crate::clicks::Countries::open(geoip))
+                        .transpose()
+                        .map_err(|e| format!("shortlink: {name}: geoip: {e}"))?;
                     Ok(Self {
                         backend,
                         clicks,
                         published: AtomicU64::new(u64::MAX),
+                        countries,
                     })
                 },
                 || Err(VclError::Str("shortlink: internal error in vcl_init")),
@@ -362,6 +372,38 @@ mod shortlink {
         /// ```
         pub fn count(&self, ctx: &mut Ctx, #[required] client: Option<SocketAddr>) {
             without_panic(|| self.count_answer(ctx, client), || ());
+        }
+
+        /// Choose the target of a link with rules or a split, in
+        /// `vcl_deliver`, before `.count()`: for a redirect that carries its
+        /// rules (`resp.http.Shortlink-Rules`, cached with it), set
+        /// `resp.http.Location` to the target of the first rule whose
+        /// conditions the request meets, or else to the visitor's split
+        /// target, or leave the link's own; and set
+        /// `resp.http.Shortlink-Target` to its label (`r1`, `s2`, `url`),
+        /// which `.count()` counts the click under. No Redis command: the
+        /// device comes from a few markers of `User-Agent`, the language
+        /// from `Accept-Language`, the query from
+        /// `req.http.Shortlink-Query`, the country from the `geoip`
+        /// database (mapped into memory when the VCL loads), and the
+        /// visitor, for a split, from `client` and the user agent, hashed
+        /// and never kept. A response without rules is left alone.
+        ///
+        /// ```vcl
+        /// if (resp.http.Shortlink-Rules) {
+        ///     links.choose(client.ip);
+        ///     set resp.http.Vary = "*";
+        /// }
+        /// ```
+        pub fn choose(
+            &self,
+            ctx: &mut Ctx,
+            #[required] client: Option<SocketAddr>,
+        ) -> Result<(), VclError> {
+            without_panic(
+                || self.choose_target(ctx, client),
+                || Err(VclError::Str("shortlink: internal error in .choose()")),
+            )
         }
 
         /// Look `key` up directly: the stored URL, or an empty string when
@@ -450,6 +492,8 @@ pub struct redirector {
     /// The flusher generation last copied into this object's varnishstat
     /// counters.
     published: std::sync::atomic::AtomicU64,
+    /// The country database `.choose()` reads, mapped once per VCL load.
+    countries: Option<clicks::Countries>,
 }
 
 impl redirector {

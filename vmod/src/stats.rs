@@ -94,4 +94,11 @@ pub struct LinkStats {
     /// redirect went to the target alone.
     #[counter]
     pub queries_dropped: AtomicU64,
+
+    /// Deliveries of a link with rules or a split, its target chosen
+    ///
+    /// One per `.choose()` that found a rule table, from the cache or not;
+    /// each counted click also names its target in the link's details.
+    #[counter]
+    pub targets_chosen: AtomicU64,
 }

@@ -5,6 +5,7 @@
 //! here simply does not match.
 
 use super::conditions::percent_decoded;
+use super::{MAX_RULES, MAX_SPLIT_TARGETS};
 use super::visit::{fnv1a, mix, Visit, FNV_OFFSET};
 
 /// Which target a request was sent to: counted under [`Chosen::label`].
@@ -20,11 +21,17 @@ pub enum Chosen {
 
 impl Chosen {
     /// The name clicks on it are counted under: `r1`, `s2`, `url`.
-    pub fn label(self) -> String {
+    pub fn label(self) -> &'static str {
+        const RULES: [&str; MAX_RULES] = [
+            "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "r13",
+            "r14", "r15", "r16",
+        ];
+        const SPLITS: [&str; MAX_SPLIT_TARGETS] = ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"];
+        // Past the bounds only for a table no check let through.
         match self {
-            Self::Rule(n) => format!("r{n}"),
-            Self::Split(n) => format!("s{n}"),
-            Self::Url => "url".to_owned(),
+            Self::Rule(n) => RULES.get(n.wrapping_sub(1)).copied().unwrap_or("r"),
+            Self::Split(n) => SPLITS.get(n.wrapping_sub(1)).copied().unwrap_or("s"),
+            Self::Url => "url",
         }
     }
 
@@ -271,8 +278,11 @@ mod tests {
 
     #[test]
     fn labels_name_targets_both_ways() {
-        for chosen in [Chosen::Rule(1), Chosen::Rule(16), Chosen::Split(2), Chosen::Url] {
-            assert_eq!(Chosen::from_label(&chosen.label()), Some(chosen));
+        let every = (1..=MAX_RULES)
+            .map(Chosen::Rule)
+            .chain((1..=MAX_SPLIT_TARGETS).map(Chosen::Split));
+        for chosen in every.chain([Chosen::Url]) {
+            assert_eq!(Chosen::from_label(chosen.label()), Some(chosen));
         }
         for label in ["r0", "s", "r01", "x1", "", "urls"] {
             assert_eq!(Chosen::from_label(label), None, "{label}");

@@ -70,7 +70,7 @@ impl Device {
     }
 }
 
-/// ISO 3166-1 alpha-2 codes, in order: every country a GeoIP database may
+/// ISO 3166-1 alpha-2 codes, in order: every country a `GeoIP` database may
 /// answer, and so every code a rule may name.
 const COUNTRY_CODES: &str = "AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG \
 BH BI BJ BL BM BN BO BQ BR BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX \
@@ -89,8 +89,8 @@ pub struct Country([u8; 2]);
 impl Country {
     /// The country of `code` (either case), if ISO 3166-1 has it.
     pub fn parse(code: &str) -> Option<Self> {
-        let upper = code.to_ascii_uppercase();
-        let bytes: [u8; 2] = upper.as_bytes().try_into().ok()?;
+        let bytes: [u8; 2] = code.as_bytes().try_into().ok()?;
+        let bytes = bytes.map(|b| b.to_ascii_uppercase());
         COUNTRY_CODES
             .split(' ')
             .any(|known| known.as_bytes() == bytes)

@@ -340,10 +340,10 @@ mod tests {
         let words = vec![rule; MAX_RULES + 1].join(" ");
         assert_eq!(parse(&words), Err(RuleError::TooManyRules));
         let split = "*1>https://a.example/";
-        let words = vec![split; MAX_SPLIT_TARGETS + 1].join(" ");
+        let words = [split; MAX_SPLIT_TARGETS + 1].join(" ");
         assert_eq!(parse(&words), Err(RuleError::TooManySplitTargets));
         let long = format!("~device=ios>https://a.example/{}", "x".repeat(1000));
-        let words = vec![long.as_str(); 9].join(" ");
+        let words = [long.as_str(); 9].join(" ");
         assert!(matches!(parse(&words), Err(RuleError::TooLong(_))));
     }
 }

@@ -23,7 +23,7 @@ use shortlink_core::KeyScheme;
 use store::Reach;
 
 pub use store::{Click, ClickStore, CountSettings, Outcome};
-pub use visitor::referrer_host;
+pub use visitor::{referrer_host, Countries};
 
 /// Every store of the process; never emptied, so a store outlives every
 /// VCL and its counts survive reloads.

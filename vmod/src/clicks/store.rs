@@ -9,6 +9,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use shortlink_core::clicks::{ClickTime, CountNames};
+use shortlink_core::rules::Chosen;
 #[cfg(test)]
 use shortlink_core::{clicks::Layout, KeyScheme};
 
@@ -50,6 +51,30 @@ pub struct Click {
     text: Box<str>,
     key_len: u8,
     agent_len: u16,
+    /// The target a link with rules or a split sent it to, packed (see
+    /// [`pack_target`]) into what the struct's padding had room for.
+    target: u8,
+}
+
+/// `target` in a byte: 0 for none, rules from 1, split targets from 65,
+/// 255 for the link's own URL.
+fn pack_target(target: Option<Chosen>) -> u8 {
+    let number = |n: usize, base: u8| u8::try_from(n).map_or(0, |n| base.saturating_add(n));
+    match target {
+        None => 0,
+        Some(Chosen::Rule(n)) => number(n, 0),
+        Some(Chosen::Split(n)) => number(n, 64),
+        Some(Chosen::Url) => 255,
+    }
+}
+
+fn unpack_target(byte: u8) -> Option<Chosen> {
+    match byte {
+        0 => None,
+        255 => Some(Chosen::Url),
+        1..=64 => Some(Chosen::Rule(usize::from(byte))),
+        _ => Some(Chosen::Split(usize::from(byte - 64))),
+    }
 }
 
 impl Click {
@@ -60,6 +85,7 @@ impl Click {
         key: &str,
         user_agent: &str,
         referrer_host: Option<&str>,
+        target: Option<Chosen>,
     ) -> Option<Self> {
         let key_len = u8::try_from(key.len()).ok()?;
         let mut cut = user_agent.len().min(AGENT_MAX);
@@ -80,7 +106,13 @@ impl Click {
             text: text.into_boxed_str(),
             key_len,
             agent_len: u16::try_from(user_agent.len()).ok()?,
+            target: pack_target(target),
         })
+    }
+
+    /// The target a link with rules or a split sent this click to.
+    pub fn target(&self) -> Option<Chosen> {
+        unpack_target(self.target)
     }
 
     /// What the click takes in a queue: its own size twice (a queue's
@@ -363,6 +395,7 @@ mod tests {
             "Lm25",
             "Firefox",
             Some("example.org"),
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -370,7 +403,7 @@ mod tests {
             ("Lm25", "Firefox", Some("example.org"))
         );
         let long_agent = "é".repeat(AGENT_MAX);
-        let click = Click::new(Outcome::Gone, true, None, "Lm25", &long_agent, None).unwrap();
+        let click = Click::new(Outcome::Gone, true, None, "Lm25", &long_agent, None, None).unwrap();
         assert!(click.user_agent().len() <= AGENT_MAX);
         assert_eq!(click.referrer(), None);
     }
@@ -378,7 +411,7 @@ mod tests {
     #[test]
     fn full_queues_drop_and_count() {
         let store = ClickStore::detached(1000);
-        let click = || Click::new(Outcome::Redirect, false, None, "Lm25", "", None).unwrap();
+        let click = || Click::new(Outcome::Redirect, false, None, "Lm25", "", None, None).unwrap();
         store
             .queued_max
             .store(2 * click().bytes(), Ordering::Relaxed);
@@ -411,6 +444,7 @@ mod tests {
                 &key,
                 &agent,
                 Some(&referrer),
+                None,
             )
             .unwrap()
         };
@@ -436,7 +470,7 @@ mod tests {
     fn limited_clicks_past_full_queues_still_count() {
         let store = ClickStore::detached(1000);
         store.queued_max.store(0, Ordering::Relaxed);
-        let click = |outcome| Click::new(outcome, false, None, "Lm25", "", None).unwrap();
+        let click = |outcome| Click::new(outcome, false, None, "Lm25", "", None, None).unwrap();
         store.record(click(Outcome::Limited));
         store.record(click(Outcome::Limited));
         store.record(click(Outcome::Redirect));
@@ -453,7 +487,7 @@ mod tests {
     #[test]
     fn limited_clicks_are_pending_until_settled() {
         let store = ClickStore::detached(1000);
-        let click = |outcome, key| Click::new(outcome, false, None, key, "", None).unwrap();
+        let click = |outcome, key| Click::new(outcome, false, None, key, "", None, None).unwrap();
         store.record(click(Outcome::Limited, "Lm25"));
         store.record(click(Outcome::Limited, "Lm25"));
         store.record(click(Outcome::Redirect, "Lm25"));

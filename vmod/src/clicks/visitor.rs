@@ -98,14 +98,20 @@ impl Agents {
     }
 }
 
-/// Countries of addresses, from a `GeoIP2` or DB-IP country database.
+/// Countries of addresses, from a `GeoIP2` or DB-IP country database,
+/// mapped into memory: opened once (per VCL load for the request path,
+/// per store for the flusher), its pages shared by every reader.
 pub struct Countries {
-    reader: maxminddb::Reader<Vec<u8>>,
+    reader: maxminddb::Reader<maxminddb::Mmap>,
 }
 
 impl Countries {
     pub fn open(path: &str) -> Result<Self, String> {
-        maxminddb::Reader::open_readfile(path)
+        // SAFETY: the file must not change in place while mapped, or a read
+        // may fault; a new database is put in its place by renaming, as
+        // `geoipupdate` does, which leaves this mapping on the old file
+        // until the next VCL load (docs/operating.md says so).
+        unsafe { maxminddb::Reader::open_mmap(path) }
             .map(|reader| Self { reader })
             .map_err(|e| format!("GeoIP database {path}: {e}"))
     }
@@ -120,6 +126,20 @@ impl Countries {
             ])
             .ok()
             .flatten()
+    }
+
+    /// `address`'s country as a rule names it, read without a copy: the
+    /// request path asks this for a link with a country rule.
+    pub fn country_code(&self, address: IpAddr) -> Option<shortlink_core::rules::Country> {
+        let found = self.reader.lookup(address).ok()?;
+        let code = found
+            .decode_path::<&str>(&[
+                maxminddb::PathElement::Key("country"),
+                maxminddb::PathElement::Key("iso_code"),
+            ])
+            .ok()
+            .flatten()?;
+        shortlink_core::rules::Country::parse(code)
     }
 }
 

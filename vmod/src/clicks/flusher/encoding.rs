@@ -312,6 +312,7 @@ mod tests {
                 key,
                 FIREFOX,
                 Some("news.example.com"),
+                None,
             )
             .unwrap()
         };

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use shortlink_core::clicks::{ClickTime, Day, Detail, Hour, Minute, Total};
+use shortlink_core::rules::Chosen;
 use shortlink_core::{Key, KeyScheme};
 
 use super::{Flusher, Map, Set};
@@ -40,6 +41,8 @@ pub(super) struct Source {
     pub(super) referrer: u32,
     /// [`NO_COUNTRY`] when not known.
     pub(super) country: u32,
+    /// The target a link with rules or a split sent the click to.
+    pub(super) target: Option<Chosen>,
 }
 
 pub(super) const NO_COUNTRY: u32 = u32::MAX;
@@ -47,11 +50,7 @@ pub(super) const NO_COUNTRY: u32 = u32::MAX;
 impl Source {
     /// How many detail fields a click from here counts in.
     fn fields(self) -> usize {
-        if self.country == NO_COUNTRY {
-            4
-        } else {
-            5
-        }
+        4 + usize::from(self.country != NO_COUNTRY) + usize::from(self.target.is_some())
     }
 }
 
@@ -71,7 +70,13 @@ pub(super) struct Names {
 
 impl Names {
     /// The source of a click by `agent` from `referrer` and `country`.
-    fn source(&mut self, agent: &Rc<Agent>, referrer: &str, country: Option<&str>) -> Source {
+    fn source(
+        &mut self,
+        agent: &Rc<Agent>,
+        referrer: &str,
+        country: Option<&str>,
+        target: Option<Chosen>,
+    ) -> Source {
         let next = self.agents.len();
         let agent = *self
             .agent_numbers
@@ -86,6 +91,7 @@ impl Names {
             agent,
             referrer,
             country,
+            target,
         }
     }
 
@@ -106,6 +112,7 @@ impl Names {
         ]
         .into_iter()
         .chain(country)
+        .chain(source.target.map(|target| (Detail::Target, target.label())))
     }
 
     /// Forgets every name, keeping the room they took.
@@ -329,7 +336,7 @@ impl Flusher {
             }
             let country = countries.and_then(|c| click.client.and_then(|ip| c.country(ip)));
             let referrer = click.referrer().unwrap_or("(none)");
-            let source = names.source(&agent, referrer, country.as_deref());
+            let source = names.source(&agent, referrer, country.as_deref(), click.target());
             link.add_person(click.at, source, click.client, entries);
         }
         store.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
@@ -441,7 +448,7 @@ mod tests {
         let store = ClickStore::detached(1);
         let address = IpAddr::from([192, 0, 2, 1]);
         let click = |outcome, key: &str| {
-            Click::new(outcome, false, Some(address), key, FIREFOX, None).unwrap()
+            Click::new(outcome, false, Some(address), key, FIREFOX, None, None).unwrap()
         };
         let mut clicks: Vec<Click> = (0..5)
             .map(|n| click(Outcome::Limited, &format!("Key{n}")))
@@ -478,7 +485,7 @@ mod tests {
         settings.queue_bytes = 0;
         store.set(settings);
         for _ in 0..3 {
-            store.record(Click::new(Outcome::Limited, false, None, "Lm25", "", None).unwrap());
+            store.record(Click::new(Outcome::Limited, false, None, "Lm25", "", None, None).unwrap());
         }
         let mut flusher = Flusher::new();
         flusher.tally_overflow(store.take_overflow(), &store);
