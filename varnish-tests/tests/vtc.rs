@@ -27,6 +27,9 @@
 //!   forwarding queries, with redirects for unknown keys and the bare
 //!   domain; `b.example` under `/x/`; `${vcl_include_domains}`: the same,
 //!   included, with the default domain on `links.example` only;
+//! - `${vcl_geoip}`: default settings with a country database placing
+//!   192.0.2.0/24 in DE, 198.51.100.0/24 in FR and 127.0.0.0/8 in NL (a
+//!   client's address can be set with the PROXY protocol);
 //! - `${varnishd_args}`: what every `varnish` needs (`-arg "${varnishd_args}"`):
 //!   no jail, and a `vmod_path` that finds `shortlink` and Varnish's own VMODs;
 //! - `${redis_url}`, `${redis_port}`, `${redis_socket}` (its unix socket),
@@ -210,6 +213,17 @@ impl Setup {
                  [[domains]]\nbase_url = \"http://b.example/x/\"\n"
             )
         };
+        // Clients are placed by the PROXY protocol's source address.
+        let countries = redis.dir.join("countries.mmdb");
+        test_support::write_country_database(
+            &countries,
+            &[
+                ("192.0.2.0/24", "DE"),
+                ("198.51.100.0/24", "FR"),
+                ("127.0.0.0/8", "NL"),
+            ],
+        )?;
+        let geoip = format!("[clicks]\ngeoip = \"{}\"\n", countries.display());
         let standalone_domains = domains("");
         let included_domains = domains("[varnish]\nhosts = [\"links.example\"]\n");
         let mut macros = Vec::new();
@@ -224,6 +238,7 @@ impl Setup {
                 &["--include"][..],
             ),
             ("vcl", defaults, &[][..]),
+            ("vcl_geoip", ("", &*geoip), &[]),
             ("vcl_purge_secret", purge_secret, &[]),
             ("vcl_short_ttl", short_ttl, &[]),
             ("vcl_root", root, &[]),
