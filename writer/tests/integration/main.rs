@@ -20,6 +20,7 @@ mod nodes;
 mod openapi;
 mod qr;
 mod security;
+mod splits;
 mod store;
 mod writers;
 
@@ -71,6 +72,10 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
 
 /// Every test of the suite, by name.
 const TESTS: &[(&str, common::Test)] = &[
+    (
+        "splits::a_fifty_fifty_split_holds_over_10000_visitors_and_keeps_each",
+        splits::a_fifty_fifty_split_holds_over_10000_visitors_and_keeps_each,
+    ),
     (
         "openapi::openapi_document_is_valid",
         openapi::openapi_document_is_valid,
