@@ -497,7 +497,8 @@ mod tests {
     /// the other words stand, and come last when written.
     #[test]
     fn rules_and_split_words_follow_the_others() {
-        let value = "https://example.org/ *1>https://example.org/a ~device=ios>https://apps.apple.com/ \
+        let value =
+            "https://example.org/ *1>https://example.org/a ~device=ios>https://apps.apple.com/ \
                      @alice *3>https://example.org/b ~lang=de>https://example.de/";
         let Ok(Stored::Link(record)) = Stored::parse(value) else {
             panic!("{value} is a link");
@@ -512,6 +513,9 @@ mod tests {
         let error = Stored::parse("https://example.org/ ~country=XX>https://example.org/x")
             .unwrap_err()
             .to_string();
-        assert!(error.starts_with("rule 1: condition \"country=XX\""), "{error}");
+        assert!(
+            error.starts_with("rule 1: condition \"country=XX\""),
+            "{error}"
+        );
     }
 }

@@ -5,8 +5,8 @@
 //! here simply does not match.
 
 use super::conditions::percent_decoded;
-use super::{MAX_RULES, MAX_SPLIT_TARGETS};
 use super::visit::{fnv1a, mix, Visit, FNV_OFFSET};
+use super::{MAX_RULES, MAX_SPLIT_TARGETS};
 
 /// Which target a request was sent to: counted under [`Chosen::label`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,7 +64,10 @@ pub fn choose<'w>(words: &'w str, key: &str, visit: &dyn Visit) -> (Chosen, Opti
             let Some((conditions, target)) = rule.split_once('>') else {
                 continue;
             };
-            if conditions.split('&').all(|condition| holds(condition, visit)) {
+            if conditions
+                .split('&')
+                .all(|condition| holds(condition, visit))
+            {
                 return (Chosen::Rule(rules), Some(target));
             }
         } else if let Some((weight, _)) = word.strip_prefix('*').and_then(|s| s.split_once('>')) {
@@ -105,9 +108,9 @@ fn holds(condition: &str, visit: &dyn Visit) -> bool {
             let device = visit.device().name();
             values.any(|value| value == device)
         }
-        "country" => visit
-            .country()
-            .is_some_and(|country| values.any(|value| value.eq_ignore_ascii_case(country.as_str()))),
+        "country" => visit.country().is_some_and(|country| {
+            values.any(|value| value.eq_ignore_ascii_case(country.as_str()))
+        }),
         "lang" => visit.language().is_some_and(|preferred| {
             values.any(|tag| {
                 preferred.eq_ignore_ascii_case(tag)
@@ -119,9 +122,9 @@ fn holds(condition: &str, visit: &dyn Visit) -> bool {
         "from" => moment(values).is_some_and(|from| visit.now() >= from),
         "until" => moment(values).is_some_and(|until| visit.now() < until),
         _ => name.strip_prefix("q.").is_some_and(|param| {
-            visit.param(&percent_decoded(param)).is_some_and(|asked| {
-                values.any(|value| percent_decoded(value) == asked)
-            })
+            visit
+                .param(&percent_decoded(param))
+                .is_some_and(|asked| values.any(|value| percent_decoded(value) == asked))
         }),
     }
 }
@@ -178,21 +181,69 @@ mod tests {
         }
         let targeting = targeting.finish().unwrap();
         let (chosen, target) = choose(words, "Lm25", &visit);
-        assert_eq!(target, targeting.target(chosen).map(crate::ValidUrl::as_str));
+        assert_eq!(
+            target,
+            targeting.target(chosen).map(crate::ValidUrl::as_str)
+        );
         chosen
     }
 
     #[test]
     fn each_condition_reads_its_part_of_the_request() {
         let ios = "~device=ios>https://apps.apple.com/";
-        assert_eq!(chosen(ios, &Request { agent: IPHONE, ..DESKTOP }), Chosen::Rule(1));
+        assert_eq!(
+            chosen(
+                ios,
+                &Request {
+                    agent: IPHONE,
+                    ..DESKTOP
+                }
+            ),
+            Chosen::Rule(1)
+        );
         assert_eq!(chosen(ios, &DESKTOP), Chosen::Url);
         let android = "~device=android,mobile>https://play.example/";
-        assert_eq!(chosen(android, &Request { agent: PIXEL, ..DESKTOP }), Chosen::Rule(1));
+        assert_eq!(
+            chosen(
+                android,
+                &Request {
+                    agent: PIXEL,
+                    ..DESKTOP
+                }
+            ),
+            Chosen::Rule(1)
+        );
         let germany = "~country=DE,AT>https://example.de/";
-        assert_eq!(chosen(germany, &Request { client: "192.0.2.7", ..DESKTOP }), Chosen::Rule(1));
-        assert_eq!(chosen(germany, &Request { client: "198.51.100.7", ..DESKTOP }), Chosen::Url);
-        assert_eq!(chosen(germany, &Request { client: "", ..DESKTOP }), Chosen::Url);
+        assert_eq!(
+            chosen(
+                germany,
+                &Request {
+                    client: "192.0.2.7",
+                    ..DESKTOP
+                }
+            ),
+            Chosen::Rule(1)
+        );
+        assert_eq!(
+            chosen(
+                germany,
+                &Request {
+                    client: "198.51.100.7",
+                    ..DESKTOP
+                }
+            ),
+            Chosen::Url
+        );
+        assert_eq!(
+            chosen(
+                germany,
+                &Request {
+                    client: "",
+                    ..DESKTOP
+                }
+            ),
+            Chosen::Url
+        );
         let german = "~lang=de>https://example.de/";
         for (language, expected) in [
             ("de-AT,de;q=0.9", Chosen::Rule(1)),
@@ -201,7 +252,17 @@ mod tests {
             ("deu", Chosen::Url),
             ("", Chosen::Url),
         ] {
-            assert_eq!(chosen(german, &Request { language, ..DESKTOP }), expected, "{language}");
+            assert_eq!(
+                chosen(
+                    german,
+                    &Request {
+                        language,
+                        ..DESKTOP
+                    }
+                ),
+                expected,
+                "{language}"
+            );
         }
         let mail = "~q.utm_source=news%20letter,mail>https://example.org/mail";
         for (query, expected) in [
@@ -210,7 +271,11 @@ mod tests {
             ("utm_source=web", Chosen::Url),
             ("", Chosen::Url),
         ] {
-            assert_eq!(chosen(mail, &Request { query, ..DESKTOP }), expected, "{query}");
+            assert_eq!(
+                chosen(mail, &Request { query, ..DESKTOP }),
+                expected,
+                "{query}"
+            );
         }
         let window = "~from=1800000000&until=1800003600>https://example.org/sale";
         for (now, expected) in [
@@ -219,7 +284,11 @@ mod tests {
             (1_800_003_599, Chosen::Rule(1)),
             (1_800_003_600, Chosen::Url),
         ] {
-            assert_eq!(chosen(window, &Request { now, ..DESKTOP }), expected, "{now}");
+            assert_eq!(
+                chosen(window, &Request { now, ..DESKTOP }),
+                expected,
+                "{now}"
+            );
         }
     }
 
@@ -228,11 +297,22 @@ mod tests {
         let words = "~device=ios&country=DE>https://example.de/ios \
                      ~device=ios>https://apps.apple.com/ \
                      ~country=DE>https://example.de/";
-        let german_iphone = Request { agent: IPHONE, client: "192.0.2.1", ..DESKTOP };
+        let german_iphone = Request {
+            agent: IPHONE,
+            client: "192.0.2.1",
+            ..DESKTOP
+        };
         assert_eq!(chosen(words, &german_iphone), Chosen::Rule(1));
-        let french_iphone = Request { agent: IPHONE, client: "198.51.100.1", ..DESKTOP };
+        let french_iphone = Request {
+            agent: IPHONE,
+            client: "198.51.100.1",
+            ..DESKTOP
+        };
         assert_eq!(chosen(words, &french_iphone), Chosen::Rule(2));
-        let german_desktop = Request { client: "192.0.2.1", ..DESKTOP };
+        let german_desktop = Request {
+            client: "192.0.2.1",
+            ..DESKTOP
+        };
         assert_eq!(chosen(words, &german_desktop), Chosen::Rule(3));
         assert_eq!(chosen(words, &DESKTOP), Chosen::Url);
     }

@@ -307,8 +307,7 @@ mod tests {
         Lumia 950) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/52.0 Mobile Safari/537.36 Edge/15";
     const KAIOS: &str = "Mozilla/5.0 (Mobile; Nokia 8110 4G; rv:48.0) Gecko/48.0 \
         Firefox/48.0 KAIOS/2.5";
-    const FIREFOX: &str =
-        "Mozilla/5.0 (X11; Linux x86_64; rv:126.0) Gecko/20100101 Firefox/126.0";
+    const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:126.0) Gecko/20100101 Firefox/126.0";
 
     #[test]
     fn devices_come_from_a_few_markers() {
@@ -327,7 +326,10 @@ mod tests {
 
     #[test]
     fn countries_are_iso_codes() {
-        assert_eq!(Country::parse("de").map(|c| c.as_str().to_owned()), Some("DE".into()));
+        assert_eq!(
+            Country::parse("de").map(|c| c.as_str().to_owned()),
+            Some("DE".into())
+        );
         assert_eq!(COUNTRY_CODES.split(' ').count(), 249);
         for unknown in ["XX", "UK", "EU", "D", "DEU", ""] {
             assert_eq!(Country::parse(unknown), None, "{unknown}");
@@ -347,8 +349,14 @@ mod tests {
             let condition = Condition::parse(text).unwrap();
             assert_eq!(condition.to_string(), text);
         }
-        assert_eq!(Condition::parse("country=de").unwrap().to_string(), "country=DE");
-        assert_eq!(Condition::parse("lang=pt-BR").unwrap().to_string(), "lang=pt-br");
+        assert_eq!(
+            Condition::parse("country=de").unwrap().to_string(),
+            "country=DE"
+        );
+        assert_eq!(
+            Condition::parse("lang=pt-BR").unwrap().to_string(),
+            "lang=pt-br"
+        );
     }
 
     #[test]

@@ -90,7 +90,9 @@ pub enum RuleError {
     NoCondition,
     #[error("the condition {0} is given twice: list its values in one (country=DE,AT)")]
     Repeated(String),
-    #[error("{0:?} is not a rule or split target: write ~name=value&name=value>URL or *weight>URL")]
+    #[error(
+        "{0:?} is not a rule or split target: write ~name=value&name=value>URL or *weight>URL"
+    )]
     Shape(String),
     #[error("the target is not safe to redirect to: {0}")]
     Target(#[source] TargetError),
@@ -315,17 +317,32 @@ mod tests {
     #[test]
     fn bad_rules_name_their_place() {
         for (words, said) in [
-            ("~country=XX>https://example.org/", "rule 1: condition \"country=XX\""),
+            (
+                "~country=XX>https://example.org/",
+                "rule 1: condition \"country=XX\"",
+            ),
             (
                 "~device=ios>https://a.example/ ~device=ios>javascript:alert(1)",
                 "rule 2: the target is not safe",
             ),
-            ("*50>https://a.example/ *x>https://b.example/", "split target 2: weight \"x\""),
+            (
+                "*50>https://a.example/ *x>https://b.example/",
+                "split target 2: weight \"x\"",
+            ),
             ("*1001>https://a.example/", "split target 1: weight"),
-            ("~>https://a.example/", "rule 1: a rule needs at least one condition"),
-            ("~device=ios&device=android>https://a.example/", "rule 1: the condition device is given twice"),
+            (
+                "~>https://a.example/",
+                "rule 1: a rule needs at least one condition",
+            ),
+            (
+                "~device=ios&device=android>https://a.example/",
+                "rule 1: the condition device is given twice",
+            ),
             ("~device=ios", "rule 1: \"~device=ios\" is not a rule"),
-            ("*0>https://a.example/ *0>https://b.example/", "weights add up to 0"),
+            (
+                "*0>https://a.example/ *0>https://b.example/",
+                "weights add up to 0",
+            ),
         ] {
             let error = parse(words).unwrap_err().to_string();
             assert!(error.contains(said), "{words}: {error}");

@@ -173,11 +173,23 @@ mod tests {
 
     #[test]
     fn the_preferred_language_has_the_highest_weight() {
-        assert_eq!(preferred_language("de-AT,de;q=0.9,en;q=0.8").as_deref(), Some("de-at"));
-        assert_eq!(preferred_language("en;q=0.5, fr;q=0.9").as_deref(), Some("fr"));
-        assert_eq!(preferred_language("fr;q=0.9, nl;q=0.9").as_deref(), Some("fr"));
+        assert_eq!(
+            preferred_language("de-AT,de;q=0.9,en;q=0.8").as_deref(),
+            Some("de-at")
+        );
+        assert_eq!(
+            preferred_language("en;q=0.5, fr;q=0.9").as_deref(),
+            Some("fr")
+        );
+        assert_eq!(
+            preferred_language("fr;q=0.9, nl;q=0.9").as_deref(),
+            Some("fr")
+        );
         assert_eq!(preferred_language("*, es;q=0.1").as_deref(), Some("es"));
-        assert_eq!(preferred_language("de;q=0, en;q=0.001").as_deref(), Some("en"));
+        assert_eq!(
+            preferred_language("de;q=0, en;q=0.001").as_deref(),
+            Some("en")
+        );
         assert_eq!(preferred_language("de;q=2, it;q=abc"), None);
         assert_eq!(preferred_language(""), None);
         // Only the first bytes are read.

@@ -499,7 +499,16 @@ mod tests {
 
     pub(super) fn click(key: &str, client: u8) -> Click {
         let address = IpAddr::from([192, 0, 2, client]);
-        Click::new(Outcome::Redirect, false, Some(address), key, FIREFOX, None, None).unwrap()
+        Click::new(
+            Outcome::Redirect,
+            false,
+            Some(address),
+            key,
+            FIREFOX,
+            None,
+            None,
+        )
+        .unwrap()
     }
 
     /// The script against a real Redis: each lane's batches are applied in
@@ -672,7 +681,16 @@ mod tests {
                 let agent = if n % 3 == 0 { "curl/8.0" } else { FIREFOX };
                 let client = IpAddr::from([192, 0, 2, u8::try_from(n % 250).unwrap()]);
                 store.record(
-                    Click::new(Outcome::Redirect, false, Some(client), &key, agent, None, None).unwrap(),
+                    Click::new(
+                        Outcome::Redirect,
+                        false,
+                        Some(client),
+                        &key,
+                        agent,
+                        None,
+                        None,
+                    )
+                    .unwrap(),
                 );
                 recorded += 1;
             }

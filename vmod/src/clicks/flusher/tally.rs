@@ -485,7 +485,8 @@ mod tests {
         settings.queue_bytes = 0;
         store.set(settings);
         for _ in 0..3 {
-            store.record(Click::new(Outcome::Limited, false, None, "Lm25", "", None, None).unwrap());
+            store
+                .record(Click::new(Outcome::Limited, false, None, "Lm25", "", None, None).unwrap());
         }
         let mut flusher = Flusher::new();
         flusher.tally_overflow(store.take_overflow(), &store);
