@@ -375,34 +375,52 @@ mod shortlink {
         }
 
         /// Choose the target of a link with rules or a split, in
-        /// `vcl_deliver`, before `.count()`: for a redirect that carries its
-        /// rules (`resp.http.Shortlink-Rules`, cached with it), set
-        /// `resp.http.Location` to the target of the first rule whose
-        /// conditions the request meets, or else to the visitor's split
-        /// target, or leave the link's own; and set
-        /// `resp.http.Shortlink-Target` to its label (`r1`, `s2`, `url`),
-        /// which `.count()` counts the click under. No Redis command: the
-        /// device comes from a few markers of `User-Agent`, the language
-        /// from `Accept-Language`, the query from
-        /// `req.http.Shortlink-Query`, the country from the `geoip`
-        /// database (mapped into memory when the VCL loads), and the
-        /// visitor, for a split, from `client` and the user agent, hashed
-        /// and never kept. A response without rules is left alone.
+        /// `vcl_deliver`, before `.count()`: the label (`r1`, `s2`, or
+        /// `url` for the link's own URL) of the first rule whose conditions
+        /// the request meets, or else of the visitor's split target. Give
+        /// it the rules the redirect carries (`resp.http.Shortlink-Rules`,
+        /// cached with it), `client.ip`, and the request's `User-Agent`,
+        /// `Accept-Language` and query (`req.http.Shortlink-Query`, which
+        /// the generated VCL keeps aside). No Redis command: the device
+        /// comes from a few markers of the user agent, the country from
+        /// the `geoip` database (mapped into memory when the VCL loads),
+        /// and the visitor, for a split, from the address and user agent,
+        /// hashed and never kept. Set `resp.http.Shortlink-Target` to the
+        /// label, which `.count()` counts the click under, and hand it to
+        /// `.target()`.
         ///
         /// ```vcl
         /// if (resp.http.Shortlink-Rules) {
-        ///     links.choose(client.ip);
+        ///     set resp.http.Shortlink-Target = links.choose(
+        ///         resp.http.Shortlink-Rules, client.ip, req.http.User-Agent,
+        ///         req.http.Accept-Language, req.http.Shortlink-Query);
+        ///     set resp.http.Location = links.target(resp.http.Shortlink-Rules,
+        ///         resp.http.Shortlink-Target, resp.http.Location);
         ///     set resp.http.Vary = "*";
         /// }
         /// ```
         pub fn choose(
             &self,
-            ctx: &mut Ctx,
+            ctx: &Ctx,
+            rules: &str,
             #[required] client: Option<SocketAddr>,
-        ) -> Result<(), VclError> {
+            user_agent: &str,
+            accept_language: &str,
+            query: &str,
+        ) -> &'static str {
             without_panic(
-                || self.choose_target(ctx, client),
-                || Err(VclError::Str("shortlink: internal error in .choose()")),
+                || self.choose_label(ctx, rules, client, [user_agent, accept_language, query]),
+                || "url",
+            )
+        }
+
+        /// The target `label` (from `.choose()`) names in `rules`, or
+        /// `location` (the link's own URL) for `url` or a label that names
+        /// none.
+        pub fn target(&self, rules: &str, label: &str, location: &str) -> String {
+            without_panic(
+                || crate::targeting::target_named(rules, label, location),
+                || location.to_owned(),
             )
         }
 

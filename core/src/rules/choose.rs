@@ -94,6 +94,22 @@ pub fn choose<'w>(words: &'w str, key: &str, visit: &dyn Visit) -> (Chosen, Opti
     (Chosen::Url, None)
 }
 
+/// The target `chosen` names in `words` (stored rule and split words), or
+/// `None` for the link's own URL or a rule or split target it does not have.
+pub fn target_of(words: &str, chosen: Chosen) -> Option<&str> {
+    let (prefix, n) = match chosen {
+        Chosen::Rule(n) => ('~', n),
+        Chosen::Split(n) => ('*', n),
+        Chosen::Url => return None,
+    };
+    words
+        .split(' ')
+        .filter_map(|word| word.strip_prefix(prefix))
+        .nth(n.checked_sub(1)?)?
+        .split_once('>')
+        .map(|(_, target)| target)
+}
+
 /// Whether `visit` meets `condition` (`name=value[,value...]`).
 fn holds(condition: &str, visit: &dyn Visit) -> bool {
     let Some((name, values)) = condition.split_once('=') else {

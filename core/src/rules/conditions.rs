@@ -31,6 +31,24 @@ pub enum Device {
 /// must cost no more than a real one.
 const AGENT_BYTES_READ: usize = 512;
 
+/// Markers of a user agent, each with the device it says, in the order
+/// they decide.
+const MARKERS: [(&str, Device); 8] = [
+    ("iPhone", Device::Ios),
+    ("iPad", Device::Ios),
+    ("iPod", Device::Ios),
+    ("Android", Device::Android),
+    ("Mobi", Device::Mobile),
+    ("Opera Mini", Device::Mobile),
+    ("KaiOS", Device::Mobile),
+    ("BlackBerry", Device::Mobile),
+];
+
+/// [`MARKERS`]' searchers, built once: SIMD substring search, where a naive
+/// one took 1 % of a busy Varnish's time.
+static DEVICE_MARKERS: std::sync::OnceLock<[(memchr::memmem::Finder<'static>, Device); 8]> =
+    std::sync::OnceLock::new();
+
 impl Device {
     pub const ALL: [Self; 4] = [Self::Ios, Self::Android, Self::Mobile, Self::Desktop];
 
@@ -39,21 +57,15 @@ impl Device {
     /// says it is a Mac, counts as a desktop, as its own sites treat it.
     pub fn of(user_agent: &str) -> Self {
         let head = &user_agent.as_bytes()[..user_agent.len().min(AGENT_BYTES_READ)];
-        let has = |marker: &[u8]| head.windows(marker.len()).any(|w| w == marker);
-        if has(b"iPhone") || has(b"iPad") || has(b"iPod") {
-            Self::Ios
-        } else if has(b"Android") {
-            Self::Android
-        } else if has(b"Mobi")
-            || has(b"Opera Mini")
-            || has(b"Windows Phone")
-            || has(b"KaiOS")
-            || has(b"BlackBerry")
-        {
-            Self::Mobile
-        } else {
-            Self::Desktop
-        }
+        let finders = DEVICE_MARKERS.get_or_init(|| {
+            MARKERS.map(|(marker, device)| (memchr::memmem::Finder::new(marker), device))
+        });
+        // The first marker found in the order of MARKERS decides: an
+        // Android phone may also say "Mobi", a Windows Phone "Android".
+        finders
+            .iter()
+            .find(|(finder, _)| finder.find(head).is_some())
+            .map_or(Self::Desktop, |&(_, device)| device)
     }
 
     pub const fn name(self) -> &'static str {

@@ -25,7 +25,7 @@ mod visit;
 
 use std::fmt;
 
-pub use choose::{choose, Chosen};
+pub use choose::{choose, target_of, Chosen};
 pub use conditions::{percent_decoded, Condition, Country, Device, MAX_VALUES};
 pub use visit::{preferred_language, RequestVisit, Visit};
 
