@@ -34,6 +34,13 @@ vcl_recv). `hit-domain` is
 (`?+`), each asked for with a 60-byte campaign query. Both run in rounds
 with `hit` (reported as `hit-paired`), one run each per round, and each is
 judged by the median of its per-round ratio to `hit-paired`.
+`hit-rules` is as many links again, each with four rules and a two-way
+split (RULES_WORDS), asked for by clients spread over devices and languages
+(links.lua's "spread"); every client comes from 127.0.0.1, which the bench's
+country database places in NL, so the country rule is read on most
+requests and never holds. It runs in the same rounds, against the same
+ratio, and the links' Redis must receive no more commands in its runs than
+in hit-paired's (INFO commandstats): the target is chosen from the cache.
 BENCH_SCENARIOS=hit-nodomain runs the same rounds for `hit` on a VCL
 generated without the second domain: what routing by Host costs `hit`.
 
@@ -149,6 +156,15 @@ assert len(CAMPAIGN_QUERY) == 60
 # Issue target: a hit on the second domain, or with a forwarded query, keeps
 # this share of `hit`'s req/s.
 DOMAIN_AND_QUERY_RATIO = 0.95
+# The rules and split of every hit-rules link, after its URL: the country
+# rule comes first in its rule so that every request reaching it reads the
+# country database.
+RULES_WORDS = ("~device=ios>{url}/ios ~country=DE&device=android>{url}/android-de "
+               "~lang=fr>{url}/fr ~q.utm_source=mail>{url}/mail *50>{url}/a *50>{url}/b")
+# Issue target: a hit on a link with rules keeps this share of `hit`'s req/s.
+RULES_RATIO = 0.95
+# The bench's country database: the clients' address, and a rule's country.
+COUNTRIES = ["127.0.0.0/8=NL", "192.0.2.0/24=DE"]
 
 
 def say(message):
@@ -663,6 +679,7 @@ def run(processes):
             f'public_base_url = "http://127.0.0.1:{varnish_port}/l/"\n'
             f'[redis]\nurl = "{links_url}"\n{os.environ.get("BENCH_REDIS_EXTRA", "")}\n'
             f'[clicks]\nenabled = {"true" if counted else "false"}\nredis_url = "{clicks}"\n'
+            f'geoip = "{WORK / "countries.mmdb"}"\n'
             f'[varnish]\npurge_url = "{purge_url}"\n'
             f'vmod = "{RELEASE / "libvmod_shortlink.so"}"\n'
             # The 16 insert clients share one address: as token holders they are
@@ -682,6 +699,7 @@ def run(processes):
                                       capture_output=True, text=True, check=True).stdout)
         return toml, vcl
 
+    subprocess.run([str(RELEASE / "country-database"), str(WORK / "countries.mmdb"), *COUNTRIES], check=True)
     _, vcl = generated_vcl("shortlink", counted=True)
     # The writer is told of the default domain alone: it warms (zipf-restart)
     # and edits that domain's links as before the second domain existed (a
@@ -747,6 +765,13 @@ def run(processes):
                          + [resp("HSET", PREFIX + key[:SPLIT], key[SPLIT:], f"{url} ?+")
                             for key, url in query_links])
     query_keys = write_keys("query", [key for key, _ in query_links])
+    # hit-rules: as many links again, with keys of their own, each with rules
+    # and a split.
+    rules_links = make_links(HIT_LINKS, "r", taken=(key for key, _ in links + query_links))
+    if not ONLY or "hit-rules" in ONLY:
+        load(redis_port, [resp("HSET", PREFIX + key[:SPLIT], key[SPLIT:], f"{url} {RULES_WORDS.format(url=url)}")
+                          for key, url in rules_links])
+    rules_keys = write_keys("rules", [key for key, _ in rules_links])
 
     scenarios = {}
     # Link requests Varnish took while counting, for the exactness check.
@@ -855,10 +880,12 @@ def run(processes):
         wait_for_port(varnish_port, "Varnish")
 
     def links_wrk(mode, keys, connections=CONNECTIONS, duration=DURATION, statuses=False,
-                  path="/l/", host="-", query="-"):
+                  path="/l/", host="-", query="-", spread=False):
         # `statuses` counts answers that are not redirects, at the cost of a
-        # Lua call per answer.
-        args = [mode, str(keys), str(THREADS), "statuses" if statuses else "-", path, host, query]
+        # Lua call per answer; `spread` sends each request as one of a few
+        # devices and languages.
+        args = [mode, str(keys), str(THREADS), "statuses" if statuses else "-", path, host, query,
+                "spread" if spread else "-"]
         return lambda: wrk(base, "links.lua", args, connections=connections, duration=duration)
 
     redis_stalls(redis_port)  # the loading above is no scenario's
@@ -941,7 +968,10 @@ def run(processes):
             turn = round_id % len(everyone)
             for name, vcl_name, measure, _ in everyone[turn:] + everyone[:turn]:
                 varnishadm(workdir, "vcl.use", vcl_name)
-                runs[name].append(measure())
+                commands = links_redis_commands()
+                figures = measure()
+                figures["links_redis_commands"] = links_redis_commands() - commands
+                runs[name].append(figures)
         varnishadm(workdir, "vcl.use", "boot")
         time.sleep(FLUSH_WAIT)
         counted_requests["requests"] += client_requests() - before
@@ -953,6 +983,7 @@ def run(processes):
                 raise SystemExit(f"bench: {name}: {wrong} answers of 4xx or 5xx for stored links")
             s = scenarios[name] = median_of(figures)
             s["redis_stalls"], s["clicks_redis_stalls"] = stalls
+            s["links_redis_commands"] = sum(r["links_redis_commands"] for r in figures)
             say(f"{name}: {s['rps']:.0f} req/s, p99 {s['p99_ms']} ms, socket errors {s['socket_errors']} "
                 f"(runs {s['runs_rps']}, p99 {s['runs_p99_ms']})")
         for name, *_ in chosen:
@@ -960,6 +991,55 @@ def run(processes):
             scenarios[f"{name}/hit-paired"] = {"median": statistics.median(ratios),
                                                "rounds": [round(r, 3) for r in ratios]}
             say(f"{name} / hit-paired per round: {[round(r, 3) for r in ratios]}")
+
+    def links_redis_commands():
+        """Commands the links' Redis has run (INFO commandstats), less the
+        INFO calls that ask."""
+        stats = redis_cli(redis_port, "INFO", "commandstats")
+        calls = {line.partition(":")[0]: int(line.split("calls=")[1].split(",")[0])
+                 for line in stats.splitlines() if line.startswith("cmdstat_")}
+        return sum(calls.values()) - calls.get("cmdstat_info", 0)
+
+    def targets_chosen():
+        lines = subprocess.run(["varnishstat", "-n", str(workdir), "-1", "-f", "*.targets_chosen"],
+                               capture_output=True, text=True, check=True).stdout.splitlines()
+        fields = [line.split() for line in lines]
+        return sum(int(f[1]) for f in fields if f and f[0].endswith(".targets_chosen"))
+
+    def every_target_chosen(measure):
+        """`measure`, stopping the bench unless Varnish chose a target for
+        every redirect it answered meanwhile."""
+        def measured():
+            before = targets_chosen()
+            figures = measure()
+            chosen = targets_chosen() - before
+            if chosen < figures["requests"]:
+                raise SystemExit(f"bench: hit-rules: {chosen} targets chosen for {figures['requests']} requests")
+            return figures
+        return measured
+
+    def rules_checked():
+        """Asks for a few hit-rules links as an iPhone, a French desktop and
+        a desktop of no language, and stops the bench unless each answers a
+        301 to its rule's target, or to a split target."""
+        connection = http.client.HTTPConnection("127.0.0.1", varnish_port, timeout=5)
+        agents = {"ios": ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) Mobile/15E148", ""),
+                  "fr": ("Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Firefox/128.0", "fr-FR,fr;q=0.9"),
+                  "split": ("Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Firefox/128.0", "")}
+        try:
+            for n in samples:
+                key, url = rules_links[n]
+                for rule, (agent, language) in agents.items():
+                    connection.request("GET", f"/l/{key}", headers={"User-Agent": agent, "Accept-Language": language})
+                    answer = connection.getresponse()
+                    answer.read()
+                    location = answer.getheader("Location")
+                    expected = [f"{url}/a", f"{url}/b"] if rule == "split" else [f"{url}/{rule}"]
+                    if answer.status != 301 or location not in expected:
+                        raise SystemExit(f"bench: hit-rules: /l/{key} as {rule} answered {answer.status} "
+                                         f"{location!r}, not 301 to one of {expected}")
+        finally:
+            connection.close()
 
     def warm_beside(keys, check=lambda: None, **where):
         # As `hit` warms, each side's links on its own path, then a look at
@@ -972,6 +1052,7 @@ def run(processes):
     samples = [0, 1, HIT_LINKS // 2, HIT_LINKS - 1]
     say(f"hit-domain: hit's links on {SECOND_DOMAIN}, asked for as {DOMAIN_ALIAS}/<key>; hit-query: "
         f"links forwarding their query (?+), asked for with a {len(CAMPAIGN_QUERY)}-byte campaign query; "
+        "hit-rules: links with four rules and a split, asked for by devices and languages; "
         "in rounds with hit (hit-paired)")
     beside_hit([
         ("hit-domain", "boot", links_wrk("random", hit_keys, **domain_where),
@@ -982,6 +1063,13 @@ def run(processes):
          warm_beside(query_keys, lambda: answers_checked(
              "hit-query", [(f"/l/{query_links[n][0]}", f"{query_links[n][1]}?{CAMPAIGN_QUERY}") for n in samples],
              query=CAMPAIGN_QUERY), **query_where)),
+        ("hit-rules", "boot", every_target_chosen(links_wrk("random", rules_keys, spread=True)),
+         warm_beside(rules_keys, rules_checked)),
+        # For profiling only (BENCH_SCENARIOS=hit-spread): hit's links, with
+        # no rules, asked for by hit-rules's devices and languages: what
+        # more visitors and details cost the counting, apart from the rules.
+        *([("hit-spread", "boot", links_wrk("random", hit_keys, spread=True), warm_beside(hit_keys))]
+          if "hit-spread" in ONLY else []),
         # For profiling only (BENCH_SCENARIOS=hit-nodomain): hit on the VCL
         # without the second domain, as before it existed.
         *([("hit-nodomain", "nodomain", links_wrk("random", hit_keys), warm_beside(hit_keys))]
@@ -1009,7 +1097,7 @@ def run(processes):
     scenario("zipf", links_wrk("zipf", all_keys), prepare=empty_cache, counted=True)
 
     clicks = None
-    if not ONLY or {"hit", "hit-domain", "hit-query", "miss", "zipf"} & set(ONLY):
+    if not ONLY or {"hit", "hit-domain", "hit-query", "hit-rules", "miss", "zipf"} & set(ONLY):
         time.sleep(FLUSH_WAIT)
         stored = stored_clicks(clicks_port)
         clicks = {"requests": counted_requests["requests"], "stored": stored,
@@ -1017,7 +1105,7 @@ def run(processes):
                   "double": max(0, stored - counted_requests["requests"])}
         clicks["catch_up_s"] = catch_up
         say(f"clicks: {clicks['stored']} stored for {clicks['requests']} link requests "
-            f"in hit, hit-domain, hit-query, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice); "
+            f"in hit, hit-domain, hit-query, hit-rules, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice); "
             f"all sent {catch_up} s after each run")
     clicks_cluster = None
     if CLUSTER and (not ONLY or "miss-cluster-clicks" in ONLY):
@@ -1142,6 +1230,14 @@ def run(processes):
             **{f"{name.replace('-', '_')}_to_hit_rounds": scenarios[f"{name}/hit-paired"]["rounds"]
                for name in ("hit-domain", "hit-query")},
         },
+        "rules": {
+            "words": RULES_WORDS,
+            "hit_rules_to_hit_per_round_median": round(scenarios["hit-rules/hit-paired"]["median"], 3),
+            "hit_rules_to_hit_rounds": scenarios["hit-rules/hit-paired"]["rounds"],
+            # Commands the links' Redis ran during each side's runs.
+            "links_redis_commands": {name: scenarios[name]["links_redis_commands"]
+                                     for name in ("hit-paired", "hit-rules")},
+        },
         "memory": {
             "links": LINKS,
             "bytes_per_link": round(hash_bytes, 1),
@@ -1224,6 +1320,15 @@ TARGETS = [
     ("hit-query req/s", lambda r: r["scenarios"]["hit-query"]["rps"], "hit-paired req/s",
      lambda r: r["scenarios"]["hit-paired"]["rps"], ">=", DOMAIN_AND_QUERY_RATIO, False,
      lambda r: r["domains_and_queries"]["hit_query_to_hit_per_round_median"]),
+    ("hit-rules req/s", lambda r: r["scenarios"]["hit-rules"]["rps"], "hit-paired req/s",
+     lambda r: r["scenarios"]["hit-paired"]["rps"], ">=", RULES_RATIO, False,
+     lambda r: r["rules"]["hit_rules_to_hit_per_round_median"]),
+    # No more commands than hit's: (rules + 1) / (hit + 1) <= 1 holds exactly
+    # when hit-rules sent no more, whatever hit sent (often none at all).
+    ("hit-rules Redis commands", lambda r: r["rules"]["links_redis_commands"]["hit-rules"],
+     "hit-paired Redis commands", lambda r: r["rules"]["links_redis_commands"]["hit-paired"], "<=", 1.0, True,
+     lambda r: round((r["rules"]["links_redis_commands"]["hit-rules"] + 1)
+                     / (r["rules"]["links_redis_commands"]["hit-paired"] + 1), 3)),
     ("miss req/s", lambda r: r["scenarios"]["miss"]["rps"], "origin-miss req/s",
      lambda r: r["scenarios"]["origin-miss"]["rps"], ">=", 1.2, False),
     ("zipf-restart req/s", lambda r: r["scenarios"]["zipf-restart"]["rps"], "ceiling req/s",
@@ -1324,7 +1429,7 @@ def print_table(report):
           f"{report['connections']} connections, {report['duration_s']}s per run, median of {report['runs']}; "
           f"ceiling500 and storm: {st['connections']} connections, {st['duration_s']}s, {st['links']:,} links)\n")
     print(f"{'scenario':<14}{'req/s':>10}{'x ceiling':>11}{'p50 ms':>9}{'p99 ms':>9}{'socket err':>11}{'non-3xx':>9}")
-    for name in ("ceiling", "hit", "hit-uncounted", "hit-paired", "hit-domain", "hit-query",
+    for name in ("ceiling", "hit", "hit-uncounted", "hit-paired", "hit-domain", "hit-query", "hit-rules",
                  "origin-miss", "miss", "miss-cluster", "miss-cluster-clicks",
                  "zipf", "zipf-restart",
                  "ceiling500",
@@ -1356,7 +1461,7 @@ def print_table(report):
     print(f"export      {x['links']:,} links ({x['bytes'] / 1e6:.1f} MB of CSV) in {x['seconds']} s; the writer's "
           f"RSS {x['rss_before_kib'] / 1024:.1f} MiB before, at most {x['rss_peak_kib'] / 1024:.1f} MiB during it")
     c = report["clicks"]
-    print(f"clicks      {c['stored']:,} stored for {c['requests']:,} link requests in hit, hit-domain, hit-query, "
+    print(f"clicks      {c['stored']:,} stored for {c['requests']:,} link requests in hit, hit-domain, hit-query, hit-rules, "
           f"miss and zipf: "
           f"{c['lost']} lost, {c['double']} counted twice")
     if "clicks_cluster" in report:

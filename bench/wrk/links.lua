@@ -1,17 +1,40 @@
 -- Requests short links for `make bench`:
---   wrk ... -s links.lua <url> -- MODE KEYFILE THREADS [statuses] [PATH HOST QUERY]
+--   wrk ... -s links.lua <url> -- MODE KEYFILE THREADS [statuses] [PATH HOST QUERY [spread]]
 -- MODE: "random" (uniform over the keys), "fresh" (each key once: every
 -- request a cache miss), "zipf" (Zipf, s = 1.0, over the keys in file order).
 -- "statuses" counts answers that are not redirects (3xx), at the cost of a
 -- Lua call per answer; without it only wrk's own count of 4xx/5xx is kept.
 -- PATH is what comes before each key ("/l/" when left out), HOST the Host
 -- header sent instead of the URL's, QUERY a query string sent with every
--- key (without its "?"); "-" leaves HOST or QUERY out.
+-- key (without its "?"); "-" leaves HOST or QUERY out. "spread" sends
+-- each request as one of a few devices and languages (User-Agent and
+-- Accept-Language), for links whose rules read them.
 -- Prints one line "BENCH_JSON {...}" with the figures.
 
 local figures = require("figures")
 
 setup = figures.setup
+
+-- Devices and languages as a link's visitors send them: an iPhone, Android
+-- phones, desktops of several languages. wrk.format sends the headers it
+-- is given instead of wrk.headers (Host aside): init completes each table
+-- with what the others send.
+local visitors = {
+    { ["User-Agent"] = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 "
+        .. "(KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1", ["Accept-Language"] = "en-US,en;q=0.9" },
+    { ["User-Agent"] = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+        .. "Chrome/124.0 Mobile Safari/537.36", ["Accept-Language"] = "de-DE,de;q=0.9" },
+    { ["User-Agent"] = "Mozilla/5.0 (Linux; Android 14; SM-S921B) AppleWebKit/537.36 (KHTML, like Gecko) "
+        .. "Chrome/124.0 Mobile Safari/537.36", ["Accept-Language"] = "fr-FR,fr;q=0.9" },
+    { ["Accept-Language"] = "fr-FR,fr;q=0.9,en;q=0.5" },
+    { ["Accept-Language"] = "en-GB,en;q=0.9" },
+    { ["User-Agent"] = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+        .. "Chrome/124.0 Safari/537.36", ["Accept-Language"] = "de-DE,de;q=0.9,en;q=0.8" },
+    { ["User-Agent"] = "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+        .. "Version/17.4 Safari/605.1.15", ["Accept-Language"] = "nl-NL,nl;q=0.9" },
+    { ["User-Agent"] = "Mozilla/5.0 (iPad; CPU OS 17_4 like Mac OS X) AppleWebKit/605.1.15 "
+        .. "(KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1", ["Accept-Language"] = "fr-CA" },
+}
 
 function init(args)
     mode, file, thread_count = args[1], args[2], tonumber(args[3])
@@ -37,6 +60,14 @@ function init(args)
     -- and make a link hot for warming.
     wrk.headers["User-Agent"] =
         "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+    spread = args[8] == "spread"
+    for _, headers in ipairs(visitors) do
+        for name, value in pairs(wrk.headers) do
+            if headers[name] == nil then
+                headers[name] = value
+            end
+        end
+    end
     keys = {}
     for line in io.lines(file) do
         keys[#keys + 1] = path .. line .. query
@@ -81,6 +112,9 @@ function request()
         index = zipf_index()
     else
         index = math.random(n)
+    end
+    if spread then
+        return wrk.format("GET", keys[index], visitors[math.random(#visitors)])
     end
     return wrk.format("GET", keys[index])
 end

@@ -21,7 +21,11 @@ impl redirector {
         request: [&str; 3],
     ) -> &'static str {
         let [user_agent, accept_language, query] = request;
-        let url = match ctx.http_req.as_ref().and_then(|req| req.url()) {
+        let url = match ctx
+            .http_req
+            .as_ref()
+            .and_then(varnish::vcl::HttpHeaders::url)
+        {
             Some(StrOrBytes::Utf8(url)) => url,
             _ => "",
         };
