@@ -266,12 +266,34 @@ async fn wait_for(
     client: &fantoccini::Client,
     locator: Locator<'_>,
 ) -> Result<fantoccini::elements::Element, String> {
-    client
+    match client
         .wait()
         .at_most(Duration::from_secs(10))
         .for_element(locator)
         .await
-        .map_err(|e| format!("wait for {locator:?}: {e}"))
+    {
+        Ok(element) => Ok(element),
+        Err(error) => Err(format!(
+            "wait for {locator:?}: {error}; {}",
+            page_state(client).await
+        )),
+    }
+}
+
+/// Where the browser is and what its page says, for a failure's message.
+async fn page_state(client: &fantoccini::Client) -> String {
+    let url = client
+        .current_url()
+        .await
+        .map_or_else(|e| e.to_string(), |url| url.to_string());
+    let said = client
+        .execute(
+            "return (document.getElementById('status') || document.body).textContent",
+            vec![],
+        )
+        .await
+        .map_or_else(|e| e.to_string(), |said| said.to_string());
+    format!("at {url} the page says {said}")
 }
 
 /// The management page in Chromium, as its user meets it. A visitor first
@@ -962,19 +984,9 @@ async fn wait_js(client: &fantoccini::Client, condition: &str, what: &str) -> Re
             return Ok(());
         }
         if std::time::Instant::now() > deadline {
-            let url = client
-                .current_url()
-                .await
-                .map_or_else(|e| e.to_string(), |url| url.to_string());
-            let said = client
-                .execute(
-                    "return (document.getElementById('status') || document.body).textContent",
-                    vec![],
-                )
-                .await
-                .map_or_else(|e| e.to_string(), |said| said.to_string());
             return Err(format!(
-                "waited 10 s for {what} ({condition}); at {url} the page says {said}"
+                "waited 10 s for {what} ({condition}); {}",
+                page_state(client).await
             ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -83,6 +83,9 @@ impl Suite {
                  {{ name = \"carol\", token = \"{CAROL_TOKEN}\" }},\n\
                  {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }},\n\
                  {{ name = \"shop\", token = \"{SHOP_TOKEN}\", domains = [\"{GO_DOMAIN}\"] }}]\n\
+                 # Every anonymous client of the suite is 127.0.0.1, the\n\
+                 # tests of the rate limit have writers of their own.\n\
+                 [rate_limit]\nburst = 10000\n\
                  [clicks]\ngeoip = \"{}\"\n\
                  [[domains]]\nbase_url = \"http://{GO_DOMAIN}:{varnish_port}/\"\n\
                  aliases = [\"{GO_ALIAS}\"]\n",

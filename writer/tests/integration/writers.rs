@@ -24,15 +24,22 @@ fn writer_of(suite: &Suite, name: &str, prefix: &str, rate_limit: &str) -> Resul
     fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let port = free_port()?;
     let suite_config = fs::read_to_string(&suite.config_file).map_err(|e| e.to_string())?;
+    // The suite's own [rate_limit] section gives way to `rate_limit`.
+    let mut in_rate_limit = false;
     let mut text: String = suite_config
         .lines()
-        .map(|line| {
-            if line.starts_with("listen = ") {
-                format!("listen = \"127.0.0.1:{port}\"\n")
+        .filter_map(|line| {
+            if line.starts_with('[') {
+                in_rate_limit = line == "[rate_limit]";
+            }
+            if in_rate_limit {
+                None
+            } else if line.starts_with("listen = ") {
+                Some(format!("listen = \"127.0.0.1:{port}\"\n"))
             } else if line == "[redis]" {
-                format!("[redis]\nhash_prefix = \"{prefix}\"\n")
+                Some(format!("[redis]\nhash_prefix = \"{prefix}\"\n"))
             } else {
-                format!("{line}\n")
+                Some(format!("{line}\n"))
             }
         })
         .collect();
