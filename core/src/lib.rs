@@ -489,6 +489,16 @@ impl fmt::Display for ValidUrl {
     }
 }
 
+/// `digits` as a number if it is digits alone (`u64::from_str` would also
+/// take a leading `+`) and fits a `u64`.
+pub(crate) fn whole_number(digits: &str) -> Option<u64> {
+    digits
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
 /// Escapes `text` for HTML element content and quoted attribute values.
 pub fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 16);

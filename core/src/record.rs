@@ -34,7 +34,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::rules::{RuleError, Targeting};
-use crate::{check_redirect_target, TargetError, ValidUrl};
+use crate::{check_redirect_target, whole_number, TargetError, ValidUrl};
 
 /// The stored value of a deleted key.
 pub const DELETED: &str = "deleted";
@@ -295,16 +295,6 @@ impl fmt::Display for Stored {
             Self::Deleted => f.write_str(DELETED),
         }
     }
-}
-
-/// `digits` as a number if it is digits alone (`u64::from_str` would also
-/// take a leading `+`) and fits a `u64`.
-pub(crate) fn whole_number(digits: &str) -> Option<u64> {
-    digits
-        .bytes()
-        .all(|b| b.is_ascii_digit())
-        .then(|| digits.parse().ok())
-        .flatten()
 }
 
 fn valid_url(text: &str, what: &'static str) -> Result<ValidUrl, RecordError> {

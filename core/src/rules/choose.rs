@@ -82,10 +82,12 @@ pub fn choose<'w>(words: &'w str, key: &str, visit: &dyn Visit) -> (Chosen, Opti
     // covers it.
     let point = mix(visit.visitor() ^ fnv1a(FNV_OFFSET, key.as_bytes())) % split_total;
     let mut covered = 0;
-    let splits = words
-        .split(' ')
-        .filter_map(|word| word.strip_prefix('*')?.split_once('>'));
-    for (n, (weight, target)) in splits.enumerate() {
+    // Numbered as target_of numbers them: every word of a split target.
+    let splits = words.split(' ').filter_map(|word| word.strip_prefix('*'));
+    for (n, split) in splits.enumerate() {
+        let Some((weight, target)) = split.split_once('>') else {
+            continue;
+        };
         covered += weight.parse::<u64>().unwrap_or(0);
         if point < covered {
             return (Chosen::Split(n + 1), Some(target));

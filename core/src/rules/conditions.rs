@@ -190,7 +190,7 @@ impl Condition {
                 let [moment] = values[..] else {
                     return Err(bad("give one moment, in Unix seconds".into()));
                 };
-                let unix = crate::record::whole_number(moment)
+                let unix = crate::whole_number(moment)
                     .filter(|&unix| unix <= crate::Expiry::MAX)
                     .ok_or_else(|| bad(format!("{moment:?} is not a moment in Unix seconds")))?;
                 Ok(if name == "from" {

@@ -2,7 +2,7 @@
 //! each, the first that matches wins) and its split (weighted targets,
 //! each visitor kept on one).
 //!
-//! Both are words of the stored value (see [`crate::record`]), so a link
+//! Both are words of the stored value (see the storage format), so a link
 //! with rules is still one hash field:
 //!
 //! - `~device=ios>https://apps.apple.com/app/id1`: a rule. Its conditions,
@@ -174,7 +174,7 @@ impl SplitTarget {
         let (weight, target) = text
             .split_once('>')
             .ok_or_else(|| RuleError::Shape(format!("*{text}")))?;
-        let weight = crate::record::whole_number(weight)
+        let weight = crate::whole_number(weight)
             .and_then(|weight| u32::try_from(weight).ok())
             .ok_or_else(|| RuleError::Weight(weight.to_owned()))?;
         Self::new(weight, target_url(target)?)
