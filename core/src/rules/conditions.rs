@@ -70,7 +70,7 @@ impl Device {
     }
 }
 
-/// ISO 3166-1 alpha-2 codes, in order: every country a GeoIP database may
+/// ISO 3166-1 alpha-2 codes, in order: every country a `GeoIP` database may
 /// answer, and so every code a rule may name.
 const COUNTRY_CODES: &str = "AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG \
 BH BI BJ BL BM BN BO BQ BR BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX \
@@ -124,7 +124,7 @@ pub enum Condition {
 
 impl Condition {
     /// The condition stored as `text` (`name=value[,value...]`).
-    pub(super) fn parse(text: &str) -> Result<Self, RuleError> {
+    pub fn parse(text: &str) -> Result<Self, RuleError> {
         let bad = |why: String| RuleError::Condition {
             condition: text.to_owned(),
             why,
