@@ -25,7 +25,7 @@ use time::OffsetDateTime;
 use utoipa::ToSchema;
 
 use crate::config::Settings;
-use crate::links::validate::{format_expiry, normalize_url, Field};
+use crate::links::validate::{format_expiry, normalize_url, Field, Invalid};
 
 /// A rule: the conditions a request must all meet (give at least one),
 /// and the target it is sent to. The first rule that matches wins.
@@ -72,9 +72,14 @@ pub struct SplitBody {
 pub enum BadRule {
     #[error(transparent)]
     Rule(#[from] RuleError),
-    /// A target the link URL checks refuse.
-    #[error("{place}: the target {message}")]
-    Target { place: Place, message: String },
+    /// A target the checks of a link's URL refuse.
+    #[error("{place}: target {url:?}: {source}")]
+    Target {
+        place: Place,
+        url: String,
+        #[source]
+        source: Invalid,
+    },
     /// An input that is not what its field holds.
     #[error("{place}: {message}")]
     Input { place: Place, message: String },
@@ -108,13 +113,10 @@ fn at(place: Place, error: RuleError) -> BadRule {
 /// A target checked and normalised as a link's URL, including the checks
 /// against the short domains (a short link as a target is a loop).
 fn target(place: Place, url: &str, settings: &Settings) -> Result<ValidUrl, BadRule> {
-    normalize_url(url, settings).map_err(|invalid| BadRule::Target {
+    normalize_url(url, settings).map_err(|source| BadRule::Target {
         place,
-        message: invalid
-            .message
-            .strip_prefix("the ")
-            .unwrap_or(&invalid.message)
-            .to_owned(),
+        url: url.to_owned(),
+        source,
     })
 }
 
