@@ -395,6 +395,10 @@ const TESTS: &[(&str, common::Test)] = &[
         browser::form_to_landing_page,
     ),
     (
+        "browser::management_page_edits_rules_and_split",
+        browser::management_page_edits_rules_and_split,
+    ),
+    (
         "browser::statistics_page_draws_the_clicks",
         browser::statistics_page_draws_the_clicks,
     ),

@@ -152,6 +152,73 @@ pub fn api_sets_shows_changes_and_removes_rules(suite: &Suite) -> Result<(), Str
     })
 }
 
+/// Rules and splits a new link is refused for: what each adds to the
+/// link, what the error says, and the field it blames.
+fn bad_creations(ok: &Value) -> Vec<(Value, &'static str, &'static str)> {
+    let too_many: Vec<Value> = (0..17).map(|_| ok.clone()).collect();
+    let long_url = format!("https://example.org/{}", "x".repeat(1000));
+    let too_long: Vec<Value> = (0..9)
+        .map(|_| json!({ "device": ["ios"], "url": long_url }))
+        .collect();
+    vec![
+        (
+            json!({ "rules": [ok, { "country": ["XX"], "url": "https://example.de/" }] }),
+            "rule 2: condition \"country=XX\": \"XX\" is not an ISO 3166-1 country code",
+            "rules",
+        ),
+        (
+            json!({ "split": [{ "weight": 0, "url": "https://a.example.org/" }, { "weight": 0, "url": "https://b.example.org/" }] }),
+            "the split's weights add up to 0",
+            "split",
+        ),
+        (
+            json!({ "split": [{ "weight": 1001, "url": "https://a.example.org/" }] }),
+            "split target 1: weight",
+            "split",
+        ),
+        (
+            json!({ "rules": [ok, ok, { "device": ["ios"], "url": "http://localhost/app" }] }),
+            "rule 3: target \"http://localhost/app\": the URL's host localhost is a loopback name",
+            "rules",
+        ),
+        (
+            json!({ "split": [{ "weight": 1, "url": "javascript:alert(1)" }] }),
+            "split target 1: target \"javascript:alert(1)\": only http:// and https://",
+            "split",
+        ),
+        (
+            json!({ "rules": [{ "url": "https://example.de/" }] }),
+            "rule 1: a rule needs at least one condition",
+            "rules",
+        ),
+        (
+            json!({ "rules": [ok, { "device": ["fridge"], "url": "https://example.de/" }] }),
+            "rule 2: condition \"device=fridge\"",
+            "rules",
+        ),
+        (
+            json!({ "rules": [{ "from": "tomorrow", "url": "https://example.de/" }] }),
+            "rule 1: from \"tomorrow\" is not an RFC 3339 time",
+            "rules",
+        ),
+        (
+            json!({ "rules": [{ "colour": ["blue"], "url": "https://example.de/" }] }),
+            "rule 1: unknown field `colour`",
+            "rules",
+        ),
+        (
+            json!({ "rules": too_many }),
+            "a link has at most 16 rules",
+            "rules",
+        ),
+        (
+            json!({ "rules": too_long }),
+            "at most 8192 are kept with a link",
+            "rules",
+        ),
+    ]
+}
+
 /// Each bad rule or split is 422 `bad-rule` naming it, and stores
 /// nothing: neither a new link nor a change to one.
 pub fn bad_rules_are_refused_naming_the_rule(suite: &Suite) -> Result<(), String> {
@@ -159,60 +226,7 @@ pub fn bad_rules_are_refused_naming_the_rule(suite: &Suite) -> Result<(), String
     in_app(suite, prefix, |shortener| async move {
         let app = api_app!(shortener);
         let ok = json!({ "device": ["ios"], "url": "https://apps.example.com/" });
-        let too_many: Vec<Value> = (0..17).map(|_| ok.clone()).collect();
-        let long_url = format!("https://example.org/{}", "x".repeat(1000));
-        let too_long: Vec<Value> = (0..9)
-            .map(|_| json!({ "device": ["ios"], "url": long_url }))
-            .collect();
-        let cases = [
-            (
-                json!({ "rules": [ok, { "country": ["XX"], "url": "https://example.de/" }] }),
-                "rule 2: condition \"country=XX\": \"XX\" is not an ISO 3166-1 country code",
-                "rules",
-            ),
-            (
-                json!({ "split": [{ "weight": 0, "url": "https://a.example.org/" }, { "weight": 0, "url": "https://b.example.org/" }] }),
-                "the split's weights add up to 0",
-                "split",
-            ),
-            (
-                json!({ "split": [{ "weight": 1001, "url": "https://a.example.org/" }] }),
-                "split target 1: weight",
-                "split",
-            ),
-            (
-                json!({ "rules": [ok, ok, { "device": ["ios"], "url": "http://localhost/app" }] }),
-                "rule 3: target \"http://localhost/app\": the URL's host localhost is a loopback name",
-                "rules",
-            ),
-            (
-                json!({ "split": [{ "weight": 1, "url": "javascript:alert(1)" }] }),
-                "split target 1: target \"javascript:alert(1)\": only http:// and https://",
-                "split",
-            ),
-            (
-                json!({ "rules": [{ "url": "https://example.de/" }] }),
-                "rule 1: a rule needs at least one condition",
-                "rules",
-            ),
-            (
-                json!({ "rules": [ok, { "device": ["fridge"], "url": "https://example.de/" }] }),
-                "rule 2: condition \"device=fridge\"",
-                "rules",
-            ),
-            (
-                json!({ "rules": [{ "from": "tomorrow", "url": "https://example.de/" }] }),
-                "rule 1: from \"tomorrow\" is not an RFC 3339 time",
-                "rules",
-            ),
-            (
-                json!({ "rules": [{ "colour": ["blue"], "url": "https://example.de/" }] }),
-                "rule 1: unknown field `colour`",
-                "rules",
-            ),
-            (json!({ "rules": too_many }), "a link has at most 16 rules", "rules"),
-            (json!({ "rules": too_long }), "at most 8192 are kept with a link", "rules"),
-        ];
+        let cases = bad_creations(&ok);
         for (extra, said, field) in &cases {
             let mut body = json!({ "url": "https://example.org/rules/bad" });
             for (name, value) in extra.as_object().into_iter().flatten() {
@@ -291,7 +305,7 @@ pub fn stats_report_clicks_per_target(suite: &Suite) -> Result<(), String> {
                 .redis
                 .query::<i64>(&["HINCRBY", &details, field, clicks])?;
         }
-        let (status, stats) = call!(
+        let (status, answered) = call!(
             app,
             actix_test::TestRequest::get()
                 .uri(&format!("/api/links/{key}/stats"))
@@ -303,8 +317,8 @@ pub fn stats_report_clicks_per_target(suite: &Suite) -> Result<(), String> {
             { "target": "s2", "kind": "split", "number": 2, "url": "https://b.example.org/", "clicks": 3 },
             { "target": "r4", "kind": "rule", "number": 4, "url": null, "clicks": 1 }
         ]);
-        ensure(status == 200 && stats["targets"] == expected, || {
-            format!("{status} {}", stats["targets"])
+        ensure(status == 200 && answered["targets"] == expected, || {
+            format!("{status} {}", answered["targets"])
         })?;
         // Without a split, the link's own URL is a target too.
         let (status, _) = call!(app, patch(&key, &json!({ "split": null })));
