@@ -178,10 +178,27 @@ impl RuleBody {
                 &values,
             )?);
         }
-        for (name, text) in [("from", &self.from), ("until", &self.until)] {
+        let mut window = [None, None];
+        for (n, (name, text)) in [("from", &self.from), ("until", &self.until)]
+            .into_iter()
+            .enumerate()
+        {
             if let Some(text) = text {
                 let unix = moment(place, name, text)?;
+                window[n] = Some(unix);
                 conditions.push(condition(name, &[unix.to_string()])?);
+            }
+        }
+        if let [Some(from), Some(until)] = window {
+            if from >= until {
+                return Err(BadRule::Input {
+                    place,
+                    message: format!(
+                        "from {} is not before until {}: the rule would never match",
+                        rfc3339(from),
+                        rfc3339(until)
+                    ),
+                });
             }
         }
         let url = target(place, &self.url, settings)?;

@@ -207,6 +207,12 @@ fn bad_creations(ok: &Value) -> Vec<(Value, &'static str, &'static str)> {
             "rules",
         ),
         (
+            json!({ "rules": [{ "from": "2027-01-01T00:00:00Z", "until": "2026-01-01T00:00:00Z",
+                                "url": "https://example.de/" }] }),
+            "rule 1: from 2027-01-01T00:00:00Z is not before until 2026-01-01T00:00:00Z",
+            "rules",
+        ),
+        (
             json!({ "rules": too_many }),
             "a link has at most 16 rules",
             "rules",
