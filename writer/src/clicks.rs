@@ -15,7 +15,8 @@ use crate::redis::master::MasterConnection;
 use redis::RedisResult;
 use serde::Serialize;
 use shortlink_core::clicks::{ClickTime, CountNames, Detail, Total, MINUTES_KEPT};
-use shortlink_core::Key;
+use shortlink_core::rules::Chosen;
+use shortlink_core::{Key, Record};
 
 use crate::redis::scan::scan;
 
@@ -63,6 +64,109 @@ pub struct LinkStats {
     pub devices: Vec<Share>,
     pub browsers: Vec<Share>,
     pub os: Vec<Share>,
+    /// People's clicks per target, for a link with rules or a split:
+    /// each rule, each split target, and the link's own URL, with the
+    /// target's URL now (`[]` for a link without either).
+    pub targets: Vec<TargetClicks>,
+}
+
+/// The clicks a rule, a split target or the link's own URL was chosen
+/// for, at the edge.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct TargetClicks {
+    /// `r1` for rule 1, `s2` for split target 2, `url` for the link's own
+    /// URL: the name the edge counts it under.
+    pub target: String,
+    /// `rule`, `split` or `url`.
+    pub kind: String,
+    /// The rule's or split target's number, from 1; `null` for `url`.
+    pub number: Option<usize>,
+    /// Where it sends now; `null` for a rule or split target counted
+    /// before it was removed.
+    pub url: Option<String>,
+    pub clicks: u64,
+}
+
+/// The details field counting a target's clicks starts so: `target:r1`.
+const TARGET_FIELD: &str = "target:";
+
+/// The targets counted in a link's details, named by their URLs once
+/// joined with the link's record ([`LinkStats::join_targets`]).
+fn counted_targets(details: &HashMap<String, u64>) -> Vec<TargetClicks> {
+    details
+        .iter()
+        .filter_map(|(field, clicks)| {
+            let chosen = Chosen::from_label(field.strip_prefix(TARGET_FIELD)?)?;
+            Some(TargetClicks {
+                target: chosen.label(),
+                kind: String::new(),
+                number: None,
+                url: None,
+                clicks: *clicks,
+            })
+        })
+        .collect()
+}
+
+impl LinkStats {
+    /// The per-target clicks counted (`targets`, as read from the details)
+    /// joined with the link's current rules and split, each named by its
+    /// URL: every current target, clicked or not, in order, then targets
+    /// counted that the link no longer has.
+    pub fn join_targets(&mut self, record: &Record) {
+        let targeting = &record.targeting;
+        let counted: HashMap<String, u64> = self
+            .targets
+            .drain(..)
+            .map(|target| (target.target, target.clicks))
+            .collect();
+        if targeting.is_empty() && counted.is_empty() {
+            return;
+        }
+        let mut current: Vec<Chosen> = (1..=targeting.rules().len()).map(Chosen::Rule).collect();
+        current.extend((1..=targeting.split().len()).map(Chosen::Split));
+        // The own URL is chosen only when no rule matches and no split is.
+        if targeting.split().is_empty() {
+            current.push(Chosen::Url);
+        }
+        let mut gone: Vec<Chosen> = counted
+            .keys()
+            .filter_map(|label| Chosen::from_label(label))
+            .filter(|chosen| !current.contains(chosen))
+            .collect();
+        gone.sort_by_key(|chosen| match chosen {
+            Chosen::Rule(n) => (0, *n),
+            Chosen::Split(n) => (1, *n),
+            Chosen::Url => (2, 0),
+        });
+        let (now, before) = (current.len(), gone.len());
+        self.targets = current
+            .into_iter()
+            .chain(gone)
+            .enumerate()
+            .map(|(n, chosen)| {
+                let url = match chosen {
+                    _ if n >= now => None,
+                    Chosen::Url => Some(record.url.to_string()),
+                    chosen => targeting.target(chosen).map(ToString::to_string),
+                };
+                let (kind, number) = match chosen {
+                    Chosen::Rule(n) => ("rule", Some(n)),
+                    Chosen::Split(n) => ("split", Some(n)),
+                    Chosen::Url => ("url", None),
+                };
+                let target = chosen.label();
+                TargetClicks {
+                    clicks: counted.get(&target).copied().unwrap_or(0),
+                    target,
+                    kind: kind.to_owned(),
+                    number,
+                    url,
+                }
+            })
+            .collect();
+        debug_assert_eq!(self.targets.len(), now + before);
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
@@ -268,6 +372,7 @@ impl ClickReader {
             devices: top(Detail::Device),
             browsers: top(Detail::Browser),
             os: top(Detail::Os),
+            targets: counted_targets(&details),
         })
     }
 

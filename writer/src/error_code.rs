@@ -71,11 +71,15 @@ pub enum ErrorCode {
     UnknownDomain,
     /// 403: the access token is limited to other short domains.
     DomainNotAllowed,
+    /// 422: a rule or split target is not valid, or they break a bound
+    /// (how many, how long, weights adding up to 0); the message names
+    /// the rule (`rule 2: ...`) and `field` says `rules` or `split`.
+    BadRule,
 }
 
 impl ErrorCode {
     /// Every code, for the tests that check each is documented.
-    pub const ALL: [Self; 25] = [
+    pub const ALL: [Self; 26] = [
         Self::InvalidInput,
         Self::KeyTaken,
         Self::DigestExhausted,
@@ -101,6 +105,7 @@ impl ErrorCode {
         Self::QrFailed,
         Self::UnknownDomain,
         Self::DomainNotAllowed,
+        Self::BadRule,
     ];
 
     /// The HTTP status a failure with this code is answered with.
@@ -117,7 +122,7 @@ impl ErrorCode {
             Self::BodyTooLarge | Self::TooManyLinks => 413,
             Self::UnsupportedMediaType => 415,
             Self::WrongHost => 421,
-            Self::InvalidInput | Self::UnknownDomain => 422,
+            Self::InvalidInput | Self::UnknownDomain | Self::BadRule => 422,
             Self::RateLimited => 429,
             Self::QrFailed => 500,
             Self::StoreUnavailable | Self::NotReplicated | Self::QrBusy => 503,
@@ -176,6 +181,7 @@ mod tests {
                 ErrorCode::QrFailed => 22,
                 ErrorCode::UnknownDomain => 23,
                 ErrorCode::DomainNotAllowed => 24,
+                ErrorCode::BadRule => 25,
             };
             assert_eq!(
                 ErrorCode::ALL[index],

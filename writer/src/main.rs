@@ -52,7 +52,16 @@ fn main() -> ExitCode {
             domain,
             forward_query,
             no_forward_query,
+            rules,
+            split,
         } => {
+            let (rules, split) = match cli::targeting(&rules, &split) {
+                Ok(parsed) => parsed,
+                Err(message) => {
+                    eprintln!("shortlink: {message}");
+                    return ExitCode::FAILURE;
+                }
+            };
             let new = NewLink {
                 url: &url,
                 key: key.as_deref(),
@@ -61,6 +70,8 @@ fn main() -> ExitCode {
                 max_clicks,
                 forward_query: cli::forwarding(forward_query, no_forward_query),
                 domain: domain.as_deref(),
+                rules: &rules,
+                split: &split,
             };
             with_shortener(settings, |shortener| async move {
                 cli::links::add(&shortener, &new).await

@@ -136,7 +136,7 @@ pub enum Condition {
 
 impl Condition {
     /// The condition stored as `text` (`name=value[,value...]`).
-    pub(super) fn parse(text: &str) -> Result<Self, RuleError> {
+    pub fn parse(text: &str) -> Result<Self, RuleError> {
         let bad = |why: String| RuleError::Condition {
             condition: text.to_owned(),
             why,

@@ -53,9 +53,15 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
             forward_query,
             no_forward_query,
             domain_forwards_query,
+            rules,
+            no_rules,
+            split,
+            no_split,
             if_match,
         } => {
             let domain = domain_named(&shortener, domain.as_deref())?;
+            let (rules, split) = super::targeting(&rules, &split)?;
+            let replaced = |given: bool, remove: bool| (given || remove).then_some(());
             let change = Change {
                 url: url.as_deref(),
                 expires_at: change_of(expires_at.as_deref(), no_expiry),
@@ -65,6 +71,8 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
                     super::forwarding(forward_query, no_forward_query),
                     domain_forwards_query,
                 ),
+                rules: replaced(!rules.is_empty(), no_rules).map(|()| rules.as_slice()),
+                split: replaced(!split.is_empty(), no_split).map(|()| split.as_slice()),
             };
             let written = shortener
                 .edit(&operator(), domain, &key, &change, if_match.as_deref())
@@ -116,13 +124,23 @@ async fn list(shortener: &Shortener, query: &ListQuery<'_>) -> Result<(), String
         .map_err(|e| e.to_string())?;
     for link in &listing.links {
         let record = &link.record;
+        let targeting = &record.targeting;
         println!(
-            "{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}",
             link.key,
             record.url,
             record.expires.map_or_else(|| "-".to_owned(), format_expiry),
             record.owner.as_ref().map_or("-", Owner::as_str),
             link.domain,
+            if targeting.is_empty() {
+                "-".to_owned()
+            } else {
+                format!(
+                    "{} rules, {} split",
+                    targeting.rules().len(),
+                    targeting.split().len()
+                )
+            },
         );
     }
     if let Some(next) = listing.next_cursor {
@@ -172,6 +190,23 @@ fn print_link(shortener: &Shortener, link: &Link) {
         "owner       {}",
         record.owner.as_ref().map_or("(none)", Owner::as_str)
     );
+    // As `--rule` and `--split` take them, in order: rule 1 first.
+    for (n, rule) in record.targeting.rules().iter().enumerate() {
+        let text = rule.to_string();
+        println!(
+            "rule {:<6} {}",
+            n + 1,
+            text.strip_prefix('~').unwrap_or(&text)
+        );
+    }
+    for (n, target) in record.targeting.split().iter().enumerate() {
+        let text = target.to_string();
+        println!(
+            "split {:<5} {}",
+            n + 1,
+            text.strip_prefix('*').unwrap_or(&text)
+        );
+    }
 }
 
 fn warn_purge(warning: Option<String>) {

@@ -17,11 +17,13 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use shortlink_core::rules::Place;
 use shortlink_core::Owner;
 use shortlink_writer::access::Identity;
 use shortlink_writer::config::Settings;
 use shortlink_writer::links::bulk::Format;
 use shortlink_writer::links::export::ExportFormat;
+use shortlink_writer::links::rules::{RuleBody, SplitBody};
 use shortlink_writer::links::shortener::Shortener;
 
 pub mod bulk;
@@ -76,6 +78,16 @@ pub enum Command {
         /// Never forward the query string, whatever the domain's default.
         #[arg(long)]
         no_forward_query: bool,
+        /// A rule, `CONDITIONS>URL`: conditions joined by `&`, all to hold
+        /// (`device=ios,android`, `country=DE,AT`, `lang=de`, `q.ref=mail`,
+        /// `from=UNIX`, `until=UNIX`); the first rule that matches wins.
+        /// Give it once per rule.
+        #[arg(long = "rule", value_name = "CONDITIONS>URL")]
+        rules: Vec<String>,
+        /// A split target, `WEIGHT>URL` (weight 0 to 1000): visitors no
+        /// rule took are spread by weight. Give it once per target.
+        #[arg(long = "split", value_name = "WEIGHT>URL")]
+        split: Vec<String>,
     },
     /// Print a link: its domain, target, expiry, click limit, owner and
     /// `ETag`.
@@ -127,6 +139,23 @@ pub enum Command {
         /// Forward the query string as the link's domain does.
         #[arg(long)]
         domain_forwards_query: bool,
+        /// The new rules, all of them, `CONDITIONS>URL` each (as `add`
+        /// takes them); the link's split stays.
+        #[arg(
+            long = "rule",
+            value_name = "CONDITIONS>URL",
+            conflicts_with = "no_rules"
+        )]
+        rules: Vec<String>,
+        /// Remove the link's rules.
+        #[arg(long)]
+        no_rules: bool,
+        /// The new split, all of it, `WEIGHT>URL` each; the rules stay.
+        #[arg(long = "split", value_name = "WEIGHT>URL", conflicts_with = "no_split")]
+        split: Vec<String>,
+        /// Remove the link's split.
+        #[arg(long)]
+        no_split: bool,
         /// Change only if the link still has this `ETag` (from `show`).
         #[arg(long)]
         if_match: Option<String>,
@@ -253,6 +282,31 @@ where
 /// Whoever runs the command line holds the store's credentials: an admin.
 pub fn operator() -> Identity {
     Identity::admin(Owner::try_from("operator").expect("a valid name"))
+}
+
+/// The rules and split targets of `--rule` and `--split`, each as the
+/// stored word without its `~` or `*` (which may be given all the same).
+pub fn targeting(
+    rules: &[String],
+    split: &[String],
+) -> Result<(Vec<RuleBody>, Vec<SplitBody>), String> {
+    let rules = rules
+        .iter()
+        .enumerate()
+        .map(|(n, text)| {
+            RuleBody::parse_text(text.strip_prefix('~').unwrap_or(text), Place::Rule(n + 1))
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let split = split
+        .iter()
+        .enumerate()
+        .map(|(n, text)| {
+            SplitBody::parse_text(text.strip_prefix('*').unwrap_or(text), Place::Split(n + 1))
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    Ok((rules, split))
 }
 
 /// `--forward-query` and `--no-forward-query`: the link's own choice, if

@@ -4,6 +4,7 @@ use serde::Serialize;
 use shortlink_core::ClickLimit;
 use utoipa::ToSchema;
 
+use crate::links::rules::{bodies_of, RuleBody, SplitBody};
 use crate::links::shortener::Shortener;
 use crate::links::store::Link;
 use crate::links::validate::format_expiry;
@@ -51,6 +52,15 @@ pub struct LinkBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<bool>, required = false)]
     forward_query: Option<Option<bool>>,
+    /// The rules choosing a target per request, in order (`[]`: none);
+    /// the same shape a create or change takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    rules: Option<Vec<RuleBody>>,
+    /// The weighted targets of the visitors no rule took (`[]`: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    split: Option<Vec<SplitBody>>,
     /// Set when the change was stored but Varnish could not be told.
     #[serde(skip_serializing_if = "Option::is_none")]
     warning: Option<String>,
@@ -60,6 +70,7 @@ impl LinkBody {
     /// Every field: for the link's owner, an admin, or its creator.
     pub fn new(link: &Link, shortener: &Shortener) -> Self {
         let record = &link.record;
+        let (rules, split) = bodies_of(&record.targeting);
         Self {
             expires_at: Some(record.expires.map(format_expiry)),
             expired_url: Some(record.expired_url.as_ref().map(ToString::to_string)),
@@ -67,6 +78,8 @@ impl LinkBody {
             max_clicks: Some(record.max_clicks.map(ClickLimit::get)),
             owner: Some(record.owner.as_ref().map(ToString::to_string)),
             forward_query: Some(record.forward_query),
+            rules: Some(rules),
+            split: Some(split),
             ..Self::public(link, shortener)
         }
     }
@@ -85,6 +98,8 @@ impl LinkBody {
             max_clicks: None,
             owner: None,
             forward_query: None,
+            rules: None,
+            split: None,
             warning: None,
         }
     }

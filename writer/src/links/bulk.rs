@@ -3,15 +3,19 @@
 //! writer's columns or another shortener's export) and create each one as
 //! a single insert would, answering one result per row in input order.
 
-use std::collections::VecDeque;
 use std::io::Read;
 
 use futures_util::{Stream, StreamExt as _};
 use serde::Serialize;
 use shortlink_core::Owner;
 
+mod lines;
+
+use lines::LineCounter;
+
 use crate::access::Caller;
 use crate::error_code::ErrorCode;
+use crate::links::rules::{parse_words, RuleBody, SplitBody};
 use crate::links::shortener::{NewLink, ShortenError, Shortener, Written};
 use crate::links::store::{Inserted, StoreError};
 use crate::links::validate::{Field, Invalid};
@@ -41,6 +45,9 @@ pub struct Row {
     /// Whether the link forwards its request's query; `None`: as its
     /// domain does.
     pub forward_query: Option<bool>,
+    /// Rules choosing a target per request, and the weighted split.
+    pub rules: Vec<RuleBody>,
+    pub split: Vec<SplitBody>,
 }
 
 impl Row {
@@ -53,6 +60,8 @@ impl Row {
             max_clicks: self.max_clicks,
             forward_query: self.forward_query,
             domain: self.domain.as_deref(),
+            rules: &self.rules,
+            split: &self.split,
         }
     }
 }
@@ -224,6 +233,12 @@ async fn create_row(
     }
 }
 
+impl From<ShortenError> for Refused {
+    fn from(error: ShortenError) -> Self {
+        refused_for(&error)
+    }
+}
+
 fn refused_for(error: &ShortenError) -> Refused {
     let (code, field, message) = error.answer();
     Refused::new(code, message, field)
@@ -265,6 +280,8 @@ enum Column {
     Domain,
     /// `true` or `false`: whether the link forwards its request's query.
     ForwardQuery,
+    /// The rules and split as stored words: `~device=ios>URL *50>URL`.
+    Rules,
 }
 
 impl Column {
@@ -279,6 +296,7 @@ impl Column {
             Self::Owner => Field::Owner,
             Self::Domain => Field::Domain,
             Self::ForwardQuery => Field::ForwardQuery,
+            Self::Rules => Field::Rules,
         }
     }
 }
@@ -306,6 +324,7 @@ impl Format {
             (Self::Csv, "owner") => Some(Column::Owner),
             (Self::Csv | Self::Shlink, "domain") => Some(Column::Domain),
             (Self::Csv, "forwardquery") => Some(Column::ForwardQuery),
+            (Self::Csv, "rules") => Some(Column::Rules),
             _ => None,
         }
     }
@@ -476,6 +495,11 @@ impl<R: Read> CsvRows<R> {
                         ))
                     })?);
                 }
+                Column::Rules => {
+                    (row.rules, row.split) = parse_words(value).map_err(|bad| {
+                        Refused::new(ErrorCode::BadRule, bad.to_string(), Some(bad.field()))
+                    })?;
+                }
             }
         }
         if row.url.is_empty() {
@@ -516,74 +540,6 @@ impl<R: Read> Iterator for CsvRows<R> {
         };
         self.record = record;
         Some((line, item))
-    }
-}
-
-/// Counts the line ends of what passes through, so that a record's line
-/// can be told from its first byte: the csv crate's own line numbers go
-/// wrong after CRLF line ends and blank lines. Holds only the line ends
-/// read ahead of the last record asked about.
-struct LineCounter<R> {
-    inner: R,
-    /// Bytes read so far.
-    read: u64,
-    /// Where the line ends not yet passed are (`\n`), and whether a `\r`
-    /// came right before each.
-    ends: VecDeque<(u64, bool)>,
-    /// Line ends passed.
-    passed: u64,
-    /// Whether the last byte read was `\r`.
-    last_was_cr: bool,
-}
-
-impl<R> LineCounter<R> {
-    fn new(inner: R) -> Self {
-        Self {
-            inner,
-            read: 0,
-            ends: VecDeque::new(),
-            passed: 0,
-            last_was_cr: false,
-        }
-    }
-
-    /// The line (from 1) of the record starting at `byte`, which must not
-    /// be before the last one asked about. A record the reader places on
-    /// the blank lines before it is placed after them.
-    fn line_at(&mut self, mut byte: u64) -> u64 {
-        while let Some(&(at, _)) = self.ends.front() {
-            let blank = at == byte || (at == byte + 1 && self.ends[0].1);
-            if at >= byte && !blank {
-                break;
-            }
-            if blank {
-                byte = at + 1;
-            }
-            self.ends.pop_front();
-            self.passed += 1;
-        }
-        self.passed + 1
-    }
-}
-
-impl<R: Read> Read for LineCounter<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        for (i, &b) in buf[..n].iter().enumerate() {
-            if b == b'\n' {
-                let after_cr = if i == 0 {
-                    self.last_was_cr
-                } else {
-                    buf[i - 1] == b'\r'
-                };
-                self.ends.push_back((self.read + i as u64, after_cr));
-            }
-        }
-        if n > 0 {
-            self.last_was_cr = buf[n - 1] == b'\r';
-        }
-        self.read += n as u64;
-        Ok(n)
     }
 }
 
@@ -632,9 +588,9 @@ mod tests {
     #[test]
     fn a_csv_header_names_any_of_the_link_fields() {
         let read = rows(
-            "\u{feff}key,short_url,url,expires_at,expired_url,max_clicks,owner,domain,forward_query\n\
-             docs,http://s/l/docs,https://example.org/docs,2030-01-01T00:00:00Z,https://example.org/,5,alice,go.example,true\n\
-             ,,https://example.org/x,,,many,,,\n",
+            "\u{feff}key,short_url,url,expires_at,expired_url,max_clicks,owner,domain,forward_query,rules\n\
+             docs,http://s/l/docs,https://example.org/docs,2030-01-01T00:00:00Z,https://example.org/,5,alice,go.example,true,~device=ios>https://a.example/ *5>https://b.example/\n\
+             ,,https://example.org/x,,,many,,,,\n",
             Format::Csv,
         );
         assert_eq!(read.len(), 2);
@@ -651,6 +607,15 @@ mod tests {
                     owner: Some("alice".into()),
                     domain: Some("go.example".into()),
                     forward_query: Some(true),
+                    rules: vec![RuleBody {
+                        device: vec!["ios".into()],
+                        url: "https://a.example/".into(),
+                        ..RuleBody::default()
+                    }],
+                    split: vec![SplitBody {
+                        weight: 5,
+                        url: "https://b.example/".into(),
+                    }],
                 })
             )
         );

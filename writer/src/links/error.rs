@@ -4,6 +4,7 @@
 
 use crate::config::UnknownDomain;
 use crate::error_code::ErrorCode;
+use crate::links::rules::BadRule;
 use crate::links::store::StoreError;
 use crate::links::validate::{Field, Invalid};
 
@@ -34,6 +35,8 @@ pub enum ShortenError {
          allowed on it (or an admin token), or name one of the token's domains"
     )]
     DomainNotAllowed(String),
+    #[error(transparent)]
+    BadRule(#[from] BadRule),
 }
 
 impl ShortenError {
@@ -57,6 +60,7 @@ impl ShortenError {
             Self::Stale { .. } => (ErrorCode::Stale, None),
             Self::UnknownDomain(_) => (ErrorCode::UnknownDomain, Some(Field::Domain)),
             Self::DomainNotAllowed(_) => (ErrorCode::DomainNotAllowed, Some(Field::Domain)),
+            Self::BadRule(bad) => (ErrorCode::BadRule, Some(bad.field())),
         }
     }
 

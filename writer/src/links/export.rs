@@ -36,7 +36,7 @@ pub enum ExportFormat {
 /// The CSV columns, in order: an import reads back all but `short_url` and
 /// `expired` (`owner` by `shortlink import` alone); new columns go last, so
 /// that a reader of the older ones by position still reads them.
-pub const CSV_COLUMNS: [&str; 10] = [
+pub const CSV_COLUMNS: [&str; 11] = [
     "url",
     "key",
     "expires_at",
@@ -47,6 +47,7 @@ pub const CSV_COLUMNS: [&str; 10] = [
     "owner",
     "domain",
     "forward_query",
+    "rules",
 ];
 
 impl ExportFormat {
@@ -99,6 +100,9 @@ impl ExportFormat {
                             Some(true) => "true",
                             Some(false) => "false",
                         },
+                        // The stored words, `~...>URL *50>URL`: no space
+                        // stands inside one.
+                        record.targeting.to_string().trim_start(),
                     ]);
                 }
                 writer.into_inner().unwrap_or_default()

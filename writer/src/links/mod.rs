@@ -10,6 +10,7 @@
 //! | `bulk.rs` | many links at once: rows, CSV, their outcomes |
 //! | `export.rs` | the links written out as CSV or JSON lines |
 //! | `body.rs` | a link as the API and the JSON-lines export show it |
+//! | `rules.rs` | a link's rules and split as people give them, checked into the core's `Targeting`, and back |
 //!
 //! It uses the configuration, the connections to Redis, the purges and the
 //! click reader; the HTTP layer and the command line use it.
@@ -18,6 +19,7 @@ pub mod body;
 pub mod bulk;
 pub mod error;
 pub mod export;
+pub mod rules;
 pub mod shortener;
 pub mod store;
 pub mod validate;

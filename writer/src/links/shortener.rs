@@ -10,11 +10,13 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use shortlink_core::rules::Targeting;
 use shortlink_core::{Expiry, Key, Owner, Record, Stored, ValidUrl};
 
 use crate::access::{Caller, Identity};
 use crate::clicks::TrendingCache;
 use crate::config::{Domain, Settings};
+use crate::links::rules::{rules_of, split_of, RuleBody, SplitBody};
 use crate::links::store::{Current, Inserted, Link, LinkStore, StoreError};
 use crate::links::validate::{
     check_click_limit, check_custom_key, normalize_expired_url, normalize_url, parse_expiry, Field,
@@ -68,6 +70,10 @@ pub struct NewLink<'a> {
     /// The short domain, by its name or an alias; `None` or empty: the
     /// default domain.
     pub domain: Option<&'a str>,
+    /// Rules choosing a target per request; the first that matches wins.
+    pub rules: &'a [RuleBody],
+    /// Weighted targets for the visitors no rule took.
+    pub split: &'a [SplitBody],
 }
 
 /// A change to a link, as submitted: `None` leaves a part as it is;
@@ -80,6 +86,10 @@ pub struct Change<'a> {
     pub max_clicks: Option<Option<u64>>,
     /// `Some(None)`: as the link's domain does.
     pub forward_query: Option<Option<bool>>,
+    /// New rules, all of them; `Some(&[])` removes them.
+    pub rules: Option<&'a [RuleBody]>,
+    /// A new split, all of it; `Some(&[])` removes it.
+    pub split: Option<&'a [SplitBody]>,
 }
 
 /// The outcome of a change, and whether Varnish forgot the old answer: if
@@ -274,7 +284,11 @@ impl Shortener {
             owner,
             expired_url: self.expired_url(new.expired_url)?,
             forward_query: new.forward_query,
-            targeting: shortlink_core::rules::Targeting::default(),
+            targeting: Targeting::new(
+                rules_of(new.rules, &self.settings)?,
+                split_of(new.split, &self.settings)?,
+            )
+            .map_err(crate::links::rules::BadRule::from)?,
         };
         Ok((record, key))
     }
@@ -329,6 +343,14 @@ impl Shortener {
                     .transpose()
             })
             .transpose()?;
+        let rules = change
+            .rules
+            .map(|rules| rules_of(rules, &self.settings))
+            .transpose()?;
+        let split = change
+            .split
+            .map(|split| split_of(split, &self.settings))
+            .transpose()?;
         let written = self
             .write(who, domain, &key, if_match, |record| {
                 let mut record = record.clone();
@@ -347,7 +369,20 @@ impl Shortener {
                 if let Some(forward_query) = change.forward_query {
                     record.forward_query = forward_query;
                 }
-                Stored::Link(record)
+                if rules.is_some() || split.is_some() {
+                    // Checked again as a whole: the bounds hold for the
+                    // new rules with the kept split, and the other way.
+                    record.targeting = Targeting::new(
+                        rules
+                            .clone()
+                            .unwrap_or_else(|| record.targeting.rules().to_vec()),
+                        split
+                            .clone()
+                            .unwrap_or_else(|| record.targeting.split().to_vec()),
+                    )
+                    .map_err(crate::links::rules::BadRule::from)?;
+                }
+                Ok(Stored::Link(record))
             })
             .await?;
         let Stored::Link(record) = &written.outcome.stored else {
@@ -377,7 +412,7 @@ impl Shortener {
     ) -> Result<Written<()>, ShortenError> {
         let key = Self::existing_key(domain, key)?;
         let written = self
-            .write(who, domain, &key, if_match, |_| Stored::Deleted)
+            .write(who, domain, &key, if_match, |_| Ok(Stored::Deleted))
             .await?;
         Ok(Written {
             outcome: (),
@@ -406,7 +441,7 @@ impl Shortener {
         domain: &Domain,
         key: &Key,
         if_match: Option<&str>,
-        change: impl Fn(&Record) -> Stored,
+        change: impl Fn(&Record) -> Result<Stored, ShortenError>,
     ) -> Result<Written<Current>, ShortenError> {
         allowed(who, domain)?;
         let store = self.store(domain);
@@ -423,7 +458,7 @@ impl Shortener {
                     current: current.etag(),
                 });
             }
-            let new = change(record);
+            let new = change(record)?;
             let replaced = store.replace(key, &current.raw, &new).await;
             if self.purged_if_stored(domain, replaced).await? {
                 let purge_warning = self.purge(domain, key.as_str()).await;

@@ -22,6 +22,10 @@ pub enum Field {
     ForwardQuery,
     /// The short domain a link is on.
     Domain,
+    /// The rules that choose a target per request.
+    Rules,
+    /// The weighted targets visitors are spread over.
+    Split,
     Cursor,
     Limit,
     Days,
@@ -42,6 +46,8 @@ impl Field {
             Self::MaxClicks => "max_clicks",
             Self::ForwardQuery => "forward_query",
             Self::Domain => "domain",
+            Self::Rules => "rules",
+            Self::Split => "split",
             Self::Cursor => "cursor",
             Self::Limit => "limit",
             Self::Days => "days",

@@ -39,7 +39,7 @@ pub struct ExportParams {
     responses(
         (status = 200, description = "Every link the token may change (an admin's: every link), streamed; CSV reads back through the bulk API and `shortlink import`",
          content(
-            (String = "text/csv", example = "url,key,expires_at,expired_url,max_clicks,short_url,expired,owner,domain,forward_query\nhttps://example.org/,Lm25,,,,http://127.0.0.1:6081/l/Lm25,false,alice,127.0.0.1,\n"),
+            (String = "text/csv", example = "url,key,expires_at,expired_url,max_clicks,short_url,expired,owner,domain,forward_query,rules\nhttps://example.org/,Lm25,,,,http://127.0.0.1:6081/l/Lm25,false,alice,127.0.0.1,,~device=ios>https://apps.apple.com/app/id1 *50>https://example.org/a *50>https://example.org/b\n"),
             (String = "application/jsonl")
          )),
         (status = 401, description = "No access token, or one that is not valid (`WWW-Authenticate` says which)", body = ErrorBody),

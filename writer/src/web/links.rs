@@ -9,13 +9,15 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use shortlink_core::rules::Place;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::access::Gatekeeper;
 use crate::config::Domain;
 use crate::links::body::LinkBody;
 use crate::links::bulk::Row;
-use crate::links::shortener::{Change, ListQuery, Shortener, Written, DEFAULT_PAGE};
+use crate::links::rules::{list_of, BadRule, RuleBody, SplitBody};
+use crate::links::shortener::{Change, ListQuery, ShortenError, Shortener, Written, DEFAULT_PAGE};
 use crate::links::store::{Current, Inserted, Link};
 use crate::links::validate::{Field, Invalid};
 use crate::metrics::Metrics;
@@ -42,11 +44,20 @@ pub struct LinkInput {
     /// The short domain, by its name or an alias; absent, empty or `null`:
     /// the default domain. A token limited to domains may name those only.
     pub domain: Option<String>,
+    /// Rules choosing a target per request (at most 16; the first that
+    /// matches wins); absent or `null`: none. A bad one is refused with
+    /// 422 `bad-rule`, naming it (`rule 2: ...`).
+    pub rules: Option<Vec<RuleBody>>,
+    /// Weighted targets (at most 8, weights 0 to 1000 adding up to more
+    /// than 0) for the visitors no rule took, each kept on one; absent or
+    /// `null`: none, the link's own URL.
+    pub split: Option<Vec<SplitBody>>,
 }
 
 /// A change to a link: absent fields stay; `null` removes an expiry, an
 /// expired URL or a click limit, or leaves query forwarding to the
-/// domain. A key and a domain never change.
+/// domain; `rules` and `split` replace the link's whole list, and `null`
+/// (or `[]`) removes it. A key and a domain never change.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LinkChange {
     pub url: Option<String>,
@@ -54,6 +65,8 @@ pub struct LinkChange {
     pub expired_url: Option<String>,
     pub max_clicks: Option<u64>,
     pub forward_query: Option<bool>,
+    pub rules: Option<Vec<RuleBody>>,
+    pub split: Option<Vec<SplitBody>>,
 }
 
 /// Which domain's link a per-key route means.
@@ -104,7 +117,7 @@ pub struct Deleted {
 /// The fields a link's JSON object may hold: what [`row_of`] and
 /// `edit_link` read (the latter all but the key), and the OpenAPI
 /// document's `LinkInput` lists.
-pub const LINK_FIELDS: [Field; 7] = [
+pub const LINK_FIELDS: [Field; 9] = [
     Field::Url,
     Field::Key,
     Field::ExpiresAt,
@@ -112,6 +125,8 @@ pub const LINK_FIELDS: [Field; 7] = [
     Field::MaxClicks,
     Field::ForwardQuery,
     Field::Domain,
+    Field::Rules,
+    Field::Split,
 ];
 
 /// The fields of a JSON object, each taken at most once by name; whatever
@@ -169,6 +184,22 @@ impl Fields {
         }
     }
 
+    /// The rules: absent `None`; `null` or `[]` `Some(empty)`, none.
+    fn rules(&mut self) -> Result<Option<Vec<RuleBody>>, BadRule> {
+        self.0
+            .remove(Field::Rules.name())
+            .map(|value| list_of(value, Place::Rule, "rules"))
+            .transpose()
+    }
+
+    /// The split, as [`Self::rules`].
+    fn split(&mut self) -> Result<Option<Vec<SplitBody>>, BadRule> {
+        self.0
+            .remove(Field::Split.name())
+            .map(|value| list_of(value, Place::Split, "split"))
+            .transpose()
+    }
+
     fn done(self) -> Result<(), Invalid> {
         match self.0.keys().next() {
             None => Ok(()),
@@ -200,7 +231,7 @@ impl Fields {
         (status = 409, description = "The custom key holds another link on its domain (or every generated key is taken)", body = ErrorBody),
         (status = 413, description = "The body is over max_body_bytes", body = ErrorBody),
         (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
-        (status = 422, description = "A field is not valid, or unknown; `field` names it (`unknown-domain`: a domain not served here)", body = ErrorBody),
+        (status = 422, description = "A field is not valid, or unknown; `field` names it (`unknown-domain`: a domain not served here; `bad-rule`: a rule or split target, named in the message as `rule 2: ...`, with `field` `rules` or `split`)", body = ErrorBody),
         (status = 429, description = "Too many links from this address without a token; `Retry-After` says when to come back", body = ErrorBody),
         (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
     ),
@@ -231,7 +262,7 @@ pub(crate) async fn create_link(
 
 /// The link a JSON object describes, as a single insert and each item of
 /// a bulk one take it.
-pub(crate) fn row_of(object: Map<String, Value>) -> Result<Row, Invalid> {
+pub(crate) fn row_of(object: Map<String, Value>) -> Result<Row, ShortenError> {
     let mut fields = Fields(object);
     let url = fields
         .text(Field::Url, false)?
@@ -246,6 +277,8 @@ pub(crate) fn row_of(object: Map<String, Value>) -> Result<Row, Invalid> {
         forward_query: fields.flag(Field::ForwardQuery)?.flatten(),
         domain: fields.text(Field::Domain, true)?.flatten(),
         owner: None,
+        rules: fields.rules()?.unwrap_or_default(),
+        split: fields.split()?.unwrap_or_default(),
     };
     fields.done()?;
     Ok(row)
@@ -320,8 +353,8 @@ fn if_match(request: &HttpRequest) -> Option<&str> {
         .map(|value| value.to_str().unwrap_or("\"unreadable\""))
 }
 
-/// Changes a link's target, expiry, expired URL or click limit; Varnish
-/// serves the change at once.
+/// Changes a link's target, expiry, expired URL, click limit, rules or
+/// split; Varnish serves the change at once.
 #[utoipa::path(
     patch,
     path = "/api/links/{key}",
@@ -344,7 +377,7 @@ fn if_match(request: &HttpRequest) -> Option<&str> {
         (status = 412, description = "The link changed since the ETag in If-Match was read", body = ErrorBody),
         (status = 413, description = "The body is over max_body_bytes", body = ErrorBody),
         (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
-        (status = 422, description = "A field is not valid, unknown, or the key or domain; the domain is not served here (`unknown-domain`); or nothing to change", body = ErrorBody),
+        (status = 422, description = "A field is not valid, unknown, or the key or domain; the domain is not served here (`unknown-domain`); a rule or split target is not valid (`bad-rule`, the message names it: `rule 2: ...`); or nothing to change", body = ErrorBody),
         (status = 503, description = "The link store (Redis) is unreachable, or too few replicas confirmed the change; try again", body = ErrorBody),
     ),
     security(("token" = []))
@@ -364,6 +397,8 @@ pub(crate) async fn edit_link(
     let expired_url = fields.text(Field::ExpiredUrl, true)?;
     let max_clicks = fields.count(Field::MaxClicks)?;
     let forward_query = fields.flag(Field::ForwardQuery)?;
+    let rules = fields.rules().map_err(ShortenError::from)?;
+    let split = fields.split().map_err(ShortenError::from)?;
     if fields.0.contains_key(Field::Key.name()) {
         return Err(Invalid::new(
             Field::Key,
@@ -385,10 +420,13 @@ pub(crate) async fn edit_link(
         && expired_url.is_none()
         && max_clicks.is_none()
         && forward_query.is_none()
+        && rules.is_none()
+        && split.is_none()
     {
         return Err(Invalid::new(
             Field::Url,
-            "nothing to change: send url, expires_at, expired_url, max_clicks or forward_query",
+            "nothing to change: send url, expires_at, expired_url, max_clicks, \
+             forward_query, rules or split",
         )
         .into());
     }
@@ -398,6 +436,8 @@ pub(crate) async fn edit_link(
         expired_url: expired_url.as_ref().map(Option::as_deref),
         max_clicks,
         forward_query,
+        rules: rules.as_deref(),
+        split: split.as_deref(),
     };
     let written = shortener
         .edit(&who, domain, &key, &change, if_match(&request))
@@ -527,16 +567,22 @@ mod tests {
             let value = match field {
                 Field::MaxClicks => Value::from(3),
                 Field::ForwardQuery => Value::from(true),
+                Field::Rules => {
+                    serde_json::json!([{"device": ["ios"], "url": "https://a.example/"}])
+                }
+                Field::Split => serde_json::json!([{"weight": 1, "url": "https://a.example/"}]),
                 _ => Value::from("https://example.org/"),
             };
             object.insert(field.name().to_owned(), value);
         }
         assert!(row_of(object.clone()).is_ok());
         object.insert("colour".into(), "blue".into());
-        let refused = row_of(object).unwrap_err();
+        let Err(ShortenError::Invalid(refused)) = row_of(object) else {
+            panic!("an unknown field is refused as invalid input");
+        };
         assert_eq!(refused.field, Field::Unknown);
-        assert!(refused
-            .message
-            .contains("url, key, expires_at, expired_url, max_clicks, forward_query, domain"));
+        assert!(refused.message.contains(
+            "url, key, expires_at, expired_url, max_clicks, forward_query, domain, rules, split"
+        ));
     }
 }

@@ -7,11 +7,12 @@ use actix_web::HttpResponse;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::clicks::{DayCount, HourCount, LinkStats, Share, Trending};
+use crate::clicks::{DayCount, HourCount, LinkStats, Share, TargetClicks, Trending};
 use crate::error_code::ErrorCode;
 use crate::links::body::LinkBody;
 use crate::links::bulk::{Made, Refused, RowOutcome, Summary};
 use crate::links::export::ExportFormat;
+use crate::links::rules::{RuleBody, SplitBody};
 use crate::web::bulk::{BulkAnswer, BulkResult};
 use crate::web::error::ErrorBody;
 use crate::web::html_page;
@@ -73,7 +74,8 @@ impl Modify for BearerToken {
     components(schemas(
         ErrorBody, ErrorCode, LinkInput, LinkChange, LinkBody, LinkPage, BulkAnswer, BulkResult,
         RowOutcome, Made, Refused, Summary, Deleted, WhoAmI, TrendingLinks, Trending,
-        DomainStats, LinkStats, DayCount, HourCount, Share, ExportFormat
+        DomainStats, LinkStats, DayCount, HourCount, Share, ExportFormat, RuleBody, SplitBody,
+        TargetClicks
     )),
     modifiers(&BearerToken),
     tags(
@@ -362,6 +364,8 @@ mod tests {
             "max_clicks",
             "owner",
             "forward_query",
+            "rules",
+            "split",
         ] {
             assert!(link["properties"][field].is_object(), "{field}: {link}");
         }

@@ -1135,3 +1135,144 @@ pub fn pages_run_their_own_script_only(suite: &Suite) -> Result<(), String> {
         Ok(())
     })
 }
+
+/// The management page's rules editor: a rule and a split set on a link,
+/// a bad rule refused next to the rules naming it, the stored value read
+/// in Redis; then both removed.
+pub fn management_page_edits_rules_and_split(suite: &Suite) -> Result<(), String> {
+    let key = create(
+        suite,
+        Some(ALICE_TOKEN),
+        &json!({ "url": "https://example.org/browser/rules" }),
+    )?;
+    let stored = |key: &str| -> Result<String, String> {
+        let value: Option<String> =
+            suite
+                .redis
+                .query(&["HGET", &format!("short:{}", &key[..2]), &key[2..]])?;
+        value.ok_or_else(|| format!("{key} is not stored"))
+    };
+    let row = format!("li.link[data-key=\"{key}\"]");
+    in_chromium(suite, "rules", |client| async move {
+        let client = &client;
+        open(client, &format!("{}/manage", suite.writer_url)).await?;
+        step(
+            client,
+            Some(("#token", ALICE_TOKEN)),
+            "#sign-in-form button[type=submit]",
+            "!document.getElementById('manager').hidden",
+        )
+        .await?;
+        step(
+            client,
+            Some(("#search", &key)),
+            "#search-form button[type=submit]",
+            &format!("document.querySelector('{row}')"),
+        )
+        .await?;
+        step(
+            client,
+            None,
+            &format!("{row} button.edit"),
+            "document.getElementById('edit-dialog').open",
+        )
+        .await?;
+        fill_rule_and_split(client).await?;
+        let rule = "#rules-list fieldset.rule:nth-of-type(1)";
+        // A country ISO 3166-1 does not know: refused, named, nothing stored.
+        step(
+            client,
+            None,
+            "#edit-save",
+            "document.querySelector('#edit-rules-help.error')",
+        )
+        .await?;
+        let refusal = text(client, "#edit-rules-help").await?;
+        ensure(
+            refusal.starts_with("rule 1: condition \"country=XX\""),
+            || format!("the refusal: {refusal:?}"),
+        )?;
+        ensure(!stored(&key)?.contains('~'), || {
+            "a refused rule was stored".into()
+        })?;
+        type_into(client, &format!("{rule} .rule-country"), "de, AT").await?;
+        step(
+            client,
+            None,
+            "#edit-save",
+            &format!("!document.getElementById('edit-dialog').open && document.querySelector('{row} .rules-badge')"),
+        )
+        .await?;
+        let value = stored(&key)?;
+        ensure(
+            value.ends_with(
+                " ~device=ios&country=DE,AT>https://apps.example.com/rule \
+                 *30>https://a.example.org/ *70>https://b.example.org/",
+            ),
+            || format!("stored after saving: {value}"),
+        )?;
+        if let Ok(png) = client.screenshot().await {
+            let _ = std::fs::write(suite.dir.join("rules.png"), png);
+        }
+        // Opened again, the editor shows them; removed, they are gone.
+        step(
+            client,
+            None,
+            &format!("{row} button.edit"),
+            "document.getElementById('edit-dialog').open && \
+             document.querySelectorAll('#split-list fieldset').length === 2 && \
+             document.querySelector('#rules-list .rule-country').value === 'DE, AT'",
+        )
+        .await?;
+        for list in ["#rules-list", "#split-list", "#split-list"] {
+            click(client, &format!("{list} .remove-row")).await?;
+        }
+        step(
+            client,
+            None,
+            "#edit-save",
+            &format!("!document.getElementById('edit-dialog').open && !document.querySelector('{row} .rules-badge')"),
+        )
+        .await?;
+        let value = stored(&key)?;
+        ensure(
+            value.starts_with("https://example.org/browser/rules") && !value.contains(['~', '*']),
+            || format!("stored after removing: {value}"),
+        )
+    })
+}
+
+/// In the open edit dialog: a rule for iPhones in a country no one has
+/// (`XX`), and a split of 30 to 70.
+async fn fill_rule_and_split(client: &fantoccini::Client) -> Result<(), String> {
+    click(client, "#edit-targeting summary").await?;
+    step(
+        client,
+        None,
+        "#add-rule",
+        "document.querySelector('#rules-list fieldset.rule')",
+    )
+    .await?;
+    let rule = "#rules-list fieldset.rule:nth-of-type(1)";
+    click(client, &format!("{rule} .rule-device[value=ios]")).await?;
+    type_into(client, &format!("{rule} .rule-country"), "XX").await?;
+    type_into(
+        client,
+        &format!("{rule} .rule-url"),
+        "https://apps.example.com/rule",
+    )
+    .await?;
+    for (n, (weight, url)) in [
+        ("30", "https://a.example.org/"),
+        ("70", "https://b.example.org/"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        click(client, "#add-split").await?;
+        let target = format!("#split-list fieldset.split-target:nth-of-type({})", n + 1);
+        type_into(client, &format!("{target} .rule-weight"), weight).await?;
+        type_into(client, &format!("{target} .rule-url"), url).await?;
+    }
+    Ok(())
+}

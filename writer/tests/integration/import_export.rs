@@ -13,13 +13,13 @@ use crate::common::{
 };
 
 /// What `shortlink` printed, and whether it succeeded.
-struct Run {
-    success: bool,
-    stdout: String,
-    stderr: String,
+pub struct Run {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
 }
 
-fn shortlink(config: &Path, args: &[&str]) -> Result<Run, String> {
+pub fn shortlink(config: &Path, args: &[&str]) -> Result<Run, String> {
     let output = Command::new(WRITER)
         .arg("--config")
         .arg(config)
@@ -34,7 +34,7 @@ fn shortlink(config: &Path, args: &[&str]) -> Result<Run, String> {
 }
 
 /// The suite's configuration with the links under `prefix` instead.
-fn config_with_prefix(suite: &Suite, prefix: &str) -> Result<PathBuf, String> {
+pub fn config_with_prefix(suite: &Suite, prefix: &str) -> Result<PathBuf, String> {
     let text = std::fs::read_to_string(&suite.config_file).map_err(|e| e.to_string())?;
     let text = text.replacen(
         "[redis]\n",
@@ -397,7 +397,7 @@ pub fn export_imports_back_into_another_store(suite: &Suite) -> Result<(), Strin
     ensure(
         a.iter().any(|l| l.starts_with("https://example.org/round/1,round1,2099-01-01T00:00:00Z,https://example.org/after,,"))
             && a.iter().any(|l| l.starts_with("https://example.org/round/2,round2,,,25,")
-                && l.ends_with(",false,alice,,"))
+                && l.ends_with(",false,alice,,,"))
             && a.iter().any(|l| l.starts_with("\"https://example.org/round/3?q=a,b\","))
             && a.iter().any(|l| l.starts_with("https://example.org/round/by-hand,round"))
             && !a.iter().any(|l| l.contains("roundGone")),
@@ -523,17 +523,17 @@ pub fn export_carries_and_filters_by_domain(suite: &Suite) -> Result<(), String>
     let rows: Vec<&str> = every.stdout.lines().collect();
     ensure(
         rows.first()
-            .is_some_and(|head| head.ends_with(",owner,domain,forward_query"))
+            .is_some_and(|head| head.ends_with(",owner,domain,forward_query,rules"))
             && rows.contains(
                 &format!(
-                    "https://example.org/exdom/default,exd1,,,,{}l/exd1,false,,,",
+                    "https://example.org/exdom/default,exd1,,,,{}l/exd1,false,,,,",
                     suite.varnish.base_url() + "/"
                 )
                 .as_str(),
             )
             && rows.iter().any(|row| {
                 row.starts_with("https://example.org/exdom/go,exd1,")
-                    && row.ends_with(",go.test,true")
+                    && row.ends_with(",go.test,true,")
             }),
         || format!("export: {rows:#?}"),
     )?;

@@ -19,6 +19,7 @@ mod lifecycle;
 mod nodes;
 mod openapi;
 mod qr;
+mod rules;
 mod security;
 mod splits;
 mod store;
@@ -115,6 +116,26 @@ const TESTS: &[(&str, common::Test)] = &[
     (
         "import_export::export_carries_and_filters_by_domain",
         import_export::export_carries_and_filters_by_domain,
+    ),
+    (
+        "rules::api_sets_shows_changes_and_removes_rules",
+        rules::api_sets_shows_changes_and_removes_rules,
+    ),
+    (
+        "rules::bad_rules_are_refused_naming_the_rule",
+        rules::bad_rules_are_refused_naming_the_rule,
+    ),
+    (
+        "rules::stats_report_clicks_per_target",
+        rules::stats_report_clicks_per_target,
+    ),
+    (
+        "rules::command_line_adds_shows_and_removes_rules",
+        rules::command_line_adds_shows_and_removes_rules,
+    ),
+    (
+        "rules::export_and_import_keep_rules",
+        rules::export_and_import_keep_rules,
     ),
     (
         "api::same_key_on_two_domains_is_two_links",
@@ -377,6 +398,10 @@ const TESTS: &[(&str, common::Test)] = &[
     (
         "browser::form_to_landing_page",
         browser::form_to_landing_page,
+    ),
+    (
+        "browser::management_page_edits_rules_and_split",
+        browser::management_page_edits_rules_and_split,
     ),
     (
         "browser::statistics_page_draws_the_clicks",

@@ -97,6 +97,9 @@ impl Shortener {
             Stored::Link(record) => Some(record),
             Stored::Deleted => None,
         };
+        if let Some(record) = &record {
+            stats.join_targets(record);
+        }
         if let Some(limit) = record.as_ref().and_then(|record| record.max_clicks) {
             stats.max_clicks = Some(limit.get());
             stats.clicks_left = Some(limit.left(stats.clicks));

@@ -192,6 +192,7 @@ function row(link) {
   if (link.forward_query === false) meta.push('never forwards query strings');
   meta.push(link.owner ? 'created by ' + link.owner : 'created without a token');
   item.appendChild(element('div', 'meta', meta.join(' · ')));
+  targetingSummary(link, head, item);
   var actions = element('div', 'row-actions');
   var edit = element('button', 'secondary edit', 'Edit');
   edit.type = 'button';
@@ -251,6 +252,7 @@ function fieldError(field, message) {
     help.className = bad ? 'error' : 'hint';
   });
   campaignError('');
+  blamed = targetingError(field, message) || blamed;
   var general = $('edit-error');
   general.hidden = !message || blamed;
   general.textContent = general.hidden ? '' : message;
@@ -273,6 +275,7 @@ function fillEdit(link, etag) {
     'As the domain does (' + (forwards ? 'forward' : 'do not forward') + ')';
   UTM.forEach(function (name) { $('edit-campaign').querySelector('[name="' + name + '"]').value = ''; });
   $('edit-campaign').open = false;
+  state.editing.targeting = fillTargeting(link);
   fieldError(null, '');
 }
 
@@ -322,6 +325,7 @@ function saveEdit(event) {
   if (limit.value.trim() !== clickLimitText(editing.link)) {
     change.max_clicks = limit.value.trim() === '' ? null : Number(limit.value);
   }
+  targetingChange(change, editing.targeting);
   if (Object.keys(change).length === 0) { $('edit-dialog').close(); return; }
   $('edit-save').disabled = true;
   api('PATCH', linkPath(editing.key, editing.domain), change, editing.etag).then(function (result) {

@@ -49,6 +49,18 @@ dialog h2 { margin-top: 0; font-size: 1.25rem; word-break: break-all; }
 .inline button { white-space: nowrap; }
 .toolbar select { flex: 0 1 auto; }
 .domain { font-size: .8rem; padding: .05rem .45rem; border-radius: .4rem; border: 1px solid var(--line); }
+.rules-badge { font-size: .75rem; padding: .05rem .45rem; border-radius: .4rem; border: 1px solid var(--accent);
+               color: var(--accent); }
+details.targets { font-size: .85rem; margin-top: .3rem; }
+.target-list { margin: .3rem 0 0; padding-left: 1.2rem; word-break: break-all; }
+#edit-targeting { margin: 1rem 0; }
+#edit-targeting summary { font-weight: 600; cursor: pointer; }
+fieldset.rule, fieldset.split-target { border: 1px solid var(--line); border-radius: .5rem; margin: .6rem 0;
+                                       padding: .5rem .75rem; display: grid; gap: .4rem; }
+.rule-part { display: grid; grid-template-columns: 9rem 1fr; gap: .5rem; align-items: center; font-size: .9rem; }
+.rule-devices { display: flex; flex-wrap: wrap; gap: .75rem; font-size: .9rem; }
+.rule-devices > span { width: 8.5rem; }
+.remove-row { justify-self: end; padding: .2rem .7rem; font-size: .85rem; }
 ";
 
 /// A short domain as the page knows it: its name, and whether its links
@@ -59,8 +71,9 @@ pub struct PageDomain {
     pub forwards: bool,
 }
 
-/// The page's one script, whose digest its `Content-Security-Policy` allows.
-pub const SCRIPT: &str = include_str!("manage.js");
+/// The page's one script, whose digest its `Content-Security-Policy`
+/// allows: the list and dialogs, then the rules editor they call.
+pub const SCRIPT: &str = concat!(include_str!("manage.js"), include_str!("manage_rules.js"));
 
 /// The page, the same for everyone, for the short `domains` (the default
 /// one first).
@@ -130,6 +143,7 @@ pub fn render(domains: &[PageDomain]) -> String {
         "After this many clicks by people (bots are not counted) the link answers as if \
          expired. Leave empty for no limit.",
     );
+    targeting_editor(&mut page);
     page.push_str(
         "<p class=\"error\" id=\"edit-error\" role=\"alert\" hidden></p>\n\
          <div class=\"actions\"><button type=\"button\" id=\"edit-cancel\" class=\"secondary\">\
@@ -193,6 +207,29 @@ fn manager_section(page: &mut String, domains: &[PageDomain]) {
          <ul id=\"link-list\"></ul>\n\
          <p><button type=\"button\" id=\"more\" class=\"secondary\" hidden>Show more</button></p>\n\
          </section>\n",
+    );
+}
+
+/// The rules and split of the edited link: the script fills the lists
+/// with a fieldset per rule and per split target.
+fn targeting_editor(page: &mut String) {
+    page.push_str(
+        "<details id=\"edit-targeting\">\n<summary>Rules and split \
+         <span class=\"optional\">(optional)</span></summary>\n\
+         <p class=\"hint\">A rule sends the visitors it matches (all its conditions hold) to its \
+         own target; the first rule that matches wins. Visitors no rule took are spread over the \
+         split targets by weight, each visitor kept on one; without a split, they go to the long \
+         URL.</p>\n\
+         <div id=\"rules-list\"></div>\n\
+         <p class=\"hint\" id=\"edit-rules-help\" data-hint=\"Device, country (DE, AT), \
+         language (de, pt-BR), a query parameter (ref=mail) and a time window: give at least \
+         one.\"></p>\n\
+         <button type=\"button\" id=\"add-rule\" class=\"secondary\">Add a rule</button>\n\
+         <div id=\"split-list\"></div>\n\
+         <p class=\"hint\" id=\"edit-split-help\" data-hint=\"Weights 0 to 1000; they must add \
+         up to more than 0.\"></p>\n\
+         <button type=\"button\" id=\"add-split\" class=\"secondary\">Add a split target</button>\n\
+         </details>\n",
     );
 }
 

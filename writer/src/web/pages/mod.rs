@@ -6,7 +6,7 @@
 //! | `form.rs` | the form's handlers: the page, its post, its CSV upload |
 //! | `page.rs` | the form page drawn, and the style every page shares |
 //! | `campaign.rs` | `utm_*` parameters added to a target, the forwarding choice |
-//! | `manage.rs`, `manage.js` | the management page and its script |
+//! | `manage.rs`, `manage.js`, `manage_rules.js` | the management page and its script (the list and dialogs, then the rules and split editor, sent as one) |
 //! | `stats_page.rs`, `stats.js` | a link's statistics page and its script |
 //!
 //! The pages hold no data but the form's outcome: the management and

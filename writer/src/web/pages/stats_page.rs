@@ -15,7 +15,7 @@ use actix_web::HttpResponse;
 use shortlink_core::escape_html as escape;
 
 use super::page::STYLE;
-use crate::clicks::{LinkStats, Share};
+use crate::clicks::{LinkStats, Share, TargetClicks};
 use crate::web::html_page;
 
 const STATS_STYLE: &str = r"
@@ -163,6 +163,13 @@ pub fn report(stats: &LinkStats, short_url: &str, target: Option<&str>) -> Strin
         &format!("Clicks per hour (UTC), last {} hours", hourly.len()),
         &hourly,
     );
+    if !stats.targets.is_empty() {
+        // Rules and split targets in their order, each with its URL.
+        let targets: Vec<Share> = stats.targets.iter().map(target_share).collect();
+        html.push_str("<div class=\"shares\" id=\"targets\">\n");
+        share_table(&mut html, "Clicks per target (rules and split)", &targets);
+        html.push_str("</div>\n");
+    }
     html.push_str("<div class=\"shares\">\n");
     for (title, shares) in [
         ("Referrers", &stats.referrers),
@@ -175,6 +182,22 @@ pub fn report(stats: &LinkStats, short_url: &str, target: Option<&str>) -> Strin
     }
     html.push_str("</div>\n");
     html
+}
+
+/// A target's clicks as a row of its table: `rule 1: https://...`.
+fn target_share(target: &TargetClicks) -> Share {
+    let place = match (target.kind.as_str(), target.number) {
+        ("rule", Some(n)) => format!("rule {n}"),
+        ("split", Some(n)) => format!("split target {n}"),
+        _ => "the link's own URL".to_owned(),
+    };
+    Share {
+        name: match &target.url {
+            Some(url) => format!("{place}: {url}"),
+            None => format!("{place} (removed since)"),
+        },
+        clicks: target.clicks,
+    }
 }
 
 /// One bar of a chart: its axis label, height and tooltip.
@@ -374,7 +397,42 @@ mod tests {
             }],
             browsers: vec![],
             os: vec![],
+            targets: vec![],
         }
+    }
+
+    #[test]
+    fn targets_show_with_their_urls() {
+        let html = report(&stats(), "http://s/l/Lm25", None);
+        assert!(!html.contains("Clicks per target"));
+        let target = |target: &str, kind: &str, number, url: Option<&str>, clicks| TargetClicks {
+            target: target.into(),
+            kind: kind.into(),
+            number,
+            url: url.map(Into::into),
+            clicks,
+        };
+        let with_targets = LinkStats {
+            targets: vec![
+                target("r1", "rule", Some(1), Some("https://apps.example/<x>"), 12),
+                target("url", "url", None, Some("https://example.org/"), 3),
+                target("s2", "split", Some(2), None, 1),
+            ],
+            ..stats()
+        };
+        let html = report(&with_targets, "http://s/l/Lm25", None);
+        assert!(html.contains("Clicks per target"));
+        assert!(
+            html.contains("rule 1: https://apps.example/&lt;x&gt;"),
+            "{html}"
+        );
+        assert!(
+            html.contains("the link&#x27;s own URL: https://example.org/")
+                || html.contains("the link&#39;s own URL: https://example.org/")
+                || html.contains("the link's own URL: https://example.org/"),
+            "{html}"
+        );
+        assert!(html.contains("split target 2 (removed since)"));
     }
 
     #[test]
