@@ -87,18 +87,18 @@ pub struct TargetClicks {
     pub clicks: u64,
 }
 
-/// The details field counting a target's clicks starts so: `target:r1`.
-const TARGET_FIELD: &str = "target:";
-
 /// The targets counted in a link's details, named by their URLs once
 /// joined with the link's record ([`LinkStats::join_targets`]).
 fn counted_targets(details: &HashMap<String, u64>) -> Vec<TargetClicks> {
     details
         .iter()
         .filter_map(|(field, clicks)| {
-            let chosen = Chosen::from_label(field.strip_prefix(TARGET_FIELD)?)?;
+            let (Detail::Target, label) = Detail::parse(field)? else {
+                return None;
+            };
+            let chosen = Chosen::from_label(label)?;
             Some(TargetClicks {
-                target: chosen.label(),
+                target: chosen.label().to_owned(),
                 kind: String::new(),
                 number: None,
                 url: None,
@@ -155,7 +155,7 @@ impl LinkStats {
                     Chosen::Split(n) => ("split", Some(n)),
                     Chosen::Url => ("url", None),
                 };
-                let target = chosen.label();
+                let target = chosen.label().to_owned();
                 TargetClicks {
                     clicks: counted.get(&target).copied().unwrap_or(0),
                     target,

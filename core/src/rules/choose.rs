@@ -71,7 +71,7 @@ pub fn choose<'w>(words: &'w str, key: &str, visit: &dyn Visit) -> (Chosen, Opti
                 return (Chosen::Rule(rules), Some(target));
             }
         } else if let Some((weight, _)) = word.strip_prefix('*').and_then(|s| s.split_once('>')) {
-            split_total += weight.parse::<u64>().unwrap_or(0);
+            split_total = split_total.saturating_add(weight.parse::<u64>().unwrap_or(0));
         }
     }
     if split_total == 0 {
@@ -81,14 +81,14 @@ pub fn choose<'w>(words: &'w str, key: &str, visit: &dyn Visit) -> (Chosen, Opti
     // on every Varnish: a point of the total, and the target whose share
     // covers it.
     let point = mix(visit.visitor() ^ fnv1a(FNV_OFFSET, key.as_bytes())) % split_total;
-    let mut covered = 0;
+    let mut covered: u64 = 0;
     // Numbered as target_of numbers them: every word of a split target.
     let splits = words.split(' ').filter_map(|word| word.strip_prefix('*'));
     for (n, split) in splits.enumerate() {
         let Some((weight, target)) = split.split_once('>') else {
             continue;
         };
-        covered += weight.parse::<u64>().unwrap_or(0);
+        covered = covered.saturating_add(weight.parse::<u64>().unwrap_or(0));
         if point < covered {
             return (Chosen::Split(n + 1), Some(target));
         }
