@@ -82,6 +82,9 @@ impl<F: Fn(IpAddr) -> Option<Country>> Visit for RequestVisit<'_, F> {
     }
 
     fn param(&self, name: &str) -> Option<String> {
+        if self.query.is_empty() {
+            return None;
+        }
         self.query.split('&').find_map(|pair| {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             (percent_decoded(key) == name).then(|| percent_decoded(value))
