@@ -985,20 +985,25 @@ def run(processes):
             s["redis_stalls"], s["clicks_redis_stalls"] = stalls
             s["links_redis_commands"] = sum(r["links_redis_commands"] for r in figures)
             say(f"{name}: {s['rps']:.0f} req/s, p99 {s['p99_ms']} ms, socket errors {s['socket_errors']} "
-                f"(runs {s['runs_rps']}, p99 {s['runs_p99_ms']})")
+                f"(runs {s['runs_rps']}, p99 {s['runs_p99_ms']}), {s['links_redis_commands']} commands "
+                "to the links' Redis")
         for name, *_ in chosen:
             ratios = [r["rps"] / h["rps"] for r, h in zip(runs[name], runs["hit-paired"])]
             scenarios[f"{name}/hit-paired"] = {"median": statistics.median(ratios),
                                                "rounds": [round(r, 3) for r in ratios]}
             say(f"{name} / hit-paired per round: {[round(r, 3) for r in ratios]}")
 
+    # Commands of no request: the bench's own INFO, and what a connection
+    # does to open itself or to be checked.
+    housekeeping = {"cmdstat_info", "cmdstat_ping", "cmdstat_hello", "cmdstat_auth", "cmdstat_select",
+                    "cmdstat_client|setname", "cmdstat_client|setinfo"}
+
     def links_redis_commands():
-        """Commands the links' Redis has run (INFO commandstats), less the
-        INFO calls that ask."""
+        """Commands the links' Redis has run for requests (INFO commandstats)."""
         stats = redis_cli(redis_port, "INFO", "commandstats")
         calls = {line.partition(":")[0]: int(line.split("calls=")[1].split(",")[0])
                  for line in stats.splitlines() if line.startswith("cmdstat_")}
-        return sum(calls.values()) - calls.get("cmdstat_info", 0)
+        return sum(n for name, n in calls.items() if name not in housekeeping)
 
     def targets_chosen():
         lines = subprocess.run(["varnishstat", "-n", str(workdir), "-1", "-f", "*.targets_chosen"],
