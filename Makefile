@@ -40,9 +40,9 @@ deb:
 # How long `make test` fuzzes each target: enough to catch a regression the
 # seeds reach, short enough to keep a fresh clone's `make test` under 25
 # minutes on 2 cores. `make faults` fuzzes longer (FUZZ_SECONDS, 20).
-TEST_FUZZ_SECONDS ?= 10
+TEST_FUZZ_SECONDS ?= 7
 
-## test: every test: relative links in the Markdown files, unit and integration tests, VTC suites, the Debian package (installed, used, purged), `make run` smoke tests (one Redis, Sentinel, Cluster), `make faults` (fuzzing TEST_FUZZ_SECONDS, 10, per target), hadolint, compose schema, rustfmt, clippy
+## test: every test: relative links in the Markdown files, unit and integration tests, VTC suites, the Debian package (installed, used, purged), `make run` smoke tests (one Redis, Sentinel, Cluster), `make faults` (fuzzing TEST_FUZZ_SECONDS, 7, per target), hadolint, compose schema, rustfmt, clippy
 test: deps-test
 	python3 scripts/check-links.py
 	@$(CARGO) build --release --workspace
