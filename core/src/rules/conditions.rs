@@ -3,6 +3,7 @@
 //! stored form (`device=ios,android`) and written back the same way.
 
 use std::fmt;
+use std::fmt::Write as _;
 
 use super::RuleError;
 
@@ -289,6 +290,22 @@ fn param_text(text: &str) -> Option<String> {
             .iter()
             .all(|&b| b.is_ascii_alphanumeric() || b"._~-%".contains(&b));
     valid.then(|| text.to_owned())
+}
+
+/// `text` with every byte but unreserved URL characters percent-encoded,
+/// as a query condition stores it: the inverse of [`percent_decoded`]
+/// for every text, and what `param_text` takes.
+pub fn percent_encoded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"._~-".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            // Writing into a String cannot fail.
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
 }
 
 /// `text` with `%XX` escapes and `+` (a space, in a form's query) decoded;

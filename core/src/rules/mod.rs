@@ -26,7 +26,7 @@ mod visit;
 use std::fmt;
 
 pub use choose::{choose, target_of, Chosen};
-pub use conditions::{percent_decoded, Condition, Country, Device, MAX_VALUES};
+pub use conditions::{percent_decoded, percent_encoded, Condition, Country, Device, MAX_VALUES};
 pub use visit::{preferred_language, RequestVisit, Visit};
 
 use crate::{check_redirect_target, TargetError, ValidUrl};

@@ -11,13 +11,12 @@
 //! percent-encoded.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shortlink_core::rules::{
-    percent_decoded, Condition, Place, Rule, RuleError, SplitTarget, Targeting, MAX_RULES,
-    MAX_SPLIT_TARGETS,
+    percent_decoded, percent_encoded, Condition, Place, Rule, RuleError, SplitTarget, Targeting,
+    MAX_RULES, MAX_SPLIT_TARGETS,
 };
 use shortlink_core::{Expiry, ValidUrl};
 use time::format_description::well_known::Rfc3339;
@@ -118,21 +117,6 @@ fn target(place: Place, url: &str, settings: &Settings) -> Result<ValidUrl, BadR
         url: url.to_owned(),
         source,
     })
-}
-
-/// `text` with every byte but unreserved URL characters percent-encoded,
-/// as a query condition stores it.
-fn percent_encoded(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"._~-".contains(&byte) {
-            out.push(char::from(byte));
-        } else {
-            // Writing into a String cannot fail.
-            let _ = write!(out, "%{byte:02X}");
-        }
-    }
-    out
 }
 
 /// Unix seconds of an RFC 3339 time, for `from` and `until`.
