@@ -198,15 +198,16 @@ sub vcl_backend_error {
 sub vcl_deliver {
     if (req.backend_hint == shortlink_links.backend()) {
         # A link with rules or a split: its target is chosen for this
-        # request from the table cached with its redirect, without Redis.
-        # The answer is this visitor's alone: Vary says so to any cache
-        # past this one, with Cache-Control: private from the VMOD.
+        # request from the table cached with its redirect, without Redis,
+        # and kept for .count() to count the click under. The answer is
+        # this visitor's alone: Vary says so to any cache past this one,
+        # with Cache-Control: private from the VMOD.
         if (resp.http.Shortlink-Rules) {
-            set resp.http.Shortlink-Target = shortlink_links.choose(
+            set resp.http.Location = shortlink_links.choose(
                 resp.http.Shortlink-Rules, client.ip, req.http.User-Agent,
-                req.http.Accept-Language, req.http.Shortlink-Query);
-            set resp.http.Location = shortlink_links.target(resp.http.Shortlink-Rules,
-                resp.http.Shortlink-Target, resp.http.Location);
+                req.http.Accept-Language, req.http.Shortlink-Query,
+                resp.http.Location);
+            unset resp.http.Shortlink-Rules;
             set resp.http.Vary = "*";
         }
         # Every answer for a link, hit or miss, is counted (in memory; a
@@ -227,8 +228,6 @@ sub vcl_deliver {
         unset resp.http.Shortlink-Forward;
         unset resp.http.Shortlink-Expired;
         unset resp.http.Shortlink-Limited;
-        unset resp.http.Shortlink-Rules;
-        unset resp.http.Shortlink-Target;
         if (resp.status == 404) {
             call shortlink_unknown_key;
         }

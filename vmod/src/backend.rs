@@ -89,11 +89,6 @@ const ASK_AGAIN: &str = "no-cache";
 /// removed by `vcl_deliver` before the client sees it.
 pub const RULES_MARK: &str = "Shortlink-Rules";
 
-/// Header `.choose()` sets on a delivery of a link with rules or a split:
-/// the label of the target chosen (`r1`, `s2`, `url`), which `.count()`
-/// counts the click under; `vcl_deliver` removes it.
-pub const TARGET_MARK: &str = "Shortlink-Target";
-
 /// `Cache-Control` of a redirect whose target depends on the request
 /// (device, country, language, query, time, visitor): `private` keeps it
 /// out of every shared cache, which would hand one visitor's target to

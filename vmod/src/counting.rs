@@ -12,7 +12,12 @@ impl redirector {
     /// What `.count()` does: the answer in `ctx`, counted as a click, a
     /// bot's click or a gone link's answer, under its domain's store, and
     /// under the target `.choose()` sent it to.
-    pub(crate) fn count_answer(&self, ctx: &mut Ctx, client: Option<std::net::SocketAddr>) {
+    pub(crate) fn count_answer(
+        &self,
+        ctx: &mut Ctx,
+        client: Option<std::net::SocketAddr>,
+        target: Option<Chosen>,
+    ) {
         self.publish_click_counters();
         let Some(resp) = ctx.http_resp.as_ref() else {
             return;
@@ -25,15 +30,7 @@ impl redirector {
             return;
         };
         let head = matches!(req.method(), Some(StrOrBytes::Utf8("HEAD")));
-        let [expired, limited, target] = headers_named(
-            resp,
-            [
-                backend::EXPIRED_MARK,
-                backend::LIMITED_MARK,
-                backend::TARGET_MARK,
-            ],
-        );
-        let target = target.and_then(|label| Chosen::from_label(&text(Some(&label))));
+        let [expired, limited] = headers_named(resp, [backend::EXPIRED_MARK, backend::LIMITED_MARK]);
         let outcome = if status == 410 || expired.is_some() {
             clicks::Outcome::Gone
         } else if status == self.resolver().settings.status.code() {

@@ -58,6 +58,7 @@ mod shortlink {
     use std::sync::atomic::AtomicU64;
     use std::sync::atomic::Ordering::Relaxed;
 
+    use shortlink_core::rules::Chosen;
     use shortlink_core::settings::ClickQueueMb;
     use shortlink_core::{
         ClickBacklog, FlushInterval, HeaderValue, KeyScheme, PoolSize, RedirectStatus,
@@ -363,64 +364,75 @@ mod shortlink {
         /// memory and sent every `flush_interval` by a background thread,
         /// which also reads the user agent, referrer and country. Pass
         /// `client.ip`; it is only hashed, with a salt that changes daily,
-        /// to count unique visitors, and never stored.
+        /// to count unique visitors, and never stored. A click on a link
+        /// with rules or a split is counted under the target `.choose()`
+        /// chose for it.
         ///
         /// ```vcl
         /// sub vcl_deliver {
         ///     links.count(client.ip);
         /// }
         /// ```
-        pub fn count(&self, ctx: &mut Ctx, #[required] client: Option<SocketAddr>) {
-            without_panic(|| self.count_answer(ctx, client), || ());
+        pub fn count(
+            &self,
+            ctx: &mut Ctx,
+            #[shared_per_task] chosen: &mut Option<Box<Chosen>>,
+            #[required] client: Option<SocketAddr>,
+        ) {
+            // Taken whatever happens: a target chosen is this answer's alone.
+            let target = chosen.take().map(|chosen| *chosen);
+            without_panic(|| self.count_answer(ctx, client, target), || ());
         }
 
         /// Choose the target of a link with rules or a split, in
-        /// `vcl_deliver`, before `.count()`: the label (`r1`, `s2`, or
-        /// `url` for the link's own URL) of the first rule whose conditions
-        /// the request meets, or else of the visitor's split target. Give
-        /// it the rules the redirect carries (`resp.http.Shortlink-Rules`,
-        /// cached with it), `client.ip`, and the request's `User-Agent`,
+        /// `vcl_deliver`, before `.count()`: the URL of the first rule whose
+        /// conditions the request meets, or else of the visitor's split
+        /// target, or else `location` (the link's own URL). Give it the
+        /// rules the redirect carries (`resp.http.Shortlink-Rules`, cached
+        /// with it), `client.ip`, the request's `User-Agent`,
         /// `Accept-Language` and query (`req.http.Shortlink-Query`, which
-        /// the generated VCL keeps aside). No Redis command: the device
-        /// comes from a few markers of the user agent, the country from
-        /// the `geoip` database (mapped into memory when the VCL loads),
-        /// and the visitor, for a split, from the address and user agent,
-        /// hashed and never kept. Set `resp.http.Shortlink-Target` to the
-        /// label, which `.count()` counts the click under, and hand it to
-        /// `.target()`.
+        /// the generated VCL keeps aside), and `resp.http.Location`. No Redis
+        /// command: the device comes from a few markers of the user agent,
+        /// the country from the `geoip` database (mapped into memory when
+        /// the VCL loads), and the visitor, for a split, from the address
+        /// and user agent, hashed and never kept. The target chosen (`r1`,
+        /// `s2`, `url`) is kept for this request alone, for `.count()` to
+        /// count the click under.
         ///
         /// ```vcl
         /// if (resp.http.Shortlink-Rules) {
-        ///     set resp.http.Shortlink-Target = links.choose(
+        ///     set resp.http.Location = links.choose(
         ///         resp.http.Shortlink-Rules, client.ip, req.http.User-Agent,
-        ///         req.http.Accept-Language, req.http.Shortlink-Query);
-        ///     set resp.http.Location = links.target(resp.http.Shortlink-Rules,
-        ///         resp.http.Shortlink-Target, resp.http.Location);
+        ///         req.http.Accept-Language, req.http.Shortlink-Query,
+        ///         resp.http.Location);
+        ///     unset resp.http.Shortlink-Rules;
         ///     set resp.http.Vary = "*";
         /// }
         /// ```
-        pub fn choose(
+        #[allow(clippy::too_many_arguments)]
+        pub fn choose<'a>(
             &self,
             ctx: &Ctx,
-            rules: &str,
+            #[shared_per_task] chosen: &mut Option<Box<Chosen>>,
+            rules: &'a str,
             #[required] client: Option<SocketAddr>,
             user_agent: &str,
             accept_language: &str,
             query: &str,
-        ) -> &'static str {
+            location: &'a str,
+        ) -> &'a str {
             without_panic(
-                || self.choose_label(ctx, rules, client, [user_agent, accept_language, query]),
-                || "url",
-            )
-        }
-
-        /// The target `label` (from `.choose()`) names in `rules`, or
-        /// `location` (the link's own URL) for `url` or a label that names
-        /// none.
-        pub fn target(&self, rules: &str, label: &str, location: &str) -> String {
-            without_panic(
-                || crate::targeting::target_named(rules, label, location),
-                || location.to_owned(),
+                || {
+                    let (label, target) = self.choose_target(
+                        ctx,
+                        rules,
+                        client,
+                        [user_agent, accept_language, query],
+                    );
+                    *chosen = Some(Box::new(label));
+                    target.unwrap_or(location)
+                },
+                || location,
             )
         }
 

@@ -1,25 +1,25 @@
-//! `.choose()` and `.target()` behind the VCL API: the target of a link
-//! with rules or a split, chosen at delivery from the table its cached
-//! redirect carries and from the request, with no Redis command. VCL hands
-//! them the headers they read, which it finds without reading the others.
+//! `.choose()` behind the VCL API: the target of a link with rules or a
+//! split, chosen at delivery from the table its cached redirect carries and
+//! from the request, with no Redis command. VCL hands it the headers it
+//! reads, which it finds without reading the others.
 
 use std::net::SocketAddr;
 
-use shortlink_core::rules::{choose, target_of, Chosen, RequestVisit};
+use shortlink_core::rules::{choose, Chosen, RequestVisit};
 use varnish::vcl::{Ctx, StrOrBytes};
 
 use crate::{key_of, redirector};
 
 impl redirector {
-    /// What `.choose()` does: the label of the target `rules` choose for
-    /// the request in `ctx`.
-    pub(crate) fn choose_label(
+    /// What `.choose()` does: the target `rules` choose for the request in
+    /// `ctx`, and its URL (`None` for the link's own).
+    pub(crate) fn choose_target<'r>(
         &self,
         ctx: &Ctx,
-        rules: &str,
+        rules: &'r str,
         client: Option<SocketAddr>,
         request: [&str; 3],
-    ) -> &'static str {
+    ) -> (Chosen, Option<&'r str>) {
         let [user_agent, accept_language, query] = request;
         let url = match ctx
             .http_req
@@ -42,22 +42,12 @@ impl redirector {
                     .and_then(|countries| countries.country_code(address))
             },
         );
-        let (chosen, _) = choose(rules, key_of(url), &visit);
         self.resolver()
             .stats
             .targets_chosen
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        chosen.label()
+        choose(rules, key_of(url), &visit)
     }
-}
-
-/// What `.target()` does: the target `label` names in `rules`, or
-/// `location` for the link's own URL or a label that names none.
-pub(crate) fn target_named(rules: &str, label: &str, location: &str) -> String {
-    Chosen::from_label(label)
-        .and_then(|chosen| target_of(rules, chosen))
-        .unwrap_or(location)
-        .to_owned()
 }
 
 /// When the request began, in Unix seconds: Varnish's own clock reading,
