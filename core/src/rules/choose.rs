@@ -194,7 +194,9 @@ fn holds(condition: &[u8], visit: &dyn Visit) -> bool {
             .is_some_and(|until| visit.now() < until),
         _ => name.strip_prefix(b"q.").is_some_and(|param| {
             // Names and values are ASCII as stored (escapes are %XX).
-            let text = |bytes: &[u8]| percent_decoded(std::str::from_utf8(bytes).unwrap_or(""));
+            fn text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+                percent_decoded(std::str::from_utf8(bytes).unwrap_or(""))
+            }
             visit
                 .param(&text(param))
                 .is_some_and(|asked| values.any(|value| text(value) == asked))

@@ -309,9 +309,13 @@ pub fn percent_encoded(text: &str) -> String {
 }
 
 /// `text` with `%XX` escapes and `+` (a space, in a form's query) decoded;
-/// bytes that do not make UTF-8 become U+FFFD.
-pub fn percent_decoded(text: &str) -> String {
+/// bytes that do not make UTF-8 become U+FFFD. Borrowed when there is
+/// nothing to decode, as at most deliveries.
+pub fn percent_decoded(text: &str) -> std::borrow::Cow<'_, str> {
     let bytes = text.as_bytes();
+    if memchr::memchr2(b'%', b'+', bytes).is_none() {
+        return std::borrow::Cow::Borrowed(text);
+    }
     let mut out = Vec::with_capacity(bytes.len());
     let mut n = 0;
     while n < bytes.len() {
@@ -331,7 +335,7 @@ pub fn percent_decoded(text: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    std::borrow::Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
 #[cfg(test)]

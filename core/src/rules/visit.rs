@@ -1,6 +1,7 @@
 //! What a request offers a link's rules, each part worked out only when a
 //! rule first asks for it and at most once per request.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::net::IpAddr;
 
@@ -11,11 +12,12 @@ pub trait Visit {
     fn device(&self) -> Device;
     /// The client's country, if known.
     fn country(&self) -> Option<Country>;
-    /// The preferred language of `Accept-Language`, lower case.
+    /// The preferred language of `Accept-Language`, as sent (rules
+    /// compare it in any case).
     fn language(&self) -> Option<&str>;
     /// The decoded value of the query parameter named `name` (decoded),
     /// its first if it is given more than once.
-    fn param(&self, name: &str) -> Option<String>;
+    fn param(&self, name: &str) -> Option<Cow<'_, str>>;
     /// Now, in Unix seconds.
     fn now(&self) -> u64;
     /// A number standing for the visitor: the same for the same address
@@ -38,7 +40,7 @@ pub struct RequestVisit<'a, F: Fn(IpAddr) -> Option<Country>> {
     pub country_of: F,
     device: OnceCell<Device>,
     country: OnceCell<Option<Country>>,
-    language: OnceCell<Option<String>>,
+    language: OnceCell<Option<&'a str>>,
 }
 
 impl<'a, F: Fn(IpAddr) -> Option<Country>> RequestVisit<'a, F> {
@@ -76,12 +78,12 @@ impl<F: Fn(IpAddr) -> Option<Country>> Visit for RequestVisit<'_, F> {
     }
 
     fn language(&self) -> Option<&str> {
-        self.language
+        *self
+            .language
             .get_or_init(|| preferred_language(self.accept_language))
-            .as_deref()
     }
 
-    fn param(&self, name: &str) -> Option<String> {
+    fn param(&self, name: &str) -> Option<Cow<'_, str>> {
         if self.query.is_empty() {
             return None;
         }
@@ -107,15 +109,17 @@ impl<F: Fn(IpAddr) -> Option<Country>> Visit for RequestVisit<'_, F> {
 }
 
 /// The language of `accept_language` with the highest weight (the first
-/// of equals), lower case; `*` and weight 0 are no preference.
-pub fn preferred_language(accept_language: &str) -> Option<String> {
+/// of equals), as sent; `*` and weight 0 are no preference. Borrowed: it
+/// is read at every delivery of a link with a language rule.
+pub fn preferred_language(accept_language: &str) -> Option<&str> {
     let read = &accept_language[..floor_char_boundary(accept_language, ACCEPT_LANGUAGE_READ)];
     let mut best: Option<(&str, u16)> = None;
     for entry in read.split(',') {
-        let mut parts = entry.split(';');
-        let tag = parts.next().unwrap_or_default().trim();
-        let weight = parts
-            .find_map(|param| param.trim().strip_prefix("q="))
+        let (tag, params) = entry.split_once(';').unwrap_or((entry, ""));
+        let tag = tag.trim_ascii();
+        let weight = params
+            .split(';')
+            .find_map(|param| param.trim_ascii().strip_prefix("q="))
             .map_or(Some(1000), quality);
         let Some(weight) = weight else { continue };
         if tag.is_empty() || tag == "*" || weight == 0 {
@@ -125,7 +129,7 @@ pub fn preferred_language(accept_language: &str) -> Option<String> {
             best = Some((tag, weight));
         }
     }
-    best.map(|(tag, _)| tag.to_ascii_lowercase())
+    best.map(|(tag, _)| tag)
 }
 
 /// An HTTP quality value (`0.8`) in thousandths, if it reads as one.
@@ -134,7 +138,12 @@ fn quality(text: &str) -> Option<u16> {
     if fraction.len() > 3 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let thousandths: u16 = format!("{fraction:0<3}").parse().ok()?;
+    // "8" is 800 thousandths, "08" 80, "008" 8.
+    let thousandths = fraction
+        .bytes()
+        .chain(std::iter::repeat(b'0'))
+        .take(3)
+        .fold(0_u16, |sum, digit| sum * 10 + u16::from(digit - b'0'));
     match whole {
         "0" => Some(thousandths),
         "1" if thousandths == 0 => Some(1000),
@@ -177,27 +186,29 @@ mod tests {
     #[test]
     fn the_preferred_language_has_the_highest_weight() {
         assert_eq!(
-            preferred_language("de-AT,de;q=0.9,en;q=0.8").as_deref(),
-            Some("de-at")
+            preferred_language("de-AT,de;q=0.9,en;q=0.8"),
+            Some("de-AT")
         );
         assert_eq!(
-            preferred_language("en;q=0.5, fr;q=0.9").as_deref(),
+            preferred_language("en;q=0.5, fr;q=0.9"),
             Some("fr")
         );
         assert_eq!(
-            preferred_language("fr;q=0.9, nl;q=0.9").as_deref(),
+            preferred_language("fr;q=0.9, nl;q=0.9"),
             Some("fr")
         );
-        assert_eq!(preferred_language("*, es;q=0.1").as_deref(), Some("es"));
+        assert_eq!(preferred_language("*, es;q=0.1"), Some("es"));
         assert_eq!(
-            preferred_language("de;q=0, en;q=0.001").as_deref(),
+            preferred_language("de;q=0, en;q=0.001"),
             Some("en")
         );
+        assert_eq!(preferred_language("a;q=0.08, b;q=0.1"), Some("b"));
+        assert_eq!(preferred_language("a;q=0.125, b;q=0.12"), Some("a"));
         assert_eq!(preferred_language("de;q=2, it;q=abc"), None);
         assert_eq!(preferred_language(""), None);
         // Only the first bytes are read.
         let long = format!("{}, ja", "x-y;q=0.1, ".repeat(40));
-        assert_eq!(preferred_language(&long).as_deref(), Some("x-y"));
+        assert_eq!(preferred_language(&long), Some("x-y"));
     }
 
     fn visit(query: &str) -> RequestVisit<'_, fn(IpAddr) -> Option<Country>> {

@@ -221,8 +221,8 @@ impl RuleBody {
             Condition::Param { name, values } => self
                 .query
                 .insert(
-                    percent_decoded(name),
-                    values.iter().map(|v| percent_decoded(v)).collect(),
+                    percent_decoded(name).into_owned(),
+                    values.iter().map(|v| percent_decoded(v).into_owned()).collect(),
                 )
                 .is_some(),
             Condition::From(unix) => self.from.replace(rfc3339(*unix)).is_some(),
