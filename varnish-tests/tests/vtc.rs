@@ -27,6 +27,10 @@
 //!   forwarding queries, with redirects for unknown keys and the bare
 //!   domain; `b.example` under `/x/`; `${vcl_include_domains}`: the same,
 //!   included, with the default domain on `links.example` only;
+//! - `${vcl_indexable}`: links a crawler may index: default settings but
+//!   `[redirect] noindex = false` and a `[varnish] robots_txt` of its own
+//!   (Googlebot allowed, every other crawler turned away), with
+//!   `go.example` at the root besides;
 //! - `${vcl_geoip}`: default settings with a country database placing
 //!   192.0.2.0/24 in DE, 198.51.100.0/24 in FR and 127.0.0.0/8 in NL (a
 //!   client's address can be set with the PROXY protocol);
@@ -224,6 +228,13 @@ impl Setup {
             ],
         )?;
         let geoip = format!("[clicks]\ngeoip = \"{}\"\n", countries.display());
+        let indexable = (
+            "",
+            "[redirect]\nnoindex = false\n\
+             [varnish]\nrobots_txt = \"User-agent: Googlebot\\nAllow: /\\n\\n\
+             User-agent: *\\nDisallow: /\\n\"\n\
+             [[domains]]\nbase_url = \"http://go.example/\"\n",
+        );
         let standalone_domains = domains("");
         let included_domains = domains("[varnish]\nhosts = [\"links.example\"]\n");
         let mut macros = Vec::new();
@@ -239,6 +250,7 @@ impl Setup {
             ),
             ("vcl", defaults, &[][..]),
             ("vcl_geoip", ("", &*geoip), &[]),
+            ("vcl_indexable", indexable, &[]),
             ("vcl_purge_secret", purge_secret, &[]),
             ("vcl_short_ttl", short_ttl, &[]),
             ("vcl_root", root, &[]),
