@@ -198,10 +198,10 @@ sub vcl_backend_error {
 sub vcl_deliver {
     if (req.backend_hint == shortlink_links.backend()) {
         # A link with rules or a split: its target is chosen for this
-        # request from the table cached with its redirect, without Redis,
-        # and kept for .count() to count the click under. The answer is
-        # this visitor's alone: Vary says so to any cache past this one,
-        # with Cache-Control: private from the VMOD.
+        # request from the table cached with its redirect, without Redis;
+        # the click is counted under it. The answer is this visitor's
+        # alone: Vary says so to any cache past this one, with
+        # Cache-Control: private from the VMOD.
         if (resp.http.Shortlink-Rules) {
             set resp.http.Location = shortlink_links.choose(
                 resp.http.Shortlink-Rules, client.ip, req.http.User-Agent,
