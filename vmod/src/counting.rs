@@ -30,7 +30,8 @@ impl redirector {
             return;
         };
         let head = matches!(req.method(), Some(StrOrBytes::Utf8("HEAD")));
-        let [expired, limited] = headers_named(resp, [backend::EXPIRED_MARK, backend::LIMITED_MARK]);
+        let [expired, limited] =
+            headers_named(resp, [backend::EXPIRED_MARK, backend::LIMITED_MARK]);
         let outcome = if status == 410 || expired.is_some() {
             clicks::Outcome::Gone
         } else if status == self.resolver().settings.status.code() {

@@ -185,23 +185,11 @@ mod tests {
 
     #[test]
     fn the_preferred_language_has_the_highest_weight() {
-        assert_eq!(
-            preferred_language("de-AT,de;q=0.9,en;q=0.8"),
-            Some("de-AT")
-        );
-        assert_eq!(
-            preferred_language("en;q=0.5, fr;q=0.9"),
-            Some("fr")
-        );
-        assert_eq!(
-            preferred_language("fr;q=0.9, nl;q=0.9"),
-            Some("fr")
-        );
+        assert_eq!(preferred_language("de-AT,de;q=0.9,en;q=0.8"), Some("de-AT"));
+        assert_eq!(preferred_language("en;q=0.5, fr;q=0.9"), Some("fr"));
+        assert_eq!(preferred_language("fr;q=0.9, nl;q=0.9"), Some("fr"));
         assert_eq!(preferred_language("*, es;q=0.1"), Some("es"));
-        assert_eq!(
-            preferred_language("de;q=0, en;q=0.001"),
-            Some("en")
-        );
+        assert_eq!(preferred_language("de;q=0, en;q=0.001"), Some("en"));
         assert_eq!(preferred_language("a;q=0.08, b;q=0.1"), Some("b"));
         assert_eq!(preferred_language("a;q=0.125, b;q=0.12"), Some("a"));
         assert_eq!(preferred_language("de;q=2, it;q=abc"), None);

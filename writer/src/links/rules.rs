@@ -222,7 +222,10 @@ impl RuleBody {
                 .query
                 .insert(
                     percent_decoded(name).into_owned(),
-                    values.iter().map(|v| percent_decoded(v).into_owned()).collect(),
+                    values
+                        .iter()
+                        .map(|v| percent_decoded(v).into_owned())
+                        .collect(),
                 )
                 .is_some(),
             Condition::From(unix) => self.from.replace(rfc3339(*unix)).is_some(),
