@@ -14,7 +14,7 @@ use test_support::{Persistence, Redis};
 
 use crate::common::{
     api, block_on, create, ensure, get, run_writer, Suite, ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN,
-    TEST_TOKEN,
+    GO_ALIAS, GO_DOMAIN, TEST_TOKEN,
 };
 
 /// What Varnish answers for `key`: status and Location.
@@ -631,6 +631,69 @@ pub fn command_line_shows_edits_deletes_and_lists(suite: &Suite) -> Result<(), S
     ensure(
         !again.status.success() && stderr.contains("was deleted"),
         || format!("editing a deleted link: {stderr}"),
+    )
+}
+
+/// `show`, `edit`, `delete` and `list` on the command line act on the
+/// domain `--domain` names (by any of its names), and on the default
+/// domain without it: the same key on two domains is two links there too.
+pub fn command_line_acts_on_the_domain_named(suite: &Suite) -> Result<(), String> {
+    let config = suite.config_file.display().to_string();
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--config", &config]);
+        run_writer(&all)
+    };
+    let key = "cliDomA";
+    run(&[
+        "add",
+        "https://example.org/cli-domain/default",
+        "--key",
+        key,
+    ])?;
+    run(&[
+        "add",
+        "https://example.org/cli-domain/go",
+        "--key",
+        key,
+        "--domain",
+        GO_DOMAIN,
+    ])?;
+    run(&[
+        "edit",
+        key,
+        "--domain",
+        GO_ALIAS,
+        "--url",
+        "https://example.org/cli-domain/go-edited",
+    ])?;
+    let on_go = run(&["show", key, "--domain", GO_DOMAIN])?;
+    let on_default = run(&["show", key])?;
+    ensure(
+        on_go.contains("https://example.org/cli-domain/go-edited")
+            && on_default.contains("https://example.org/cli-domain/default")
+            && !on_default.contains("go-edited"),
+        || format!("show on go: {on_go}\nshow on the default domain: {on_default}"),
+    )?;
+    let listed = run(&["list", "--domain", GO_DOMAIN, "--search", "cli-domain/"])?;
+    ensure(
+        listed.lines().count() == 1 && listed.starts_with(&format!("{key}\t")),
+        || format!("list --domain: {listed}"),
+    )?;
+    run(&["delete", key, "--domain", GO_DOMAIN])?;
+    let gone = std::process::Command::new(crate::common::WRITER)
+        .args(["show", key, "--domain", GO_DOMAIN, "--config", &config])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let still = run(&["show", key])?;
+    ensure(
+        String::from_utf8_lossy(&gone.stdout).contains("deleted")
+            || String::from_utf8_lossy(&gone.stderr).contains("deleted"),
+        || format!("show after delete on go: {gone:?}"),
+    )?;
+    ensure(
+        still.contains("https://example.org/cli-domain/default"),
+        || format!("the default domain's link after the delete on go: {still}"),
     )
 }
 

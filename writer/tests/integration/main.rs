@@ -359,6 +359,10 @@ const TESTS: &[(&str, common::Test)] = &[
         lifecycle::command_line_shows_edits_deletes_and_lists,
     ),
     (
+        "lifecycle::command_line_acts_on_the_domain_named",
+        lifecycle::command_line_acts_on_the_domain_named,
+    ),
+    (
         "nodes::a_node_out_of_reach_is_purged_when_it_returns",
         nodes::a_node_out_of_reach_is_purged_when_it_returns,
     ),
