@@ -49,32 +49,16 @@ sub vcl_init {
 # else does, so no client header can claim (or hide) a link.
 
 sub vcl_recv {
-    # Set here alone: which domain a link is of, the query it was asked
-    # with, to forward. What clients send under these names is dropped.
+    # Set here alone: which domain a link is of. What clients send under
+    # this name is dropped.
     unset req.http.Shortlink-Domain;
-    unset req.http.Shortlink-Query;
     if (req.url ~ "^/l/") {
         set req.backend_hint = shortlink_links.backend();
-        if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}$") {
-            call shortlink_query;
-            if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}$") {
-                return (synth(404, "Not Found"));
-            }
+        if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}(?:[?#]|$)") {
+            return (synth(404, "Not Found"));
         }
         call shortlink_recv;
     }
-}
-
-# The query string leaves the URL, so that tracking parameters do not split
-# the cache (/l/Lm25?utm=x is /l/Lm25); it is kept aside for a link
-# that forwards it, and never reaches Redis. At most 1025 bytes are
-# copied: one more than a forwarded query may have, so that a longer one is
-# known to be too long, and a request line of 30 KB costs no workspace.
-sub shortlink_query {
-    if (req.url ~ "\?") {
-        set req.http.Shortlink-Query = regsub(req.url, "^[^?]*\?([^#]{0,1025}).*$", "\1");
-    }
-    set req.url = regsub(req.url, "[?#].*$", "");
 }
 
 sub shortlink_recv {
@@ -120,8 +104,11 @@ sub shortlink_recv {
 sub vcl_hash {
     if (req.backend_hint == shortlink_links.backend()) {
         # One cache entry per key and domain, whatever name of the domain
-        # the link was requested through.
-        hash_data(req.url);
+        # the link was requested through, and whatever query it was asked
+        # with: tracking parameters do not split the cache
+        # (/l/Lm25?utm=x is /l/Lm25). The URL keeps its query for a
+        # link that forwards it; the VMOD never sends it to Redis.
+        hash_data(shortlink.path(req.url));
         if (req.http.Shortlink-Domain) {
             hash_data(req.http.Shortlink-Domain);
         }
@@ -205,8 +192,7 @@ sub vcl_deliver {
         if (resp.http.Shortlink-Rules) {
             set resp.http.Location = shortlink_links.choose(
                 resp.http.Shortlink-Rules, client.ip, req.http.User-Agent,
-                req.http.Accept-Language, req.http.Shortlink-Query,
-                resp.http.Location);
+                req.http.Accept-Language, resp.http.Location);
             unset resp.http.Shortlink-Rules;
             set resp.http.Vary = "*";
         }
@@ -218,11 +204,10 @@ sub vcl_deliver {
         # A link's redirect carries the query it was asked with, when the
         # link (Shortlink-Forward) or else its domain says so: one cached
         # object per key, the query merged for each answer.
-        if (req.http.Shortlink-Query && resp.http.Location && !resp.http.Shortlink-Expired) {
-            if (resp.http.Shortlink-Forward == "+" ||
-                (!resp.http.Shortlink-Forward && (false))) {
-                set resp.http.Location = shortlink_links.forward_query(
-                    resp.http.Location, req.http.Shortlink-Query);
+        if (resp.http.Shortlink-Forward == "+" ||
+            (!resp.http.Shortlink-Forward && (false))) {
+            if (resp.http.Location && !resp.http.Shortlink-Expired) {
+                set resp.http.Location = shortlink_links.forward_query(resp.http.Location);
             }
         }
         unset resp.http.Shortlink-Forward;

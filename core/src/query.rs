@@ -24,6 +24,28 @@ pub enum NotForwarded {
     TargetTooLong,
 }
 
+/// The path of a request URL: what comes before its query string or
+/// fragment. A link's cache entry and its key are the path's, so that
+/// tracking parameters neither split the cache nor reach Redis.
+#[must_use]
+pub fn path_of(url: &str) -> &str {
+    url.find(['?', '#']).map_or(url, |end| &url[..end])
+}
+
+/// The query string of a request URL, without its `?` and without a
+/// fragment after it; empty when it has none.
+#[must_use]
+pub fn query_of(url: &str) -> &str {
+    let Some((before, after)) = url.split_once(['?', '#']) else {
+        return "";
+    };
+    // A fragment before any `?` leaves no query: `/l/Lm25#a?b`.
+    if url.as_bytes()[before.len()] == b'#' {
+        return "";
+    }
+    after.split_once('#').map_or(after, |(query, _)| query)
+}
+
 /// `target` with `query` (a request's query string, without its `?`)
 /// merged in. Bytes a URL's query may not hold are percent-encoded; an
 /// escape already there (`%20`) is kept.
@@ -123,6 +145,21 @@ const QUERY_MAY_HOLD: [bool; 256] = {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_splits_into_its_path_and_query() {
+        for (url, path, query) in [
+            ("/l/Lm25", "/l/Lm25", ""),
+            ("/l/Lm25?", "/l/Lm25", ""),
+            ("/l/Lm25?utm_source=x&b", "/l/Lm25", "utm_source=x&b"),
+            ("/l/Lm25?a=1#top", "/l/Lm25", "a=1"),
+            ("/l/Lm25?a=1?b#c#d", "/l/Lm25", "a=1?b"),
+            ("/l/Lm25#a?b", "/l/Lm25", ""),
+            ("", "", ""),
+        ] {
+            assert_eq!((path_of(url), query_of(url)), (path, query), "{url}");
+        }
+    }
 
     #[test]
     fn the_query_is_added_before_the_fragment() {

@@ -454,7 +454,7 @@ impl Resolver {
 
 /// The key is the last path segment of the URL, query string ignored.
 pub fn key_of(url: &str) -> &str {
-    let path = url.split(['?', '#']).next().unwrap_or_default();
+    let path = shortlink_core::query::path_of(url);
     path.rsplit('/').next().unwrap_or_default()
 }
 

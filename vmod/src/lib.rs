@@ -73,6 +73,22 @@ mod shortlink {
     use crate::lookups::{PoolSettings, RedisPool};
     use crate::{duration_or, redirector, time_left, without_panic};
 
+    /// `url` without its query string and fragment: what a link's cache
+    /// entry is hashed on, so that `/l/Lm25?utm_source=mail` is a hit on
+    /// `/l/Lm25`'s redirect, while `req.url` keeps the query for
+    /// `.forward_query()` and `.choose()`. No copy when there is nothing
+    /// to cut.
+    ///
+    /// ```vcl
+    /// sub vcl_hash {
+    ///     hash_data(shortlink.path(req.url));
+    ///     return (lookup);
+    /// }
+    /// ```
+    pub fn path(url: &str) -> &str {
+        shortlink_core::query::path_of(url)
+    }
+
     impl redirector {
         /// Create a short-link store backed by Redis.
         ///
@@ -389,9 +405,9 @@ mod shortlink {
         /// conditions the request meets, or else of the visitor's split
         /// target, or else `location` (the link's own URL). Give it the
         /// rules the redirect carries (`resp.http.Shortlink-Rules`, cached
-        /// with it), `client.ip`, the request's `User-Agent`,
-        /// `Accept-Language` and query (`req.http.Shortlink-Query`, which
-        /// the generated VCL keeps aside), and `resp.http.Location`. No Redis
+        /// with it), `client.ip`, the request's `User-Agent` and
+        /// `Accept-Language`, and `resp.http.Location`; the parameters
+        /// `q.` conditions read are those of `req.url`'s query. No Redis
         /// command: the device comes from a few markers of the user agent,
         /// the country from the `geoip` database (mapped into memory when
         /// the VCL loads), and the visitor, for a split, from the address
@@ -403,8 +419,7 @@ mod shortlink {
         /// if (resp.http.Shortlink-Rules) {
         ///     set resp.http.Location = links.choose(
         ///         resp.http.Shortlink-Rules, client.ip, req.http.User-Agent,
-        ///         req.http.Accept-Language, req.http.Shortlink-Query,
-        ///         resp.http.Location);
+        ///         req.http.Accept-Language, resp.http.Location);
         ///     unset resp.http.Shortlink-Rules;
         ///     set resp.http.Vary = "*";
         /// }
@@ -418,17 +433,12 @@ mod shortlink {
             #[required] client: Option<SocketAddr>,
             user_agent: &str,
             accept_language: &str,
-            query: &str,
             location: &'a str,
         ) -> &'a str {
             without_panic(
                 || {
-                    let (label, target) = self.choose_target(
-                        ctx,
-                        rules,
-                        client,
-                        [user_agent, accept_language, query],
-                    );
+                    let (label, target) =
+                        self.choose_target(ctx, rules, client, [user_agent, accept_language]);
                     *chosen = Some(Box::new(label));
                     target.unwrap_or(location)
                 },
@@ -460,25 +470,28 @@ mod shortlink {
             }
         }
 
-        /// `location` with `query` (a request's query string, without its
-        /// `?`) merged in, for a link that forwards its query: call it in
-        /// `vcl_deliver` on the redirect's `Location`. The request's
+        /// `location` with the query string of the request's URL
+        /// (`req.url`) merged in, for a link that forwards its query: call it
+        /// in `vcl_deliver` on the redirect's `Location`. The request's
         /// parameters replace the target's of the same name and come after
         /// the target's own; the target's fragment stays last; bytes a
-        /// query may not hold are percent-encoded. A query over 1024 bytes,
-        /// or a result over the longest target (8192 bytes), is not
-        /// forwarded: `location` comes back as it is, counted in
-        /// `queries_dropped`.
+        /// query may not hold are percent-encoded. Without a query,
+        /// `location` comes back as it is. A query over 1024 bytes, or a
+        /// result over the longest target (8192 bytes), is not forwarded:
+        /// `location` comes back as it is, counted in `queries_dropped`.
         ///
         /// ```vcl
-        /// if (req.http.Shortlink-Query) {
-        ///     set resp.http.Location = links.forward_query(
-        ///         resp.http.Location, req.http.Shortlink-Query);
+        /// if (resp.http.Shortlink-Forward == "+") {
+        ///     set resp.http.Location = links.forward_query(resp.http.Location);
         /// }
         /// ```
-        pub fn forward_query(&self, location: &str, query: &str) -> String {
+        pub fn forward_query(&self, ctx: &Ctx, location: &str) -> String {
             without_panic(
                 || {
+                    let query = shortlink_core::query::query_of(crate::request_url(ctx));
+                    if query.is_empty() {
+                        return location.to_owned();
+                    }
                     let stats = &self.resolver().stats;
                     if let Ok(merged) = shortlink_core::query::forward_query(location, query) {
                         stats.queries_forwarded.fetch_add(1, Relaxed);
@@ -544,6 +557,19 @@ pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The client request's URL, query and all; empty outside a client task
+/// or when it is not UTF-8 (no link's URL then).
+pub(crate) fn request_url<'c>(ctx: &'c Ctx) -> &'c str {
+    match ctx
+        .http_req
+        .as_ref()
+        .and_then(varnish::vcl::HttpHeaders::url)
+    {
+        Some(StrOrBytes::Utf8(url)) => url,
+        _ => "",
+    }
 }
 
 /// Time left before the `Expires` of the backend response, if it has one.

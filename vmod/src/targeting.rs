@@ -5,8 +5,9 @@
 
 use std::net::SocketAddr;
 
+use shortlink_core::query::query_of;
 use shortlink_core::rules::{choose, Chosen, RequestVisit};
-use varnish::vcl::{Ctx, StrOrBytes};
+use varnish::vcl::Ctx;
 
 use crate::{key_of, redirector};
 
@@ -18,22 +19,15 @@ impl redirector {
         ctx: &Ctx,
         rules: &'r str,
         client: Option<SocketAddr>,
-        request: [&str; 3],
+        request: [&str; 2],
     ) -> (Chosen, Option<&'r str>) {
-        let [user_agent, accept_language, query] = request;
-        let url = match ctx
-            .http_req
-            .as_ref()
-            .and_then(varnish::vcl::HttpHeaders::url)
-        {
-            Some(StrOrBytes::Utf8(url)) => url,
-            _ => "",
-        };
+        let [user_agent, accept_language] = request;
+        let url = crate::request_url(ctx);
         let now = request_time(ctx);
         let visit = RequestVisit::new(
             user_agent,
             accept_language,
-            query,
+            query_of(url),
             client.map(|client| client.ip()),
             now,
             |address| {

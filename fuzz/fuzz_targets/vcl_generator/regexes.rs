@@ -35,7 +35,8 @@ fn compile(pattern: &str, context: &dyn Fn() -> String) -> Rc<Regex> {
 }
 
 /// A domain's short-link regex must accept its link path followed by a
-/// valid key (`min` to `MAX_KEY_LEN` key characters), and nothing else.
+/// valid key (`min` to `MAX_KEY_LEN` key characters), perhaps with a query
+/// or fragment after it, and nothing else.
 pub fn check_key(pattern: &str, path: &str, min: usize, context: &dyn Fn() -> String) {
     let regex = compile(pattern, context);
     let digest = digest_key(path);
@@ -49,16 +50,19 @@ pub fn check_key(pattern: &str, path: &str, min: usize, context: &dyn Fn() -> St
         "a".repeat(MAX_KEY_LEN + 1),
         format!("{}.", "a".repeat(min)),
         format!("{}/x", "a".repeat(min)),
-        format!("{}?x=1", "a".repeat(min)),
+        format!("{}/x?y", "a".repeat(min)),
+        format!("{}.?x=1", "a".repeat(min)),
         format!("%2F{}", "a".repeat(min)),
     ];
     for key in &good {
         let url = format!("{path}{key}");
-        assert!(
-            regex.is_match(&url),
-            "{pattern:?} refuses {url:?}\n{}",
-            context()
-        );
+        for asked in [url.clone(), format!("{url}?x=1"), format!("{url}?"), format!("{url}#f")] {
+            assert!(
+                regex.is_match(&asked),
+                "{pattern:?} refuses {asked:?}\n{}",
+                context()
+            );
+        }
         for wrong in [format!("/x{url}"), format!("{url}\t")] {
             assert!(
                 !regex.is_match(&wrong),
@@ -76,6 +80,26 @@ pub fn check_key(pattern: &str, path: &str, min: usize, context: &dyn Fn() -> St
     }
     for key in &bad {
         let url = format!("{path}{key}");
+        assert!(
+            !regex.is_match(&url),
+            "{pattern:?} accepts {url:?}\n{}",
+            context()
+        );
+    }
+}
+
+/// A domain's bare-domain regex must accept its link path alone, perhaps
+/// with a query or fragment, and nothing under it.
+pub fn check_bare(pattern: &str, path: &str, context: &dyn Fn() -> String) {
+    let regex = compile(pattern, context);
+    for url in [path.to_owned(), format!("{path}?x=1"), format!("{path}#f")] {
+        assert!(
+            regex.is_match(&url),
+            "{pattern:?} refuses {url:?}\n{}",
+            context()
+        );
+    }
+    for url in [format!("{path}Lm25"), format!("{path}Lm25?x"), format!("/x{path}")] {
         assert!(
             !regex.is_match(&url),
             "{pattern:?} accepts {url:?}\n{}",

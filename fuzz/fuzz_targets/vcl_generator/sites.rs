@@ -109,8 +109,8 @@ pub fn same_as_settings(sites: &[Site], domains: &[Domain]) -> bool {
 /// What goes at `@ROUTES@` in `vcl_recv`: a branch per domain, those with
 /// names first, so that the one taking every host sees only the requests no
 /// other domain claims. Each sends its link requests to `shortlink_recv`
-/// with the domain named, after its bare domain, robots.txt and the key
-/// rule are dealt with.
+/// with the domain named once its path passes the key rule (a query may
+/// follow), after its bare domain and robots.txt are dealt with.
 pub fn routes(sites: &[Site]) -> String {
     let named = sites
         .iter()
@@ -148,25 +148,20 @@ pub fn routes(sites: &[Site]) -> String {
             &mut out,
             &format!("if (req.url !~ \"@KEY_REGEX#{index}@\") {{\n"),
         );
-        code(&mut out, "call shortlink_query;\n");
         if site.bare.is_some() {
             code(
                 &mut out,
-                &format!("if (req.url == \"@LINK_PATH#{index}@\") {{\n"),
+                &format!("if (req.url ~ \"@BARE_REGEX#{index}@\") {{\n"),
             );
             code(&mut out, "return (synth(752, \"Found\"));\n}\n");
         }
         if at_root {
             code(
                 &mut out,
-                "if (req.url == \"/robots.txt\") {\nreturn (synth(750, \"OK\"));\n}\n",
+                "if (req.url ~ \"^/robots\\.txt(?:[?#]|$)\") {\nreturn (synth(750, \"OK\"));\n}\n",
             );
         }
-        code(
-            &mut out,
-            &format!("if (req.url !~ \"@KEY_REGEX#{index}@\") {{\n"),
-        );
-        code(&mut out, "return (synth(404, \"Not Found\"));\n}\n");
+        code(&mut out, "return (synth(404, \"Not Found\"));\n");
         code(&mut out, "}\ncall shortlink_recv;\n");
     }
     if !out.is_empty() {

@@ -10,7 +10,6 @@
 
 use std::fmt::Write as _;
 
-use shortlink_core::query::MAX_FORWARDED_QUERY;
 use shortlink_core::DomainName;
 
 use crate::config::{Domain, Settings};
@@ -58,9 +57,6 @@ pub fn values(settings: &Settings) -> Vec<(&'static str, String)> {
             ),
         ),
         ("ROBOTS_TXT", config.varnish.robots_txt.clone()),
-        // One byte more than a forwarded query may have: a longer one is
-        // known to be too long without being copied whole.
-        ("QUERY_KEPT", (MAX_FORWARDED_QUERY + 1).to_string()),
     ]
 }
 
@@ -90,28 +86,25 @@ fn routes(domains: &[Domain], key_pattern: &str) -> String {
         if let Some(space) = &domain.key_space {
             let _ = writeln!(out, "        set req.http.Shortlink-Domain = \"{space}\";");
         }
-        let bare_link = format!("^{path}{key_pattern}$");
-        // A bare short link passes one regex; anything else takes the long way.
-        let _ = writeln!(out, "        if (req.url !~ \"{bare_link}\") {{");
-        out.push_str("            call shortlink_query;\n");
+        // The key rule, checked on the path before any lookup: keys that
+        // break it never reach the VMOD, let alone Redis. A query or
+        // fragment may follow; it stays in the URL for forwarding.
+        let _ = writeln!(
+            out,
+            "        if (req.url !~ \"^{path}{key_pattern}(?:[?#]|$)\") {{"
+        );
         if domain.bare.is_some() {
             let _ = writeln!(
                 out,
-                "            if (req.url == \"{}\") {{\n                return (synth(752, \"Found\"));\n            }}",
-                domain.link_path
+                "            if (req.url ~ \"^{path}(?:[?#]|$)\") {{\n                return (synth(752, \"Found\"));\n            }}"
             );
         }
         if at_root {
             out.push_str(
-                "            if (req.url == \"/robots.txt\") {\n                return (synth(750, \"OK\"));\n            }\n",
+                "            if (req.url ~ \"^/robots\\.txt(?:[?#]|$)\") {\n                return (synth(750, \"OK\"));\n            }\n",
             );
         }
-        // The key rule, checked before any lookup: keys that break it
-        // never reach the VMOD, let alone Redis.
-        let _ = writeln!(
-            out,
-            "            if (req.url !~ \"{bare_link}\") {{\n                return (synth(404, \"Not Found\"));\n            }}"
-        );
+        out.push_str("            return (synth(404, \"Not Found\"));\n");
         out.push_str("        }\n        call shortlink_recv;\n");
     }
     if !out.is_empty() {

@@ -249,7 +249,7 @@ mod tests {
                 "\"10.0.0.0/8\";",
                 "if (req.http.host ~ \"^(?i)(s\\.example|www\\.s\\.example)(:[0-9]+)?$\" && \
                  req.url ~ \"^/go\\.to/\")",
-                "if (req.url !~ \"^/go\\.to/[A-Za-z0-9_-]{4,64}$\")",
+                "if (req.url !~ \"^/go\\.to/[A-Za-z0-9_-]{4,64}(?:[?#]|$)\")",
                 "from test.toml.",
                 "(under /go.to/ on s.example, www.s.example)",
                 "flush_interval = 250ms,",
