@@ -36,6 +36,14 @@ local visitors = {
         .. "(KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1", ["Accept-Language"] = "fr-CA" },
 }
 
+-- The headers of a request: a visitor's when spread, wrk's own otherwise.
+local function headers_of(visitor)
+    if spread then
+        return visitors[visitor]
+    end
+    return nil
+end
+
 function init(args)
     mode, file, thread_count = args[1], args[2], tonumber(args[3])
     non_3xx = 0
@@ -73,10 +81,17 @@ function init(args)
         keys[#keys + 1] = path .. line .. query
     end
     n = #keys
-    requests = {}
-    spread_requests = {}
-    for visitor = 1, #visitors do
-        spread_requests[visitor] = {}
+    built = {}
+    built_count = 0
+    if mode == "random" then
+        -- Every key as each visitor (or as wrk's one browser): a uniform
+        -- pick among them is a uniform key and a uniform visitor.
+        for visitor = 1, spread and #visitors or 1 do
+            for index = 1, n do
+                built_count = built_count + 1
+                built[built_count] = wrk.format("GET", keys[index], headers_of(visitor))
+            end
+        end
     end
     counter = 0
     wrapped = 0
@@ -104,6 +119,13 @@ local function zipf_index()
 end
 
 function request()
+    if mode == "random" then
+        -- Built in init: wrk shares the machine with the Varnish it
+        -- measures, and building requests here made a longer one (a
+        -- query, a device's headers) cost wrk more CPU, which the scenario
+        -- compared was then charged for.
+        return built[math.random(built_count)]
+    end
     local index
     if mode == "fresh" then
         -- Threads take interleaved keys, so no key is asked for twice.
@@ -113,28 +135,13 @@ function request()
             wrapped = wrapped + 1
             index = (index - 1) % n + 1
         end
-    elseif mode == "zipf" then
-        index = zipf_index()
-    else
-        index = math.random(n)
+        return wrk.format("GET", keys[index], headers_of(math.random(#visitors)))
     end
-    if mode == "fresh" then
-        -- Each key once: nothing to keep.
-        return wrk.format("GET", keys[index])
-    end
-    -- Each request is built once and sent again as it is: wrk shares the
-    -- machine with Varnish, and building a request anew each time made a
-    -- longer one (a query, a user agent) cost wrk more CPU, which the
-    -- scenario compared was then charged for.
-    local built = requests
-    local headers = nil
-    if spread then
-        local visitor = math.random(#visitors)
-        built, headers = spread_requests[visitor], visitors[visitor]
-    end
+    -- Zipf: the hot keys' requests are kept once built.
+    index = zipf_index()
     local request = built[index]
     if request == nil then
-        request = wrk.format("GET", keys[index], headers)
+        request = wrk.format("GET", keys[index], headers_of(math.random(#visitors)))
         built[index] = request
     end
     return request
