@@ -32,8 +32,9 @@ vcl_recv). `hit-domain` is
 `hit`'s links stored on that domain and asked for through the alias;
 `hit-query` is as many links of the default domain that forward their query
 (`?+`), each asked for with a 60-byte campaign query. Both run in rounds
-with `hit` (reported as `hit-paired`), one run each per round, and each is
-judged by the median of its per-round ratio to `hit-paired`.
+with `hit` (reported as `hit-paired`), one short run each per round
+(BENCH_ROUNDS, 12, of BENCH_ROUND_DURATION, 4 s), and each is judged by
+the median of its per-round ratio to `hit-paired`.
 `hit-rules` is as many links again, each with four rules and a two-way
 split (RULES_WORDS), asked for by clients spread over devices and languages
 (links.lua's "spread"); every client comes from 127.0.0.1, which the bench's
@@ -105,6 +106,13 @@ RUNS = int(os.environ.get("BENCH_RUNS", "1" if QUICK else "3"))
 # figure does (fsync times and the machine's speed drift), so there are
 # more of them.
 PAIRS = RUNS if QUICK else max(RUNS, 5)
+# Rounds of the scenarios run beside `hit` (hit-domain, hit-query,
+# hit-rules): many short runs, since the machine's speed drifts by 10 to
+# 25 % within a minute, and two runs a few seconds apart share more of it
+# than two runs ten seconds apart; the median of many rounds then holds
+# still where five long ones moved by several percent.
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", str(PAIRS) if QUICK else "12"))
+ROUND_DURATION = int(os.environ.get("BENCH_ROUND_DURATION", "2" if QUICK else "4"))
 DURATION = int(os.environ.get("BENCH_DURATION", "2" if QUICK else "10"))
 CONNECTIONS = 64
 THREADS = 2
@@ -957,14 +965,14 @@ def run(processes):
         # hit's links are cached already when `hit` ran (nothing empties the
         # cache between them).
         hit_cached = not ONLY or "hit" in ONLY
-        everyone = [("hit-paired", "boot", links_wrk("random", hit_keys),
+        everyone = [("hit-paired", "boot", links_wrk("random", hit_keys, duration=ROUND_DURATION),
                      (lambda: None) if hit_cached else warm_beside(hit_keys))] + chosen
         before = client_requests()
         for _, vcl_name, _, prepare in everyone:
             varnishadm(workdir, "vcl.use", vcl_name)
             prepare()
         runs = {name: [] for name, *_ in everyone}
-        for round_id in range(PAIRS):
+        for round_id in range(ROUNDS):
             turn = round_id % len(everyone)
             for name, vcl_name, measure, _ in everyone[turn:] + everyone[:turn]:
                 varnishadm(workdir, "vcl.use", vcl_name)
@@ -1062,24 +1070,28 @@ def run(processes):
         "hit-rules: links with four rules and a split, asked for by devices and languages; "
         "in rounds with hit (hit-paired)")
     beside_hit([
-        ("hit-domain", "boot", links_wrk("random", hit_keys, **domain_where),
+        ("hit-domain", "boot", links_wrk("random", hit_keys, duration=ROUND_DURATION, **domain_where),
          warm_beside(hit_keys, lambda: answers_checked(
              "hit-domain", [(f"/{links[n][0]}", links[n][1]) for n in samples], host=DOMAIN_ALIAS),
                      **domain_where)),
-        ("hit-query", "boot", every_query_forwarded(links_wrk("random", query_keys, **query_where)),
+        ("hit-query", "boot", every_query_forwarded(links_wrk("random", query_keys, duration=ROUND_DURATION,
+                                                             **query_where)),
          warm_beside(query_keys, lambda: answers_checked(
              "hit-query", [(f"/l/{query_links[n][0]}", f"{query_links[n][1]}?{CAMPAIGN_QUERY}") for n in samples],
              query=CAMPAIGN_QUERY), **query_where)),
-        ("hit-rules", "boot", every_target_chosen(links_wrk("random", rules_keys, spread=True)),
+        ("hit-rules", "boot", every_target_chosen(links_wrk("random", rules_keys, duration=ROUND_DURATION,
+                                                           spread=True)),
          warm_beside(rules_keys, rules_checked)),
         # For profiling only (BENCH_SCENARIOS=hit-spread): hit's links, with
         # no rules, asked for by hit-rules's devices and languages: what
         # more visitors and details cost the counting, apart from the rules.
-        *([("hit-spread", "boot", links_wrk("random", hit_keys, spread=True), warm_beside(hit_keys))]
+        *([("hit-spread", "boot", links_wrk("random", hit_keys, duration=ROUND_DURATION, spread=True),
+             warm_beside(hit_keys))]
           if "hit-spread" in ONLY else []),
         # For profiling only (BENCH_SCENARIOS=hit-nodomain): hit on the VCL
         # without the second domain, as before it existed.
-        *([("hit-nodomain", "nodomain", links_wrk("random", hit_keys), warm_beside(hit_keys))]
+        *([("hit-nodomain", "nodomain", links_wrk("random", hit_keys, duration=ROUND_DURATION),
+             warm_beside(hit_keys))]
           if "hit-nodomain" in ONLY else []),
     ])
 

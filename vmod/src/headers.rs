@@ -1,7 +1,7 @@
-//! Reading a request's or response's headers on the request path: several
-//! at once, borrowed where they are UTF-8.
+//! Reading a request's URL and its or a response's headers on the request
+//! path: several at once, borrowed where they are UTF-8.
 
-use varnish::vcl::{HttpHeaders, StrOrBytes};
+use varnish::vcl::{Ctx, HttpHeaders, StrOrBytes};
 
 /// The first value of each of `names` (case-insensitive) in `headers`,
 /// read in one pass: `HttpHeaders::header` reads every header, each checked
@@ -35,5 +35,18 @@ pub(crate) fn text<'a>(value: Option<&StrOrBytes<'a>>) -> std::borrow::Cow<'a, s
         Some(StrOrBytes::Utf8(text)) => std::borrow::Cow::Borrowed(text),
         Some(StrOrBytes::Bytes(bytes)) => String::from_utf8_lossy(bytes),
         None => std::borrow::Cow::Borrowed(""),
+    }
+}
+
+/// The client request's URL, query and all; empty outside a client task
+/// or when it is not UTF-8 (no link's URL then).
+pub(crate) fn request_url<'c>(ctx: &'c Ctx) -> &'c str {
+    match ctx
+        .http_req
+        .as_ref()
+        .and_then(HttpHeaders::url)
+    {
+        Some(StrOrBytes::Utf8(url)) => url,
+        _ => "",
     }
 }

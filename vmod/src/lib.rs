@@ -488,7 +488,7 @@ mod shortlink {
         pub fn forward_query(&self, ctx: &Ctx, location: &str) -> String {
             without_panic(
                 || {
-                    let query = shortlink_core::query::query_of(crate::request_url(ctx));
+                    let query = shortlink_core::query::query_of(crate::headers::request_url(ctx));
                     if query.is_empty() {
                         return location.to_owned();
                     }
@@ -557,19 +557,6 @@ pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// The client request's URL, query and all; empty outside a client task
-/// or when it is not UTF-8 (no link's URL then).
-pub(crate) fn request_url<'c>(ctx: &'c Ctx) -> &'c str {
-    match ctx
-        .http_req
-        .as_ref()
-        .and_then(varnish::vcl::HttpHeaders::url)
-    {
-        Some(StrOrBytes::Utf8(url)) => url,
-        _ => "",
-    }
 }
 
 /// Time left before the `Expires` of the backend response, if it has one.
