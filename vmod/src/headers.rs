@@ -41,11 +41,7 @@ pub(crate) fn text<'a>(value: Option<&StrOrBytes<'a>>) -> std::borrow::Cow<'a, s
 /// The client request's URL, query and all; empty outside a client task
 /// or when it is not UTF-8 (no link's URL then).
 pub(crate) fn request_url<'c>(ctx: &'c Ctx) -> &'c str {
-    match ctx
-        .http_req
-        .as_ref()
-        .and_then(HttpHeaders::url)
-    {
+    match ctx.http_req.as_ref().and_then(HttpHeaders::url) {
         Some(StrOrBytes::Utf8(url)) => url,
         _ => "",
     }
