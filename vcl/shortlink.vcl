@@ -203,12 +203,11 @@ sub vcl_deliver {
         }
         # A link's redirect carries the query it was asked with, when the
         # link (Shortlink-Forward) or else its domain says so: one cached
-        # object per key, the query merged for each answer.
+        # object per key, the query merged into Location for each answer
+        # that has one.
         if (resp.http.Shortlink-Forward == "+" ||
             (!resp.http.Shortlink-Forward && (false))) {
-            if (resp.http.Location && !resp.http.Shortlink-Expired) {
-                set resp.http.Location = shortlink_links.forward_query(resp.http.Location);
-            }
+            shortlink_links.forward_query();
         }
         unset resp.http.Shortlink-Forward;
         unset resp.http.Shortlink-Expired;

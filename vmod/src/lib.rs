@@ -7,6 +7,7 @@ mod backend;
 mod changes;
 mod clicks;
 mod counting;
+mod forwarding;
 mod headers;
 mod lookups;
 mod stats;
@@ -56,7 +57,6 @@ mod shortlink {
 
     use std::net::SocketAddr;
     use std::sync::atomic::AtomicU64;
-    use std::sync::atomic::Ordering::Relaxed;
 
     use shortlink_core::rules::Chosen;
     use shortlink_core::settings::ClickQueueMb;
@@ -470,39 +470,25 @@ mod shortlink {
             }
         }
 
-        /// `location` with the query string of the request's URL
-        /// (`req.url`) merged in, for a link that forwards its query: call it
-        /// in `vcl_deliver` on the redirect's `Location`. The request's
-        /// parameters replace the target's of the same name and come after
-        /// the target's own; the target's fragment stays last; bytes a
-        /// query may not hold are percent-encoded. Without a query,
-        /// `location` comes back as it is. A query over 1024 bytes, or a
-        /// result over the longest target (8192 bytes), is not forwarded:
-        /// `location` comes back as it is, counted in `queries_dropped`.
+        /// Merge the query string of the request's URL (`req.url`) into
+        /// the redirect's `Location`, for a link that forwards its query:
+        /// call it in `vcl_deliver`. The request's parameters replace the
+        /// target's of the same name and come after the target's own; the
+        /// target's fragment stays last; bytes a query may not hold are
+        /// percent-encoded. A request without a query, an answer without
+        /// `Location` and an expired link's fallback are left as they are,
+        /// so the common case costs no header write. A query over 1024
+        /// bytes, or a result over the longest target (8192 bytes), is not
+        /// forwarded: the redirect keeps its target, counted in
+        /// `queries_dropped`.
         ///
         /// ```vcl
         /// if (resp.http.Shortlink-Forward == "+") {
-        ///     set resp.http.Location = links.forward_query(resp.http.Location);
+        ///     links.forward_query();
         /// }
         /// ```
-        pub fn forward_query(&self, ctx: &Ctx, location: &str) -> String {
-            without_panic(
-                || {
-                    let query = shortlink_core::query::query_of(crate::headers::request_url(ctx));
-                    if query.is_empty() {
-                        return location.to_owned();
-                    }
-                    let stats = &self.resolver().stats;
-                    if let Ok(merged) = shortlink_core::query::forward_query(location, query) {
-                        stats.queries_forwarded.fetch_add(1, Relaxed);
-                        merged
-                    } else {
-                        stats.queries_dropped.fetch_add(1, Relaxed);
-                        location.to_owned()
-                    }
-                },
-                || location.to_owned(),
-            )
+        pub fn forward_query(&self, ctx: &mut Ctx) {
+            without_panic(|| self.forward_into_location(ctx), || ());
         }
 
         /// The cache TTL for a response of this object's backend with

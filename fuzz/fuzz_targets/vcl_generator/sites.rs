@@ -123,11 +123,13 @@ pub fn routes(sites: &[Site]) -> String {
         if !site.hosts.is_empty() {
             condition.push(format!("req.http.host ~ \"@HOST_REGEX#{index}@\""));
         }
-        condition.push(format!("req.url ~ \"@PATH_REGEX#{index}@\""));
         let at_root = site.path == "/";
         if at_root && site.bare.is_none() {
-            // `/` alone stays the health page, or the site's own.
-            condition.push("req.url !~ \"^/([?#]|$)\"".to_owned());
+            // Every path but `/` alone (with a query or fragment): that
+            // stays the health page, or the site's own.
+            condition.push("req.url ~ \"^/[^?#]\"".to_owned());
+        } else {
+            condition.push(format!("req.url ~ \"@PATH_REGEX#{index}@\""));
         }
         let keyword = if n == 0 { "if" } else { "} elsif" };
         code(

@@ -73,12 +73,14 @@ fn routes(domains: &[Domain], key_pattern: &str) -> String {
         if !domain.hosts.is_empty() {
             condition.push(host_condition(&domain.hosts));
         }
-        condition.push(format!("req.url ~ \"^{path}\""));
         let at_root = domain.link_path == "/";
         if at_root && domain.bare.is_none() {
-            // The bare domain stays what it is without domains: the
-            // standalone VCL's health page, or the site's.
-            condition.push("req.url !~ \"^/([?#]|$)\"".to_owned());
+            // The bare domain (`/`, `/?...`, `/#...`) stays what it is
+            // without domains: the standalone VCL's health page, or the
+            // site's. One regex, as a key's route pays one.
+            condition.push("req.url ~ \"^/[^?#]\"".to_owned());
+        } else {
+            condition.push(format!("req.url ~ \"^{path}\""));
         }
         let keyword = if index == 0 { "if" } else { "} elsif" };
         let _ = writeln!(out, "    {keyword} ({}) {{", condition.join(" && "));

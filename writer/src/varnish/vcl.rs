@@ -289,7 +289,7 @@ mod tests {
         // Every path but the bare one is a link's; the bare one stays the
         // health page.
         assert!(
-            standalone.contains("if (req.url ~ \"^/\" && req.url !~ \"^/([?#]|$)\") {"),
+            standalone.contains("if (req.url ~ \"^/[^?#]\") {"),
             "{standalone}"
         );
         let refusal = generate(&settings, "x", Form::Include).unwrap_err().0;
@@ -309,7 +309,7 @@ mod tests {
         let settings = Settings::new(config).unwrap();
         let vcl = generate(&settings, "x", Form::Standalone).unwrap();
         let go = vcl
-            .find("if (req.http.host ~ \"^(?i)(go\\.example|go\\.example\\.net)(:[0-9]+)?$\" && req.url ~ \"^/\"")
+            .find("if (req.http.host ~ \"^(?i)(go\\.example|go\\.example\\.net)(:[0-9]+)?$\" && req.url ~ \"^/[^?#]\") {")
             .expect(&vcl);
         let default = vcl.find("} elsif (req.url ~ \"^/l/\") {").expect(&vcl);
         assert!(go < default, "{vcl}");
