@@ -5,9 +5,9 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use shortlink_core::query::{forward_query, query_of};
-use varnish::vcl::{Ctx, HttpHeaders, LogTag, StrOrBytes};
+use varnish::vcl::{Ctx, LogTag, StrOrBytes};
 
-use crate::headers::headers_named;
+use crate::headers::{headers_named, request_url};
 use crate::{backend, redirector};
 
 impl redirector {
@@ -15,12 +15,9 @@ impl redirector {
     /// with the query of `req.url` merged in, unless there is no query,
     /// no `Location`, or the answer is an expired link's fallback.
     pub(crate) fn forward_into_location(&self, ctx: &mut Ctx) {
-        // The request's headers and the response's are fields apart: the
-        // URL stays borrowed while `Location` is written.
-        let Some(StrOrBytes::Utf8(url)) = ctx.http_req.as_ref().and_then(HttpHeaders::url) else {
-            return;
-        };
-        let query = query_of(url);
+        // Borrowed from the request's headers alone: the response's are
+        // written while the query is read.
+        let query = query_of(request_url(ctx.http_req.as_ref()));
         if query.is_empty() {
             return;
         }

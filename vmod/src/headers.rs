@@ -1,7 +1,7 @@
 //! Reading a request's URL and its or a response's headers on the request
 //! path: several at once, borrowed where they are UTF-8.
 
-use varnish::vcl::{Ctx, HttpHeaders, StrOrBytes};
+use varnish::vcl::{HttpHeaders, StrOrBytes};
 
 /// The first value of each of `names` (case-insensitive) in `headers`,
 /// read in one pass: `HttpHeaders::header` reads every header, each checked
@@ -39,9 +39,11 @@ pub(crate) fn text<'a>(value: Option<&StrOrBytes<'a>>) -> std::borrow::Cow<'a, s
 }
 
 /// The client request's URL, query and all; empty outside a client task
-/// or when it is not UTF-8 (no link's URL then).
-pub(crate) fn request_url<'c>(ctx: &'c Ctx) -> &'c str {
-    match ctx.http_req.as_ref().and_then(HttpHeaders::url) {
+/// or when it is not UTF-8 (no link's URL then). It takes the request's
+/// headers (`ctx.http_req`) rather than the context, so that the response's
+/// can be written while the URL is borrowed.
+pub(crate) fn request_url<'h>(req: Option<&'h HttpHeaders<'_>>) -> &'h str {
+    match req.and_then(HttpHeaders::url) {
         Some(StrOrBytes::Utf8(url)) => url,
         _ => "",
     }

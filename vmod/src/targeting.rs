@@ -22,7 +22,7 @@ impl redirector {
         request: [&str; 2],
     ) -> (Chosen, Option<&'r str>) {
         let [user_agent, accept_language] = request;
-        let url = crate::headers::request_url(ctx);
+        let url = crate::headers::request_url(ctx.http_req.as_ref());
         let now = request_time(ctx);
         let visit = RequestVisit::new(
             user_agent,
