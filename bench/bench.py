@@ -822,9 +822,18 @@ def run(processes):
         varnishadm(workdir, "vcl.use", vcl_name)
         runs, paired_runs = [], {pair[0]: [] for pair in pairs}
 
+        def prepared():
+            """Prepares a run; Varnish's request count before it (a restart,
+            empty_cache, starts the counter again from 0)."""
+            before = client_requests()
+            if prepare:
+                prepare()
+            return 0 if prepare is empty_cache else before
+
         def paired_run(pair):
             varnishadm(workdir, "vcl.use", pair[1])
-            if pair[2:] == (True,):
+            counts = pair[2:] == (True,)
+            if counts:
                 # A paired VCL that counts (lookup-synth) is a limit, not
                 # one of the answers the exactness check holds to 0 lost:
                 # what it stored is set apart, and what it did not store
@@ -832,13 +841,9 @@ def run(processes):
                 time.sleep(FLUSH_WAIT)
                 flushes_settle(clicks_port)
                 stored_before = stored_clicks(clicks_port)
-            before = client_requests()
-            if prepare:
-                prepare()
-            if prepare is empty_cache:
-                before = 0
+            before = prepared()
             figures = measure()
-            if pair[2:] == (True,):
+            if counts:
                 time.sleep(FLUSH_WAIT)
                 flushes_settle(clicks_port)
                 # Varnish's count: wrk leaves out the answers in flight when it stops.
@@ -855,12 +860,7 @@ def run(processes):
             if run_id % 2:
                 for pair in pairs:
                     paired_run(pair)
-            # A restart (empty_cache) starts the counter again from 0.
-            before = client_requests()
-            if prepare:
-                prepare()
-            if prepare is empty_cache:
-                before = 0
+            before = prepared()
             runs.append(measure())
             if counted:
                 # Workers add their request counts to MAIN.client_req in
