@@ -42,9 +42,10 @@ deb:
 # minutes on 2 cores. `make faults` fuzzes longer (FUZZ_SECONDS, 20).
 TEST_FUZZ_SECONDS ?= 7
 
-## test: every test: relative links in the Markdown files, unit and integration tests, VTC suites, the Debian package (installed, used, purged), `make run` smoke tests (one Redis, Sentinel, Cluster), `make faults` (fuzzing TEST_FUZZ_SECONDS, 7, per target), hadolint, compose schema, rustfmt, clippy
+## test: every test: relative links in the Markdown files, one set of dependency features for builds and tests, unit and integration tests, VTC suites, the Debian package (installed, used, purged), `make run` smoke tests (one Redis, Sentinel, Cluster), `make faults` (fuzzing TEST_FUZZ_SECONDS, 7, per target), hadolint, compose schema, rustfmt, clippy
 test: deps-test
 	python3 scripts/check-links.py
+	scripts/check-features.sh
 	@$(CARGO) build --release --workspace
 	scripts/test-deb.sh
 	$(CARGO) test --release --workspace --exclude fault-tests --no-fail-fast
@@ -58,10 +59,13 @@ test: deps-test
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
+# The fault suite runs as fault-tests' one test target, built with the
+# workspace's features as every other build here: `-p fault-tests` would
+# resolve features of its own and compile 19 crates again.
 ## faults: faults under load (Redis hung, killed, down at start; the writer without Redis; kill -9 after acknowledged inserts; Varnish restarted), then every fuzz target for FUZZ_SECONDS (20) each
 faults: deps-test
 	@$(CARGO) build --release --workspace
-	$(CARGO) test --release -p fault-tests
+	$(CARGO) test --release --workspace --test under_load
 	scripts/fuzz.sh
 
 ## bench: every redirect path against Varnish's ceiling; writes target/bench/latest.json
