@@ -50,6 +50,16 @@ pub fn query_of(url: &str) -> &str {
 /// merged in. Bytes a URL's query may not hold are percent-encoded; an
 /// escape already there (`%20`) is kept.
 pub fn forward_query(target: &str, query: &str) -> Result<String, NotForwarded> {
+    let mut out = String::new();
+    forward_query_into(target, query, &mut out)?;
+    Ok(out)
+}
+
+/// [`forward_query`] written into `out`, emptied first: the VMOD keeps
+/// one buffer per worker thread, so that a delivery allocates nothing.
+/// `out` holds no complete target when this fails.
+pub fn forward_query_into(target: &str, query: &str, out: &mut String) -> Result<(), NotForwarded> {
+    out.clear();
     if query.len() > MAX_FORWARDED_QUERY {
         return Err(NotForwarded::QueryTooLong);
     }
@@ -67,7 +77,7 @@ pub fn forward_query(target: &str, query: &str) -> Result<String, NotForwarded> 
             .split('&')
             .any(|asked| asked.split('=').next().unwrap_or_default() == name)
     };
-    let mut out = String::with_capacity(target.len() + query.len() + 8);
+    out.reserve(target.len() + query.len() + 8);
     out.push_str(base);
     let mut separator = '?';
     for pair in own.split('&').filter(|pair| !pair.is_empty()) {
@@ -79,7 +89,7 @@ pub fn forward_query(target: &str, query: &str) -> Result<String, NotForwarded> 
     }
     for pair in asked {
         out.push(separator);
-        push_encoded(&mut out, pair);
+        push_encoded(out, pair);
         separator = '&';
     }
     if let Some(fragment) = fragment {
@@ -89,7 +99,7 @@ pub fn forward_query(target: &str, query: &str) -> Result<String, NotForwarded> 
     if out.len() > MAX_TARGET_LEN {
         return Err(NotForwarded::TargetTooLong);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Appends `text` with every byte a query may not hold (RFC 3986: anything
@@ -186,6 +196,23 @@ mod tests {
                 "{target} {query}"
             );
         }
+    }
+
+    #[test]
+    fn a_reused_buffer_holds_only_the_latest_target() {
+        let mut out = String::from("https://left.over/?x=1");
+        forward_query_into("https://e.org/p?a=1#top", "b=2", &mut out).unwrap();
+        assert_eq!(out, "https://e.org/p?a=1&b=2#top");
+        forward_query_into("https://e.org/", "utm_source=x", &mut out).unwrap();
+        assert_eq!(
+            out,
+            forward_query("https://e.org/", "utm_source=x").unwrap()
+        );
+        let long = "a".repeat(MAX_FORWARDED_QUERY + 1);
+        assert_eq!(
+            forward_query_into("https://e.org/", &long, &mut out),
+            Err(NotForwarded::QueryTooLong)
+        );
     }
 
     #[test]
