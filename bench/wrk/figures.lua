@@ -20,17 +20,18 @@ function figures.sum(name)
 end
 
 -- Prints the figures of a run; `non_3xx` is nil when answers were not
--- counted by status, `reused_keys` how often a key was asked for again.
-function figures.print(summary, latency, non_3xx, reused_keys)
+-- counted by status, `reused_keys` how often a key was asked for again,
+-- `more` (optional) further JSON members.
+function figures.print(summary, latency, non_3xx, reused_keys, more)
     local e = summary.errors
     local sockets = e.connect + e.read + e.write + e.timeout
     io.write(string.format(
         'BENCH_JSON {"requests": %d, "duration_us": %d, "errors": %d, "socket_errors": %d, "non_3xx": %s, ' ..
         '"socket_error_kinds": {"connect": %d, "read": %d, "write": %d, "timeout": %d}, ' ..
-        '"p50_us": %d, "p99_us": %d, "reused_keys": %d}\n',
+        '"p50_us": %d, "p99_us": %d, "reused_keys": %d%s}\n',
         summary.requests, summary.duration, sockets + e.status, sockets,
         non_3xx and tostring(non_3xx) or "null", e.connect, e.read, e.write, e.timeout,
-        latency:percentile(50), latency:percentile(99), reused_keys))
+        latency:percentile(50), latency:percentile(99), reused_keys, more and (", " .. more) or ""))
 end
 
 return figures

@@ -15,31 +15,12 @@ local figures = require("figures")
 
 setup = figures.setup
 
--- Devices and languages as a link's visitors send them: an iPhone, Android
--- phones, desktops of several languages. wrk.format sends the headers it
--- is given instead of wrk.headers (Host aside): init completes each table
--- with what the others send.
-local visitors = {
-    { ["User-Agent"] = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 "
-        .. "(KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1", ["Accept-Language"] = "en-US,en;q=0.9" },
-    { ["User-Agent"] = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
-        .. "Chrome/124.0 Mobile Safari/537.36", ["Accept-Language"] = "de-DE,de;q=0.9" },
-    { ["User-Agent"] = "Mozilla/5.0 (Linux; Android 14; SM-S921B) AppleWebKit/537.36 (KHTML, like Gecko) "
-        .. "Chrome/124.0 Mobile Safari/537.36", ["Accept-Language"] = "fr-FR,fr;q=0.9" },
-    { ["Accept-Language"] = "fr-FR,fr;q=0.9,en;q=0.5" },
-    { ["Accept-Language"] = "en-GB,en;q=0.9" },
-    { ["User-Agent"] = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
-        .. "Chrome/124.0 Safari/537.36", ["Accept-Language"] = "de-DE,de;q=0.9,en;q=0.8" },
-    { ["User-Agent"] = "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4) AppleWebKit/605.1.15 (KHTML, like Gecko) "
-        .. "Version/17.4 Safari/605.1.15", ["Accept-Language"] = "nl-NL,nl;q=0.9" },
-    { ["User-Agent"] = "Mozilla/5.0 (iPad; CPU OS 17_4 like Mac OS X) AppleWebKit/605.1.15 "
-        .. "(KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1", ["Accept-Language"] = "fr-CA" },
-}
+local visitors = require("visitors")
 
 -- The headers of a request: a visitor's when spread, wrk's own otherwise.
 local function headers_of(visitor)
     if spread then
-        return visitors[visitor]
+        return visitors.list[visitor]
     end
     return nil
 end
@@ -63,19 +44,9 @@ function init(args)
             end
         end
     end
-    -- People's browsers: most clicks are theirs, and only people's clicks
-    -- go through the whole count (per day, hour, minute, details, visitors)
-    -- and make a link hot for warming.
-    wrk.headers["User-Agent"] =
-        "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+    wrk.headers["User-Agent"] = visitors.browser
     spread = args[8] == "spread"
-    for _, headers in ipairs(visitors) do
-        for name, value in pairs(wrk.headers) do
-            if headers[name] == nil then
-                headers[name] = value
-            end
-        end
-    end
+    visitors.complete(wrk.headers)
     keys = {}
     for line in io.lines(file) do
         keys[#keys + 1] = path .. line .. query
@@ -86,7 +57,7 @@ function init(args)
     if mode == "random" then
         -- Every key as each visitor (or as wrk's one browser): a uniform
         -- pick among them is a uniform key and a uniform visitor.
-        for visitor = 1, spread and #visitors or 1 do
+        for visitor = 1, spread and #visitors.list or 1 do
             for index = 1, n do
                 built_count = built_count + 1
                 built[built_count] = wrk.format("GET", keys[index], headers_of(visitor))
@@ -135,13 +106,13 @@ function request()
             wrapped = wrapped + 1
             index = (index - 1) % n + 1
         end
-        return wrk.format("GET", keys[index], headers_of(math.random(#visitors)))
+        return wrk.format("GET", keys[index], headers_of(math.random(#visitors.list)))
     end
     -- Zipf: the hot keys' requests are kept once built.
     index = zipf_index()
     local request = built[index]
     if request == nil then
-        request = wrk.format("GET", keys[index], headers_of(math.random(#visitors)))
+        request = wrk.format("GET", keys[index], headers_of(math.random(#visitors.list)))
         built[index] = request
     end
     return request
