@@ -1,11 +1,11 @@
 //! `.count()` behind the VCL API: which answers are clicks, read from the
-//! request and the response in one pass each, and the click counters
-//! copied into varnishstat once per flush.
+//! request and the response in one pass each over their headers' raw
+//! bytes, and the click counters copied into varnishstat once per flush.
 
 use shortlink_core::rules::Chosen;
 use varnish::vcl::{Ctx, StrOrBytes};
 
-use crate::headers::{headers_named, text};
+use crate::headers::{header_slots, text};
 use crate::{backend, clicks, key_of, redirector};
 
 impl redirector {
@@ -30,8 +30,8 @@ impl redirector {
             return;
         };
         let head = matches!(req.method(), Some(StrOrBytes::Utf8("HEAD")));
-        let [expired, limited] =
-            headers_named(resp, [backend::EXPIRED_MARK, backend::LIMITED_MARK]);
+        // Only whether they are there: no header is read as text.
+        let [expired, limited] = header_slots(resp, [backend::EXPIRED_MARK, backend::LIMITED_MARK]);
         let outcome = if status == 410 || expired.is_some() {
             clicks::Outcome::Gone
         } else if status == self.resolver().settings.status.code() {
@@ -46,7 +46,8 @@ impl redirector {
         };
         // Borrowed from the request: the click's own copy is its only
         // allocation on this path.
-        let url = text(req.url().as_ref());
+        let url = req.url();
+        let url = text(url.as_ref().map(AsRef::as_ref));
         let key = key_of(&url);
         let spaces = &self.resolver().settings.spaces;
         // The flusher names Redis keys after it: only keys that pass the rules.
@@ -54,12 +55,15 @@ impl redirector {
             return;
         }
         let [agent, referrer, domain] =
-            headers_named(req, ["User-Agent", "Referer", backend::DOMAIN_HEADER]);
-        let domain = domain.map(|name| text(Some(&name)));
+            header_slots(req, ["User-Agent", "Referer", backend::DOMAIN_HEADER]);
+        let domain = domain.map(|(_, name)| text(Some(name)));
         let Some((space, _)) = spaces.of(domain.as_deref()) else {
             return;
         };
-        let (agent, referrer) = (text(agent.as_ref()), text(referrer.as_ref()));
+        let (agent, referrer) = (
+            text(agent.map(|(_, value)| value)),
+            text(referrer.map(|(_, value)| value)),
+        );
         if let Some(click) = clicks::Click::new(
             outcome,
             head,
