@@ -1,10 +1,12 @@
 -- Measures several sides of `make bench` in one run, taking turns:
---   wrk ... -s sides.lua <url> -- TURN_MS SETTLE_MS KEYFILE PATH HOST QUERY SPREAD [KEYFILE ...]
--- Each side is five arguments: its keys, what comes before each key, the
+--   wrk ... -s sides.lua <url> -- TURN_MS SETTLE_MS KEYFILE PATH HOST QUERY SPREAD HEADER [KEYFILE ...]
+-- Each side is six arguments: its keys, what comes before each key, the
 -- Host header ("-": the URL's), a query sent with every key (without its
--- "?"; "-": none), and "spread" to send each request as one of
--- visitors.lua's devices and languages ("-": as one browser). Keys are
--- asked for uniformly at random, from requests built once.
+-- "?"; "-": none), "spread" to send each request as one of visitors.lua's
+-- devices and languages ("-": as one browser), and one more header sent
+-- with each request ("Name: value"; "-": none), which a VCL can route
+-- the side by. Keys are asked for uniformly at random, from requests
+-- built once.
 --
 -- Turns of TURN_MS go round the sides by the wall clock, the same in every
 -- thread, so that every side runs in the same seconds as the others and
@@ -36,7 +38,7 @@ end
 setup = figures.setup
 
 -- The requests of one side, built once.
-local function side_requests(file, path, host, query, spread)
+local function side_requests(file, path, host, query, spread, header)
     local suffix = query ~= "-" and ("?" .. query) or ""
     local headers = {}
     for _, visitor in ipairs(spread == "spread" and visitors.list or { { ["User-Agent"] = visitors.browser } }) do
@@ -46,6 +48,10 @@ local function side_requests(file, path, host, query, spread)
         end
         if host ~= "-" then
             own["Host"] = host
+        end
+        if header ~= "-" then
+            local name, value = header:match("^([^:]+):%s*(.*)$")
+            own[name] = value
         end
         headers[#headers + 1] = own
     end
@@ -64,9 +70,9 @@ function init(args)
     wrk.headers["User-Agent"] = visitors.browser
     visitors.complete(wrk.headers)
     sides = {}
-    for first = 3, #args, 5 do
+    for first = 3, #args, 6 do
         sides[#sides + 1] = side_requests(args[first], args[first + 1], args[first + 2], args[first + 3],
-            args[first + 4])
+            args[first + 4], args[first + 5])
     end
     side_count = #sides
     -- Requests sent per side, and settled requests per turn (by the turn's
