@@ -174,6 +174,11 @@ EXPORT_OWNER = "exporter"
 VARNISHD_PARAMS = ROOT / "vcl" / "varnishd.params"
 # The writer's claim script: its deadline prologue, then the claim.
 CLAIM_SCRIPT = [ROOT / "writer" / "src" / "links" / "deadline.lua", ROOT / "writer" / "src" / "links" / "claim.lua"]
+# Where the store ceiling's claims go: a hash and a list as the writer's,
+# outside the links' names. Under them, its 300,000 fields in one hash (no
+# store the writer keys has such a hash) were exported as links, and the
+# export's check that each link goes out once held a hash's fields.
+CEILING_HASH, CEILING_LIST = "bench-ceiling:sc", "bench-ceiling:@bench"
 BENCH_TOKEN = "bench-token-" + "0123456789abcdef" * 2
 # The second short domain of the bench's configuration: links at the root,
 # asked for through its alias, forwarding queries by default (which a
@@ -497,9 +502,9 @@ def store_ceiling(redis_port):
     # larger -r overflows its parsing, and then nothing is substituted).
     candidates = ["__rand_int__", *(f"c{n}" for n in range(23))]
     command = ["redis-benchmark", "-p", str(redis_port), "-c", "16", "-n", str(STORE_CEILING_INSERTS),
-               "-r", "100000000", "--csv", "EVALSHA", sha, "2", PREFIX + "sc", PREFIX + "@bench",
+               "-r", "100000000", "--csv", "EVALSHA", sha, "2", CEILING_HASH, CEILING_LIST,
                "https://example.org/store-ceiling/__rand_int__", "99999999999999", "sc", "1", *candidates]
-    fields = lambda: int(redis_cli(redis_port, "HLEN", PREFIX + "sc"))
+    fields = lambda: int(redis_cli(redis_port, "HLEN", CEILING_HASH))
     before = fields()
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     rows = [line.split('","') for line in result.stdout.splitlines() if line.startswith('"EVALSHA')]
@@ -509,8 +514,8 @@ def store_ceiling(redis_port):
     stored = fields() - before
     if stored < 0.99 * STORE_CEILING_INSERTS:
         # What one such call answers now says why (an error, or a key found).
-        probe = subprocess.run(["redis-cli", "-p", str(redis_port), "EVALSHA", sha, "2", PREFIX + "sc",
-                                PREFIX + "@bench", f"https://example.org/store-ceiling/probe-{time.time()}",
+        probe = subprocess.run(["redis-cli", "-p", str(redis_port), "EVALSHA", sha, "2", CEILING_HASH,
+                                CEILING_LIST, f"https://example.org/store-ceiling/probe-{time.time()}",
                                 "99999999999999", "sc", "1", f"p{time.time_ns()}", *candidates[1:]],
                                capture_output=True, text=True)
         raise SystemExit(f"bench: the store ceiling stored {stored} of {STORE_CEILING_INSERTS} links; "
