@@ -1008,8 +1008,9 @@ def run(processes):
         return sum(int(f[1]) for f in fields if f and f[0].endswith(".queries_forwarded"))
 
     def in_turns(sides):
-        """One run of `sides` taking turns (sides.lua), each side given as
-        links_wrk's keys, path, host, query and spread, and a header."""
+        """One run of `sides` taking turns (sides.lua), each side a dict of
+        its "keys" file and, as links_wrk takes them, its "path", "host",
+        "query" and "spread", and a "header" ("Name: value") to send."""
         args = [str(TURN_MS), str(SETTLE_MS)]
         for side in sides:
             args += [str(side["keys"]), side.get("path", "/l/"), side.get("host", "-"), side.get("query", "-"),
@@ -1017,18 +1018,19 @@ def run(processes):
         return wrk(base, "sides.lua", args, duration=BESIDE_DURATION)
 
     def beside_hit(sides):
-        """Each of `sides` (name, where, prepare, answered[, after]) measured in one run
-        with `hit` (reported as hit-paired), the two taking turns of
-        TURN_MS (sides.lua): the same seconds of the machine for both, and
-        the click flushes of both runs charged to both alike. Its ratio is
-        its settled rate over hit-paired's in that run. `where` says how
-        its links are asked for (links_wrk's keys, path, host, query and
-        spread); each side prepares (warms its links, checks its answers)
-        before its run, and `answered`, when given, is a counter of
-        varnishstat and what it counts: the bench stops unless it grew by
-        each of the side's requests (a query forwarded, a target chosen);
-        `after` runs after it, its clicks accounted with the runs'. The clicks are accounted once, after the last run (waiting
-        for them after each run would add seconds to it)."""
+        """Each of `sides` (name, where, prepare, answered[, after])
+        measured in one run with `hit` (reported as hit-paired), the two
+        taking turns of TURN_MS (sides.lua): the same seconds of the machine
+        for both, and the click flushes of both charged to both alike. Its
+        ratio is its settled rate over hit-paired's in that run. `where`
+        says how its links are asked for (in_turns' side); each side
+        prepares (warms its links, checks its answers) before its run, and
+        `answered`, when given, is a counter of varnishstat and what it
+        counts: the bench stops unless it grew by each of the side's
+        requests (a query forwarded, a target chosen). `after` runs after
+        the side's run. The clicks of all of them are accounted once, after
+        the last run (waiting for them after each run would add seconds to
+        it)."""
         chosen = [side for side in sides if not ONLY or side[0] in ONLY]
         if not chosen:
             return
@@ -1143,10 +1145,7 @@ def run(processes):
     domain_where = {"path": "/", "host": DOMAIN_ALIAS}
     query_where = {"query": CAMPAIGN_QUERY}
     samples = [0, 1, HIT_LINKS // 2, HIT_LINKS - 1]
-    say(f"hit-domain: hit's links on {SECOND_DOMAIN}, asked for as {DOMAIN_ALIAS}/<key>; hit-query: "
-        f"links forwarding their query (?+), asked for with a {len(CAMPAIGN_QUERY)}-byte campaign query; "
-        "hit-rules: links with four rules and a split, asked for by devices and languages; "
-        f"each in a run of its own with hit (hit-paired), taking turns of {TURN_MS} ms")
+
     def counting_in_turns():
         """`hit` counted and `hit-uncounted` (the same links on the VCL
         generated with counting off) taking turns in one run, through the
@@ -1192,6 +1191,10 @@ def run(processes):
     # The target is chosen from the cache: the links' Redis runs no more
     # commands for hit-rules than for hit, each asked for alone.
     rules_commands = {}
+    say(f"hit-domain: hit's links on {SECOND_DOMAIN}, asked for as {DOMAIN_ALIAS}/<key>; hit-query: "
+        f"links forwarding their query (?+), asked for with a {len(CAMPAIGN_QUERY)}-byte campaign query; "
+        "hit-rules: links with four rules and a split, asked for by devices and languages; "
+        f"each in a run of its own with hit (hit-paired), taking turns of {TURN_MS} ms")
     beside_hit([
         ("hit-domain", {"keys": hit_keys, **domain_where},
          warm_beside(hit_keys, lambda: answers_checked(
