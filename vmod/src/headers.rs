@@ -35,6 +35,7 @@ pub(crate) fn header_slots<'h, const N: usize>(
 ) -> [Option<(u16, &'h [u8])>; N] {
     let http = &*headers.raw;
     let mut found = [None; N];
+    let mut missing = N;
     for slot in FIRST_HEADER..http.nhd {
         // SAFETY: Varnish keeps slots FIRST_HEADER..nhd of `hd` filled for
         // the task, each a range of bytes that outlives this borrow of the
@@ -43,7 +44,12 @@ pub(crate) fn header_slots<'h, const N: usize>(
         for (wanted, name) in found.iter_mut().zip(names) {
             if wanted.is_none() {
                 *wanted = value_if_named(line, name).map(|value| (slot, value));
+                missing -= usize::from(wanted.is_some());
             }
+        }
+        // The rest of the headers cannot change what was found first.
+        if missing == 0 {
+            break;
         }
     }
     found
