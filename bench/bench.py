@@ -1007,15 +1007,24 @@ def run(processes):
         fields = [line.split() for line in lines]
         return sum(int(f[1]) for f in fields if f and f[0].endswith(".queries_forwarded"))
 
-    def in_turns(sides):
+    def in_turns(what, sides):
         """One run of `sides` taking turns (sides.lua), each side a dict of
         its "keys" file and, as links_wrk takes them, its "path", "host",
-        "query" and "spread", and a "header" ("Name: value") to send."""
+        "query" and "spread", and a "header" ("Name: value") to send. Stops
+        the bench if a stored link answered 4xx or 5xx. Each side's figures
+        (sides.lua's), and the run's latency and errors, both sides'."""
         args = [str(TURN_MS), str(SETTLE_MS)]
         for side in sides:
             args += [str(side["keys"]), side.get("path", "/l/"), side.get("host", "-"), side.get("query", "-"),
                      "spread" if side.get("spread") else "-", side.get("header", "-")]
-        return wrk(base, "sides.lua", args, duration=BESIDE_DURATION)
+        figures = wrk(base, "sides.lua", args, duration=BESIDE_DURATION)
+        wrong = figures["errors"] - figures["socket_errors"]
+        if wrong:
+            raise SystemExit(f"bench: {what}: {wrong} answers of 4xx or 5xx for stored links")
+        shared = {key: figures[key] for key in ("p50_ms", "p99_ms", "errors", "socket_errors",
+                                                "socket_error_kinds", "reused_keys")}
+        shared["runs_p99_ms"] = [figures["p99_ms"]]
+        return figures["sides"], shared
 
     def beside_hit(sides):
         """Each of `sides` (name, where, prepare, answered[, after])
@@ -1045,20 +1054,13 @@ def run(processes):
             prepare()
             counted = answered[0]() if answered else 0
             commands = links_redis_commands()
-            figures = in_turns([{"keys": hit_keys}, where])
+            (hit, side), run = in_turns(f"{name} beside hit", [{"keys": hit_keys}, where])
             commands = links_redis_commands() - commands
-            hit, side = figures.pop("sides")
-            wrong = figures["errors"] - figures["socket_errors"]
-            if wrong:
-                raise SystemExit(f"bench: {name} beside hit: {wrong} answers of 4xx or 5xx for stored links")
             if answered:
                 # The last answers of each connection are in flight when wrk stops.
                 counted = answered[0]() - counted
                 if counted < side["requests"] - CONNECTIONS:
                     raise SystemExit(f"bench: {name}: {counted} {answered[1]} for {side['requests']} requests")
-            run = {key: figures[key] for key in ("p50_ms", "p99_ms", "errors", "socket_errors",
-                                                 "socket_error_kinds", "reused_keys")}
-            run["runs_p99_ms"] = [figures["p99_ms"]]
             run["links_redis_commands"] = commands
             scenarios[name] = {**run, "rps": side["rps"], "requests": side["requests"], "turns": side["turns"],
                                "runs_rps": [side["rps"]]}
@@ -1067,7 +1069,7 @@ def run(processes):
                              "turns": side["turns"], "hit_turns": hit["turns"]}
             say(f"{name}: {side['rps']:.0f} req/s beside hit-paired's {hit['rps']:.0f} "
                 f"({besides[name]['ratio']:.3f}; {side['turns']} and {hit['turns']} turns of {TURN_MS} ms), "
-                f"p99 of both {figures['p99_ms']} ms, {figures['socket_errors']} socket errors, "
+                f"p99 of both {run['p99_ms']} ms, {run['socket_errors']} socket errors, "
                 f"{commands} commands to the links' Redis")
             for then in after:
                 then()
@@ -1158,24 +1160,18 @@ def run(processes):
         time.sleep(FLUSH_WAIT)
         flushes_settle(clicks_port)
         stored_before = stored_clicks(clicks_port)
-        figures = in_turns([{"keys": hit_keys, "header": f"{SIDE_HEADER}: counted"},
-                            {"keys": hit_keys, "header": f"{SIDE_HEADER}: uncounted"}])
+        (counted, uncounted), run = in_turns("hit beside hit-uncounted", [
+            {"keys": hit_keys, "header": f"{SIDE_HEADER}: counted"},
+            {"keys": hit_keys, "header": f"{SIDE_HEADER}: uncounted"}])
         varnishadm(workdir, "vcl.use", "boot")
         time.sleep(FLUSH_WAIT)
         flushes_settle(clicks_port)
         stored = stored_clicks(clicks_port) - stored_before
         counted_apart["stored"] += stored
-        counted, uncounted = figures.pop("sides")
-        wrong = figures["errors"] - figures["socket_errors"]
-        if wrong:
-            raise SystemExit(f"bench: hit beside hit-uncounted: {wrong} answers of 4xx or 5xx for stored links")
         if not counted["requests"] - CONNECTIONS <= stored <= counted["requests"]:
             raise SystemExit(f"bench: hit beside hit-uncounted: {stored} clicks stored for "
                              f"{counted['requests']} counted requests sent")
-        run = {key: figures[key] for key in ("p50_ms", "p99_ms", "errors", "socket_errors",
-                                             "socket_error_kinds", "reused_keys")}
-        scenarios["hit-uncounted"] = {**run, "rps": uncounted["rps"], "runs_rps": [uncounted["rps"]],
-                                      "runs_p99_ms": [figures["p99_ms"]]}
+        scenarios["hit-uncounted"] = {**run, "rps": uncounted["rps"], "runs_rps": [uncounted["rps"]]}
         scenarios["hit/hit-uncounted"] = {"hit_rps": counted["rps"], "uncounted_rps": uncounted["rps"],
                                           "ratio": round(counted["rps"] / uncounted["rps"], 3),
                                           "turns": counted["turns"], "clicks_stored": stored}
