@@ -25,7 +25,8 @@ After the hit, miss (lookup-synth with it) and zipf scenarios, the clicks
 stored in Redis must equal the link requests Varnish took in them
 (MAIN.client_req over those runs, warming included): 0 lost, 0 counted
 twice. The turns' clicks are checked apart: no more than the counted side
-sent, and no fewer less its in-flight requests. `zipf-restart` runs Zipf traffic,
+sent, and no fewer than that less its requests in flight. `zipf-restart`
+runs Zipf traffic,
 measures it (`zipf-before-restart`), restarts Varnish, warms its empty cache
 with `shortlink warm`, and then measures the same traffic against it.
 
