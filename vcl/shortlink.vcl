@@ -31,6 +31,7 @@ sub vcl_init {
         ttl = 86400s,
         negative_ttl = 60s,
         grace = 86400s,
+        admission_window = 3600s,
         cache_control = "no-cache",
         flush_interval = 1000ms,
         click_backlog = 1000000,
@@ -124,8 +125,16 @@ sub vcl_hit {
     }
 }
 
+# A key is cached from its second request within the admission window
+# (3600s; 0s caches every answer at its first request). Its
+# first is answered from its lookup alone, in vcl_synth: a key asked for
+# once leaves no object, made, filled and indexed never to be hit.
+# Warming fills the cache at once.
 sub vcl_miss {
     if (req.backend_hint == shortlink_links.backend()) {
+        if (!req.http.Shortlink-Warm && !shortlink_links.admit()) {
+            return (synth(753));
+        }
         return (fetch);
     }
 }
@@ -169,9 +178,9 @@ sub vcl_backend_error {
         if (bereq.is_bgfetch) {
             return (abandon);
         }
-        set beresp.status = 503;
         set beresp.ttl = 0s;
         set beresp.grace = 0s;
+        set beresp.status = 503;
         set beresp.http.Content-Type = "text/html; charset=utf-8";
         set beresp.http.Cache-Control = "no-store";
         set beresp.http.Retry-After = "1";
@@ -183,6 +192,21 @@ sub vcl_backend_error {
 }
 
 sub vcl_deliver {
+    if (req.backend_hint == shortlink_links.backend()) {
+        call shortlink_deliver;
+        if (obj.hits > 0) {
+            set resp.http.X-Cache = "HIT";
+        } else {
+            set resp.http.X-Cache = "MISS";
+        }
+        unset resp.http.Via;
+        return (deliver);
+    }
+}
+
+# What every answer for a link goes through before it leaves, fetched or
+# cached (vcl_deliver) or looked up for a key's first request (vcl_synth).
+sub shortlink_deliver {
     if (req.backend_hint == shortlink_links.backend()) {
         # A link with rules or a split: its target is chosen for this
         # request from the table cached with its redirect, without Redis;
@@ -216,13 +240,6 @@ sub vcl_deliver {
             call shortlink_unknown_key;
         }
         set resp.http.X-Robots-Tag = "noindex";
-        if (obj.hits > 0) {
-            set resp.http.X-Cache = "HIT";
-        } else {
-            set resp.http.X-Cache = "MISS";
-        }
-        unset resp.http.Via;
-        return (deliver);
     }
 }
 
@@ -231,6 +248,23 @@ sub vcl_synth {
         if (req.method == "PURGE" && resp.status == 200) {
             # The writer reads only the status: no page to build per insert.
             set resp.http.Cache-Control = "no-store";
+            return (deliver);
+        }
+        if (resp.status == 753) {
+            # A key's first request within the admission window (vcl_miss):
+            # answered as its fetch would be, and delivered as that is.
+            synthetic(shortlink_links.answer());
+            if (resp.status == 503) {
+                set resp.status = 503;
+                set resp.http.Content-Type = "text/html; charset=utf-8";
+                set resp.http.Cache-Control = "no-store";
+                set resp.http.Retry-After = "1";
+                synthetic({"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Try again</title></head><body><h1>Try again in a moment</h1><p>The link store is not answering right now.</p></body></html>
+"});
+            }
+            call shortlink_deliver;
+            set resp.http.X-Cache = "MISS";
             return (deliver);
         }
         if (resp.status == 750) {

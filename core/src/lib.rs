@@ -36,8 +36,9 @@ pub use domain::{DomainError, DomainName};
 pub use record::{ClickLimit, Expiry, Owner, Record, RecordError, Stored, DELETED};
 
 pub use settings::{
-    Bounded, ClickBacklog, ClickQueueMb, DurationRule, FlushInterval, HeaderValue, PoolSize,
-    RedirectStatus, ReplicasToAck, Retention, SettingError, Timeout, TimeoutRule, Ttl, TtlRule,
+    AdmissionWindow, Bounded, ClickBacklog, ClickQueueMb, DurationRule, FlushInterval, HeaderValue,
+    PoolSize, RedirectStatus, ReplicasToAck, Retention, SettingError, Timeout, TimeoutRule, Ttl,
+    TtlRule,
 };
 
 /// Shortest key accepted anywhere. Shorter keys are refused before any

@@ -31,6 +31,8 @@ pub enum SettingError {
     ReplicasToAck(i64),
     #[error("{0} must be {min} to {max} (MiB)", min = ClickQueueMb::MIN, max = ClickQueueMb::MAX)]
     ClickQueueMb(i64),
+    #[error("must be at most {max:?} (0s caches every answer at once), not {0:?}", max = AdmissionRule::MAX)]
+    AdmissionWindow(Duration),
 }
 
 /// A count setting with its bounds and default: a type that holds only
@@ -294,6 +296,27 @@ impl Ttl {
     pub const GRACE: Self = Self::new(Duration::from_hours(24));
 }
 
+/// Within how long a key must be asked for again before Varnish caches its
+/// answer; zero caches every answer at its first request. At most a day.
+pub type AdmissionWindow = Bounded<AdmissionRule>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionRule;
+
+impl DurationRule for AdmissionRule {
+    const ZERO_ALLOWED: bool = true;
+    const MAX: Duration = Duration::from_hours(24);
+    fn refusal(value: Duration) -> SettingError {
+        SettingError::AdmissionWindow(value)
+    }
+}
+
+impl AdmissionWindow {
+    /// A link's clicks an hour apart make it worth an object; one asked
+    /// for once costs its lookup alone.
+    pub const DEFAULT: Self = Self::new(Duration::from_hours(1));
+}
+
 /// How often Varnish sends the clicks it counted to Redis: above zero, at
 /// most a minute.
 pub type FlushInterval = Bounded<FlushRule>;
@@ -449,7 +472,7 @@ mod tests {
         let constructor = format!(
             "connect_timeout = {}ms, command_timeout = {}ms, pool_size = {},\n    \
              status = {}, ttl = {}s, negative_ttl = {}s, grace = {}s,\n    \
-             cache_control = \"{}\",\n    \
+             admission_window = {}s, cache_control = \"{}\",\n    \
              flush_interval = {}ms, click_backlog = {}, days_kept = {}d,\n    \
              hours_kept = {}h, geoip = \"\", clicks_redis = \"\", replicas_to_ack = {});",
             Timeout::CONNECT.as_millis(),
@@ -459,6 +482,7 @@ mod tests {
             Ttl::FOUND.as_secs(),
             Ttl::NEGATIVE.as_secs(),
             Ttl::GRACE.as_secs(),
+            AdmissionWindow::DEFAULT.as_secs(),
             HeaderValue::DEFAULT_CACHE_CONTROL,
             FlushInterval::DEFAULT.as_millis(),
             ClickBacklog::DEFAULT,

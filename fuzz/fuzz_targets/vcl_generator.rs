@@ -138,6 +138,10 @@ fn check_form(settings: &Settings, sites: &[Site], form: vcl::Form, vcl: &str, t
         ("@TTL@", config.redirect.ttl_s.to_string()),
         ("@NEGATIVE_TTL@", config.redirect.negative_ttl_s.to_string()),
         ("@GRACE@", config.redirect.grace_s.to_string()),
+        (
+            "@ADMISSION_WINDOW@",
+            config.redirect.admission_window_s.to_string(),
+        ),
         ("@FLUSH_MS@", config.clicks.flush_interval_ms.to_string()),
         ("@CLICK_BACKLOG@", config.clicks.backlog.to_string()),
         ("@CLICK_QUEUE_MB@", config.clicks.queue_mb.to_string()),
@@ -268,7 +272,11 @@ fn expected_template(settings: &Settings, sites: &[Site], form: vcl::Form) -> St
     } else {
         ""
     };
-    let links = LINKS
+    let mut links = LINKS.to_owned();
+    for (name, value) in vcl::try_again_values() {
+        links = links.replace(&format!("@{name}@"), &value);
+    }
+    let links = links
         .replace("@COUNT@", count)
         .replace("@IMPORT@", import)
         .replace("@ACL@", &acl)

@@ -10,7 +10,12 @@
 //! before left it in.
 //!
 //! Every test sees these macros:
-//! - `${vcl}`: the generated VCL, default settings but the suite's Redis;
+//! - `${vcl}`: the generated VCL, default settings but the suite's Redis
+//!   and an `admission_window` of `0s` (each answer cached at its first
+//!   request, as the tests of cached behaviour below expect; so are all
+//!   the others but `${vcl_admitting}`);
+//! - `${vcl_admitting}`: default settings but the suite's Redis: a key is
+//!   cached from its second request, its first answered from its lookup;
 //! - `${vcl_short_ttl}`: the same with a 2s TTL and 1s negative TTL;
 //! - `${vcl_root}`: the same with links at the root of `s.example`;
 //! - `${vcl_patient}`: the same with a 2s command timeout, for tests that
@@ -151,6 +156,16 @@ struct Setup {
     varnishd_args: String,
 }
 
+/// `sections` of a configuration with `[redirect] admission_window_s = 0`.
+fn every_answer_cached(sections: &str) -> String {
+    const WINDOW: &str = "admission_window_s = 0\n";
+    if sections.contains("[redirect]\n") {
+        sections.replacen("[redirect]\n", &format!("[redirect]\n{WINDOW}"), 1)
+    } else {
+        format!("{sections}[redirect]\n{WINDOW}")
+    }
+}
+
 impl Setup {
     /// Writes a writer configuration for `redis` (`top` before its first
     /// section, `sections` after `[redis]`) and the VCL `shortlink vcl ARGS`
@@ -249,6 +264,7 @@ impl Setup {
                 &["--include"][..],
             ),
             ("vcl", defaults, &[][..]),
+            ("vcl_admitting", defaults, &[]),
             ("vcl_geoip", ("", &*geoip), &[]),
             ("vcl_indexable", indexable, &[]),
             ("vcl_purge_secret", purge_secret, &[]),
@@ -259,7 +275,15 @@ impl Setup {
             ("vcl_include", defaults, &["--include"]),
             ("vcl_include_hosts", hosts, &["--include"]),
         ] {
-            let file = self.generate_vcl(redis, name, config, args)?;
+            // Every VCL but the shipped one caches each answer at its first
+            // request: the tests of cached behaviour read a hit at the
+            // second. `${vcl_admitting}` tests the first request's path.
+            let sections = if name == "vcl_admitting" {
+                config.1.to_owned()
+            } else {
+                every_answer_cached(config.1)
+            };
+            let file = self.generate_vcl(redis, name, (config.0, &sections), args)?;
             macros.push((name.to_owned(), file.display().to_string()));
         }
         macros.extend([

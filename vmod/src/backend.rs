@@ -9,7 +9,7 @@ use shortlink_core::clicks::Total;
 use shortlink_core::{
     escape_html, DomainName, Expiry, HeaderValue, KeyScheme, RedirectStatus, Slot, Stored,
 };
-use varnish::vcl::{Ctx, LogTag, StrOrBytes, VclBackend, VclError, VclResponse};
+use varnish::vcl::{Ctx, HttpHeaders, LogTag, StrOrBytes, VclBackend, VclError, VclResponse};
 use varnish::Vsc;
 
 use crate::changes::Changes;
@@ -351,21 +351,7 @@ impl Resolver {
     }
 
     fn respond(&self, ctx: &mut Ctx) -> Result<Option<Body>, VclError> {
-        let bereq = ctx.http_bereq.as_ref();
-        let key = bereq
-            .and_then(varnish::vcl::HttpHeaders::url)
-            .map(|url| match url {
-                StrOrBytes::Utf8(url) => key_of(url).to_owned(),
-                // Not UTF-8, so not a key: refused by the key rules below.
-                StrOrBytes::Bytes(_) => "\u{fffd}".to_owned(),
-            })
-            .unwrap_or_default();
-        let domain = bereq
-            .and_then(|bereq| bereq.header(DOMAIN_HEADER))
-            .map(|name| match name {
-                StrOrBytes::Utf8(name) => name.to_owned(),
-                StrOrBytes::Bytes(_) => "\u{fffd}".to_owned(),
-            });
+        let (domain, key) = link_of(ctx.http_bereq.as_ref());
         let resolution = self
             .resolve(domain.as_deref(), &key)
             .map_err(VclError::new)?;
@@ -373,7 +359,20 @@ impl Resolver {
             .http_beresp
             .as_mut()
             .ok_or("shortlink: backend called without a backend response")?;
-        let body = match &resolution {
+        let body = self.write_answer(&resolution, beresp)?;
+        log_refusal(ctx, resolution);
+        Ok(Some(Body::new(body.into_bytes())))
+    }
+
+    /// Writes `resolution`'s status and headers into `http` (a backend
+    /// response, or a synthetic one for a request not cached) and returns
+    /// its page: what a link's answer is, in one place for both.
+    pub fn write_answer(
+        &self,
+        resolution: &Resolution,
+        http: &mut HttpHeaders,
+    ) -> Result<String, VclError> {
+        let body = match resolution {
             Resolution::Found {
                 url,
                 expires,
@@ -381,13 +380,13 @@ impl Resolver {
                 forward_query,
                 targeting,
             } => {
-                beresp.set_status(self.settings.status.code());
-                beresp.set_header("Location", url)?;
+                http.set_status(self.settings.status.code());
+                http.set_header("Location", url)?;
                 if let Some(forward) = forward_query {
-                    beresp.set_header(FORWARD_MARK, if *forward { "+" } else { "-" })?;
+                    http.set_header(FORWARD_MARK, if *forward { "+" } else { "-" })?;
                 }
                 if let Some(expires) = expires {
-                    beresp.set_header("Expires", &expires.http_date())?;
+                    http.set_header("Expires", &expires.http_date())?;
                 }
                 // Whatever browsers may keep for other links, they must ask
                 // again for one that ends at a set moment or click; and no
@@ -400,9 +399,9 @@ impl Resolver {
                 } else {
                     self.settings.cache_control.as_str()
                 };
-                beresp.set_header("Cache-Control", cache_control)?;
+                http.set_header("Cache-Control", cache_control)?;
                 if let Some(targeting) = targeting {
-                    beresp.set_header(RULES_MARK, targeting)?;
+                    http.set_header(RULES_MARK, targeting)?;
                     // One page for every visitor: it names no target.
                     CHOSEN_PAGE.to_owned()
                 } else {
@@ -413,16 +412,16 @@ impl Resolver {
                 fallback: Some(url),
                 ..
             } => {
-                beresp.set_status(FALLBACK_STATUS);
-                beresp.set_header("Location", url)?;
-                beresp.set_header(EXPIRED_MARK, "1")?;
-                beresp.set_header("Cache-Control", ASK_AGAIN)?;
+                http.set_status(FALLBACK_STATUS);
+                http.set_header("Location", url)?;
+                http.set_header(EXPIRED_MARK, "1")?;
+                http.set_header("Cache-Control", ASK_AGAIN)?;
                 redirect_page(url)
             }
             Resolution::Expired { fallback: None, .. } | Resolution::Deleted => {
-                beresp.set_status(410);
+                http.set_status(410);
                 // Gone now, but the owner may give the link a new expiry.
-                beresp.set_header("Cache-Control", "no-store")?;
+                http.set_header("Cache-Control", "no-store")?;
                 if matches!(resolution, Resolution::Deleted) {
                     DELETED_PAGE.to_owned()
                 } else {
@@ -430,25 +429,50 @@ impl Resolver {
                 }
             }
             Resolution::Missing | Resolution::Rejected(_) | Resolution::Unsafe(_) => {
-                beresp.set_status(404);
+                http.set_status(404);
                 // Clients must not hold on to a 404: the link may be created
                 // a moment later. Varnish keeps it for the negative TTL.
-                beresp.set_header("Cache-Control", ASK_AGAIN)?;
+                http.set_header("Cache-Control", ASK_AGAIN)?;
                 NOT_FOUND_PAGE.to_owned()
             }
         };
-        beresp.set_header("Content-Type", "text/html; charset=utf-8")?;
+        http.set_header("Content-Type", "text/html; charset=utf-8")?;
         if resolution.looked_up_at_every_click() {
-            beresp.set_header(LIMITED_MARK, "1")?;
+            http.set_header(LIMITED_MARK, "1")?;
         }
-        match resolution {
-            Resolution::Rejected(reason) => {
-                ctx.log(LogTag::Debug, format!("shortlink: key refused: {reason}"));
-            }
-            Resolution::Unsafe(reason) => ctx.log(LogTag::Error, format!("shortlink: {reason}")),
-            _ => {}
+        Ok(body)
+    }
+}
+
+/// The domain (from [`DOMAIN_HEADER`]) and key (the last segment of the
+/// URL's path) a request or backend request names. Text that is not UTF-8
+/// names no domain served and breaks the key rules.
+pub fn link_of(http: Option<&HttpHeaders>) -> (Option<String>, String) {
+    let key = http
+        .and_then(HttpHeaders::url)
+        .map(|url| match url {
+            StrOrBytes::Utf8(url) => key_of(url).to_owned(),
+            StrOrBytes::Bytes(_) => "\u{fffd}".to_owned(),
+        })
+        .unwrap_or_default();
+    let domain = http
+        .and_then(|http| http.header(DOMAIN_HEADER))
+        .map(|name| match name {
+            StrOrBytes::Utf8(name) => name.to_owned(),
+            StrOrBytes::Bytes(_) => "\u{fffd}".to_owned(),
+        });
+    (domain, key)
+}
+
+/// Logs why a key was answered 404 without a lookup, or a stored value
+/// was refused.
+pub fn log_refusal(ctx: &mut Ctx, resolution: Resolution) {
+    match resolution {
+        Resolution::Rejected(reason) => {
+            ctx.log(LogTag::Debug, format!("shortlink: key refused: {reason}"));
         }
-        Ok(Some(Body::new(body.into_bytes())))
+        Resolution::Unsafe(reason) => ctx.log(LogTag::Error, format!("shortlink: {reason}")),
+        _ => {}
     }
 }
 

@@ -3,20 +3,18 @@
 //! See `API.md` (generated from the doc comments below) for the VCL API and
 //! `docs/storage.md` for the storage format.
 
+mod admission;
+mod arguments;
 mod backend;
 mod changes;
 mod clicks;
 mod counting;
+mod first_request;
 mod forwarding;
 mod headers;
 mod lookups;
 mod stats;
 mod targeting;
-
-use std::time::Duration;
-
-use shortlink_core::SettingError;
-use varnish::vcl::{Ctx, StrOrBytes};
 
 pub use backend::{key_of, Resolution};
 
@@ -68,10 +66,11 @@ mod shortlink {
     use varnish::vcl::{Backend, Ctx, LogTag, VclError};
     use varnish::Vsc;
 
+    use crate::arguments::{admission_of, duration_or, time_left};
     use crate::backend::{KeySpaces, LinkBackend, Resolution, Resolver, Settings};
     use crate::clicks::CountSettings;
     use crate::lookups::{PoolSettings, RedisPool};
-    use crate::{duration_or, redirector, time_left, without_panic};
+    use crate::{redirector, without_panic};
 
     /// `url` without its query string and fragment: what a link's cache
     /// entry is hashed on, so that `/l/Lm25?utm_source=mail` is a hit on
@@ -160,6 +159,12 @@ mod shortlink {
             /// How long Varnish may serve an answer past its TTL (see
             /// `.grace()`), never past a link's expiry. Default `1d`.
             grace: Option<Duration>,
+            /// A key is cached from its second request within this window
+            /// (see `.admit()`); its first is answered from its lookup
+            /// alone. Keys are remembered for one to two windows, in 2 MiB
+            /// per object; `0s` caches every answer at its first request.
+            /// At most `1d`. Default `3600s`.
+            admission_window: Option<Duration>,
             /// `Cache-Control` sent to clients with the redirect of a link
             /// that does not expire. The default makes a browser ask again
             /// on every click, so an edit or a delete reaches it at once;
@@ -247,6 +252,7 @@ mod shortlink {
                         cache_control: HeaderValue::try_from(cache_control)
                             .map_err(|e| format!("shortlink: {name}: cache_control {e}"))?,
                     };
+                    let admission = admission_of(admission_window, name)?;
                     let connect_timeout =
                         duration_or(connect_timeout, Timeout::CONNECT, "connect_timeout", name)?;
                     let command_timeout =
@@ -317,6 +323,7 @@ mod shortlink {
                         .map_err(|e| format!("shortlink: {name}: geoip: {e}"))?;
                     Ok(Self {
                         backend,
+                        admission,
                         clicks,
                         published: AtomicU64::new(u64::MAX),
                         countries,
@@ -470,6 +477,46 @@ mod shortlink {
             }
         }
 
+        /// Whether the answer for this request's link may be cached, in
+        /// `vcl_miss`: yes for a key asked for within the last
+        /// `admission_window` (one to two windows); a key's first request
+        /// is remembered, and answered by `.answer()` in `vcl_synth`, which
+        /// costs the same lookup as a fetch and leaves no object for a key
+        /// that may never be asked for again. Keys are told apart by
+        /// `req.url`'s path and `Shortlink-Domain`, as the generated
+        /// `vcl_hash` does. Always true with an `admission_window` of `0s`.
+        ///
+        /// ```vcl
+        /// sub vcl_miss {
+        ///     if (!links.admit()) { return (synth(753)); }
+        ///     return (fetch);
+        /// }
+        /// ```
+        pub fn admit(&self, ctx: &Ctx) -> bool {
+            without_panic(|| self.admit_request(ctx), || true)
+        }
+
+        /// Answer a link request that `.admit()` did not admit, in
+        /// `vcl_synth`: the key is looked up as the backend would fetch it
+        /// (the same `HGET`, its domain named by `Shortlink-Domain`), and
+        /// the status and headers the backend would give it are written
+        /// into `resp`; its page is returned, for `synthetic()`. Deliver it
+        /// as a fetched answer is delivered (rules, counting, forwarding).
+        /// When Redis does not answer, `resp.status` is 503 and the page
+        /// empty: answer it as `vcl_backend_error` would.
+        ///
+        /// ```vcl
+        /// sub vcl_synth {
+        ///     if (resp.status == 753) {
+        ///         synthetic(links.answer());
+        ///         return (deliver);
+        ///     }
+        /// }
+        /// ```
+        pub fn answer(&self, ctx: &mut Ctx) -> String {
+            self.answer_request(ctx)
+        }
+
         /// Merge the query string of the request's URL (`req.url`) into
         /// the redirect's `Location`, for a link that forwards its query:
         /// call it in `vcl_deliver`. The request's parameters replace the
@@ -515,6 +562,8 @@ mod shortlink {
 #[allow(non_camel_case_types)]
 pub struct redirector {
     backend: varnish::vcl::Backend<backend::LinkBackend, backend::Body>,
+    /// The keys asked for lately, which `.admit()` lets into the cache.
+    admission: admission::Admission,
     /// One per key space (the default domain's first), each shared with
     /// every VCL counting for the same Redis and key scheme.
     clicks: Vec<std::sync::Arc<clicks::ClickStore>>,
@@ -545,105 +594,5 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Time left before the `Expires` of the backend response, if it has one.
-fn time_left(ctx: &Ctx) -> Option<Duration> {
-    let expires = ctx.http_beresp.as_ref()?.header("Expires")?;
-    let StrOrBytes::Utf8(expires) = expires else {
-        return Some(Duration::ZERO);
-    };
-    // An unreadable date is in the past (RFC 9111, 5.3).
-    Some(
-        httpdate::parse_http_date(expires).map_or(Duration::ZERO, |at| {
-            at.duration_since(std::time::SystemTime::now())
-                .unwrap_or_default()
-        }),
-    )
-}
-
-/// `value`, or `default` when VCL left it out, within the bounds of `T`
-/// ([`Timeout`], [`Ttl`], [`Retention`]...).
-fn duration_or<T>(
-    value: Option<Duration>,
-    default: T,
-    what: &str,
-    name: &str,
-) -> Result<Duration, String>
-where
-    T: TryFrom<Duration, Error = SettingError> + Into<Duration>,
-{
-    value
-        .map_or(Ok(default), T::try_from)
-        .map(Into::into)
-        .map_err(|e| format!("shortlink: {name}: {what} {e}"))
-}
-
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use shortlink_core::settings::ClickQueueMb;
-    use shortlink_core::{
-        ClickBacklog, FlushInterval, HeaderValue, PoolSize, RedirectStatus, ReplicasToAck,
-        Retention, Timeout, Ttl, DEFAULT_PREFIX, DEFAULT_SPLIT,
-    };
-
-    use super::without_panic;
-
-    /// A duration as VCL writes it.
-    fn vcl_duration(duration: Duration) -> String {
-        match duration.as_secs() {
-            0 => format!("{}ms", duration.as_millis()),
-            s if s % 86_400 == 0 => format!("{}d", s / 86_400),
-            s => format!("{s}s"),
-        }
-    }
-
-    /// The VCL API's defaults are literals in the doc comments and
-    /// `#[default]`s above: they must say what `shortlink_core` holds.
-    #[test]
-    fn the_vcl_api_documents_the_shared_defaults() {
-        let api = include_str!("../API.md").replace('\n', " ");
-        let signature = format!(
-            "STRING prefix = \"{DEFAULT_PREFIX}\", INT split = {DEFAULT_SPLIT}, \
-             [DURATION connect_timeout], [DURATION command_timeout], INT pool_size = {}, \
-             INT status = {}, [DURATION ttl], [DURATION negative_ttl], [DURATION grace], \
-             STRING cache_control = \"{}\", [DURATION flush_interval], INT click_backlog = {}, \
-             INT click_queue_mb = {}, [DURATION days_kept], [DURATION hours_kept], STRING geoip = \"\", \
-             STRING clicks_redis = \"\", INT replicas_to_ack = {}, STRING domains = \"\")",
-            PoolSize::DEFAULT,
-            RedirectStatus::default(),
-            HeaderValue::DEFAULT_CACHE_CONTROL,
-            ClickBacklog::DEFAULT,
-            ClickQueueMb::DEFAULT,
-            ReplicasToAck::DEFAULT,
-        );
-        assert!(api.contains(&signature), "API.md should read {signature}");
-        for (parameter, default) in [
-            ("connect_timeout", Duration::from(Timeout::CONNECT)),
-            ("command_timeout", Duration::from(Timeout::COMMAND)),
-            ("ttl", Duration::from(Ttl::FOUND)),
-            ("negative_ttl", Duration::from(Ttl::NEGATIVE)),
-            ("grace", Duration::from(Ttl::GRACE)),
-            ("flush_interval", Duration::from(FlushInterval::DEFAULT)),
-            ("days_kept", Duration::from(Retention::DAYS)),
-            ("hours_kept", Duration::from(Retention::HOURS)),
-        ] {
-            let section = api
-                .split("* `")
-                .find(|s| s.starts_with(&format!("[DURATION {parameter}]`")))
-                .unwrap_or_else(|| panic!("API.md has no section for {parameter}"));
-            let expected = format!("Default `{}`", vcl_duration(default));
-            assert!(
-                section.contains(&expected),
-                "{parameter}: API.md should say {expected}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_panic_becomes_the_fallback_answer() {
-        let answer: Result<u8, &str> = without_panic(|| panic!("a bug"), || Err("internal error"));
-        assert_eq!(answer, Err("internal error"));
-        assert_eq!(without_panic(|| Ok::<u8, &str>(7), || Err("unused")), Ok(7));
-    }
-}
+mod tests;

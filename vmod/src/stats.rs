@@ -20,6 +20,13 @@ pub struct LinkStats {
     #[counter]
     pub round_trips: AtomicU64,
 
+    /// First requests of a key answered without caching it
+    ///
+    /// Not asked for within the admission window: answered from the
+    /// lookup alone, the key remembered for the next request.
+    #[counter]
+    pub uncached_answers: AtomicU64,
+
     /// Lookups that found a link
     #[counter]
     pub found: AtomicU64,

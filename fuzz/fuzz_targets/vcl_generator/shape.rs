@@ -42,6 +42,7 @@ pub struct Shape {
     ttl_s: Option<u32>,
     negative_ttl_s: Option<u32>,
     grace_s: Option<u32>,
+    admission_window_s: Option<u32>,
     cache_control: Pick,
     purge_url: Pick,
     vmod: Pick,
@@ -299,6 +300,12 @@ impl Shape {
             self.negative_ttl_s.map(ten_years),
         );
         put(&mut redirect, "grace_s", self.grace_s.map(ten_years));
+        // Up to a day, and one second past it.
+        put(
+            &mut redirect,
+            "admission_window_s",
+            self.admission_window_s.map(|n| n % (24 * 3600 + 2)),
+        );
         redirect.insert(
             "cache_control".into(),
             self.cache_control.render(&[

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use shortlink_core::{FlushInterval, Retention, Timeout, Ttl};
+use shortlink_core::{AdmissionWindow, FlushInterval, Retention, Timeout, Ttl};
 use url::Url;
 
 use super::file::{
@@ -75,6 +75,8 @@ pub(super) fn check_redirect(redirect: &RedirectConfig) -> Result<(), ConfigErro
         Ttl::try_from(Duration::from_secs(value))
             .map_err(|e| ConfigError(format!("redirect.{name} {e}")))?;
     }
+    AdmissionWindow::try_from(Duration::from_secs(redirect.admission_window_s))
+        .map_err(|e| ConfigError(format!("redirect.admission_window_s {e}")))?;
     // A header value (checked as it was read), and also a VCL string.
     if !vcl_safe(redirect.cache_control.as_str()) {
         return Err(ConfigError(

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use shortlink_core::{
-    ClickBacklog, ClickQueueMb, FlushInterval, HeaderValue, Owner, PoolSize, RecordError,
-    RedirectStatus, ReplicasToAck, Retention, Timeout, Ttl,
+    AdmissionWindow, ClickBacklog, ClickQueueMb, FlushInterval, HeaderValue, Owner, PoolSize,
+    RecordError, RedirectStatus, ReplicasToAck, Retention, Timeout, Ttl,
 };
 
 use super::ConfigError;
@@ -126,6 +126,10 @@ pub struct RedirectConfig {
     pub negative_ttl_s: u64,
     /// How long Varnish may serve an expired link while Redis is away.
     pub grace_s: u64,
+    /// Varnish caches a key's answer from its second request within this
+    /// many seconds; the first is answered from its lookup alone. 0 caches
+    /// every answer at its first request.
+    pub admission_window_s: u64,
     /// `Cache-Control` sent to clients with a redirect.
     pub cache_control: HeaderValue,
     /// Send `X-Robots-Tag: noindex` with every answer for a link, so that
@@ -404,6 +408,7 @@ impl Default for RedirectConfig {
             ttl_s: Ttl::FOUND.as_secs(),
             negative_ttl_s: Ttl::NEGATIVE.as_secs(),
             grace_s: Ttl::GRACE.as_secs(),
+            admission_window_s: AdmissionWindow::DEFAULT.as_secs(),
             cache_control: HeaderValue::default_cache_control(),
             noindex: true,
         }

@@ -29,6 +29,40 @@ pub const COUNT_CLICKS: &str =
         }
 ";
 
+/// The page of a 503: Redis did not answer a link's lookup.
+const TRY_AGAIN_PAGE: &str = "<!DOCTYPE html>
+<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Try again</title></head>\
+<body><h1>Try again in a moment</h1><p>The link store is not answering right now.</p>\
+</body></html>
+";
+
+/// The 503 answer when Redis did not answer, written into `response`
+/// (`beresp` for a fetch, `resp` for a key's first request): the same
+/// status, headers and page either way, each line indented by `indent`.
+fn try_again(response: &str, indent: &str) -> String {
+    let mut lines = String::new();
+    for (name, value) in [
+        ("status", "503"),
+        ("http.Content-Type", "\"text/html; charset=utf-8\""),
+        ("http.Cache-Control", "\"no-store\""),
+        ("http.Retry-After", "\"1\""),
+    ] {
+        let _ = writeln!(lines, "{indent}set {response}.{name} = {value};");
+    }
+    let _ = writeln!(lines, "{indent}synthetic({{\"{TRY_AGAIN_PAGE}\"}});");
+    lines
+}
+
+/// What goes at `@TRY_AGAIN_BERESP@` (`vcl_backend_error`) and
+/// `@TRY_AGAIN_RESP@` (a key's first request, in `vcl_synth`).
+#[must_use]
+pub fn try_again_values() -> [(&'static str, String); 2] {
+    [
+        ("TRY_AGAIN_BERESP", try_again("beresp", "        ")),
+        ("TRY_AGAIN_RESP", try_again("resp", "                ")),
+    ]
+}
+
 /// Which VCL to generate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form {
@@ -111,6 +145,7 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("TTL", redirect.ttl_s.to_string()),
         ("NEGATIVE_TTL", redirect.negative_ttl_s.to_string()),
         ("GRACE", redirect.grace_s.to_string()),
+        ("ADMISSION_WINDOW", redirect.admission_window_s.to_string()),
         ("CACHE_CONTROL", redirect.cache_control.as_str().to_owned()),
         ("COUNT", count.to_owned()),
         ("FLUSH_MS", clicks.flush_interval_ms.to_string()),
@@ -121,6 +156,7 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("GEOIP", clicks.geoip.clone()),
         ("CLICKS_REDIS_URL", clicks.redis_url.clone()),
     ];
+    values.extend(try_again_values());
     values.extend(routes::values(settings));
     // The link text, filled, is one more value: one pass over the frame
     // places it whole, so nothing in it is filled again.
