@@ -62,7 +62,9 @@ for profiling one path at length. Varnish reaches Redis over Redis's unix
 socket; BENCH_REDIS=tcp makes it use loopback TCP instead, and
 BENCH_REDIS_EXTRA adds lines to the [redis] section of the writer's
 configuration (and so to the VMOD's settings), e.g. "pool_size = 64".
-`miss` runs paired with `miss-uncounted` (counting off) as well; for
+`miss` runs paired with `miss-uncounted` (counting off) and
+`miss-cached-first` (every answer cached at its first request, as before
+the admission rule: what the rule gains) as well; for
 finding what a feature costs, BENCH_SCENARIOS=storm,storm-uncounted runs
 the storm with counting off too, and BENCH_WRITER_PURGE=0 runs the writer
 without purging Varnish.
@@ -711,11 +713,14 @@ def run(processes):
     # Without purging, for measuring what the purge costs an insert.
     purge_url = "" if os.environ.get("BENCH_WRITER_PURGE") == "0" else f"http://127.0.0.1:{varnish_port}"
 
-    def configuration(counted, links_url=redis_url, clicks=clicks_url, domains=True):
+    def configuration(counted, links_url=redis_url, clicks=clicks_url, domains=True, admission=True):
+        # `admission`: a key cached from its second request (the shipped
+        # default); without it, every answer cached at its first.
         return (
             f'listen = "127.0.0.1:{writer_port}"\n'
             f'public_base_url = "http://127.0.0.1:{varnish_port}/l/"\n'
             f'[redis]\nurl = "{links_url}"\n{os.environ.get("BENCH_REDIS_EXTRA", "")}\n'
+            + ('' if admission else '[redirect]\nadmission_window_s = 0\n') +
             f'[clicks]\nenabled = {"true" if counted else "false"}\nredis_url = "{clicks}"\n'
             f'geoip = "{WORK / "countries.mmdb"}"\n'
             f'[varnish]\npurge_url = "{purge_url}"\n'
@@ -729,10 +734,10 @@ def run(processes):
             + (f'[[domains]]\nbase_url = "http://{SECOND_DOMAIN}/"\naliases = ["{DOMAIN_ALIAS}"]\n'
                'forward_query = true\n' if domains else ''))
 
-    def generated_vcl(name, counted, links_url=redis_url, clicks=clicks_url):
+    def generated_vcl(name, counted, links_url=redis_url, clicks=clicks_url, admission=True):
         """Writes `name`.toml and the VCL `shortlink vcl` makes of it."""
         toml, vcl = WORK / f"{name}.toml", WORK / f"{name}.vcl"
-        toml.write_text(configuration(counted, links_url, clicks))
+        toml.write_text(configuration(counted, links_url, clicks, admission=admission))
         vcl.write_text(subprocess.run([str(RELEASE / "shortlink"), "vcl", "--config", str(toml)],
                                       capture_output=True, text=True, check=True).stdout)
         return toml, vcl
@@ -749,6 +754,10 @@ def run(processes):
     _, uncounted_vcl = generated_vcl("uncounted", counted=False)
     workdir = start_varnishd(processes, "varnish", varnish_port, vcl)
     varnishadm(workdir, "vcl.load", "uncounted", str(uncounted_vcl))
+    # The same with every answer cached at its first request, as before
+    # admission: what the admission rule gains `miss`.
+    _, cached_first_vcl = generated_vcl("cachedfirst", counted=True, admission=False)
+    varnishadm(workdir, "vcl.load", "cachedfirst", str(cached_first_vcl))
     # Counted and uncounted hits in one run: a VCL that hands each request
     # to one of them by a header, through labels.
     varnishadm(workdir, "vcl.label", "counted_side", "boot")
@@ -1216,9 +1225,11 @@ def run(processes):
     scenario("origin-miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="originmiss")
     say("miss: every request a fresh key, each run paired with lookup-synth (the same keys, each looked up "
         "in vcl_recv and answered by a synthetic redirect, counted, nothing cached) and with miss-uncounted "
-        "(the same with counting off)")
+        "(the same with counting off) and miss-cached-first (every answer cached at its first request, "
+        "as before the admission rule)")
     scenario("miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, counted=True,
-             pairs=[("lookup-synth", "lookupsynth", True), ("miss-uncounted", "uncounted")])
+             pairs=[("lookup-synth", "lookupsynth", True), ("miss-uncounted", "uncounted"),
+                    ("miss-cached-first", "cachedfirst", True)])
     if CLUSTER:
         say(f"miss-cluster: the same, each key looked up in the cluster of {CLUSTER_PRIMARIES} primaries")
         scenario("miss-cluster", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="cluster",
@@ -1385,6 +1396,8 @@ def run(processes):
                     round(scenarios["zipf-restart/zipf-before-restart"], 3)},
         "cold_path": {"miss_to_lookup_synth_per_pair_median": round(scenarios["miss/lookup-synth"], 3),
                       "miss_to_uncounted_per_pair_median": round(scenarios["miss/miss-uncounted"], 3),
+                      "miss_to_cached_first_per_pair_median": round(scenarios["miss/miss-cached-first"], 3),
+                      "cached_first_clicks": scenarios["miss-cached-first"]["clicks"],
                       "lookup_synth_clicks": scenarios["lookup-synth"]["clicks"]},
         # Each against the `hit` turns of its own run (hit-paired).
         "domains_and_queries": {
@@ -1633,7 +1646,7 @@ def print_table(report):
           f"ceiling500 and storm: {st['connections']} connections, {st['duration_s']}s, {st['links']:,} links)\n")
     print(f"{'scenario':<20}{'req/s':>10}{'x ceiling':>11}{'p50 ms':>9}{'p99 ms':>9}{'socket err':>11}{'non-3xx':>9}")
     for name in ("ceiling", "hit", "hit-uncounted", "hit-paired", "hit-domain", "hit-query", "hit-rules",
-                 "origin-miss", "miss", "lookup-synth", "miss-uncounted", "miss-cluster", "miss-cluster-clicks",
+                 "origin-miss", "miss", "lookup-synth", "miss-uncounted", "miss-cached-first", "miss-cluster", "miss-cluster-clicks",
                  "zipf", "zipf-before-restart", "zipf-restart",
                  "ceiling500",
                  "storm",
