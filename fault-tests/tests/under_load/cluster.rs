@@ -189,10 +189,10 @@ pub fn cluster_failover() -> Result<(), String> {
         .filter(|r| r.what.class == Class::Fresh && r.what.status == 503)
         .count();
     // Every redirect served is counted once in the cluster: the warming
-    // requests (two per cached link) and every 301 of the run, whichever
+    // requests (`WARMING_REQUESTS` per cached link) and every 301 of the run, whichever
     // node served its slot when Varnish flushed it.
-    let redirected =
-        2 * CACHED_LINKS as u64 + hits.iter().filter(|r| r.what.status == 301).count() as u64;
+    let redirected = links::WARMING_REQUESTS * CACHED_LINKS as u64
+        + hits.iter().filter(|r| r.what.status == 301).count() as u64;
     let counted = counted_exactly(&primaries, redirected, "the cluster's primaries")?;
     println!(
         "    cluster_failover: primary (port {}) of 3 killed with SIGKILL, a replica of it promoted \

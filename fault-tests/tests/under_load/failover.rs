@@ -146,10 +146,10 @@ pub fn sentinel_failover() -> Result<(), String> {
 
     let (late, acked) = old_master_returns(&stack, new_master, &writes)?;
     // Every redirect served is counted once on the new master: the warming
-    // requests (two per cached link) and every 301 of the run, whichever
+    // requests (`WARMING_REQUESTS` per cached link) and every 301 of the run, whichever
     // master was there when Varnish flushed it.
-    let redirected =
-        2 * CACHED_LINKS as u64 + hits.iter().filter(|r| r.what.status == 301).count() as u64;
+    let redirected = links::WARMING_REQUESTS * CACHED_LINKS as u64
+        + hits.iter().filter(|r| r.what.status == 301).count() as u64;
     let counted = counted_once(&stack, new_master, redirected)?;
     let cached_hits = hits
         .iter()
