@@ -31,7 +31,7 @@ pub enum SettingError {
     ReplicasToAck(i64),
     #[error("{0} must be {min} to {max} (MiB)", min = ClickQueueMb::MIN, max = ClickQueueMb::MAX)]
     ClickQueueMb(i64),
-    #[error("must be at most {max:?} (0s caches every answer at once), not {0:?}", max = AdmissionRule::MAX)]
+    #[error("must be whole seconds, at most {max:?} (0s caches every answer at once), not {0:?}", max = AdmissionRule::MAX)]
     AdmissionWindow(Duration),
 }
 
@@ -306,6 +306,9 @@ pub struct AdmissionRule;
 impl DurationRule for AdmissionRule {
     const ZERO_ALLOWED: bool = true;
     const MAX: Duration = Duration::from_hours(24);
+    // A window of a fraction of a second would turn the filters at nearly
+    // every miss.
+    const STEP: Duration = Duration::from_secs(1);
     fn refusal(value: Duration) -> SettingError {
         SettingError::AdmissionWindow(value)
     }
@@ -437,6 +440,11 @@ mod tests {
         assert!(Timeout::try_from(Timeout::MAX + Duration::from_millis(1)).is_err());
         assert!(Ttl::try_from(Duration::ZERO).is_ok());
         assert!(Ttl::try_from(Ttl::MAX + Duration::from_secs(1)).is_err());
+        // The admission window: off at zero, whole seconds, a day at most.
+        assert!(AdmissionWindow::try_from(Duration::ZERO).is_ok());
+        assert!(AdmissionWindow::try_from(Duration::from_millis(500)).is_err());
+        assert!(AdmissionWindow::try_from(AdmissionWindow::MAX).is_ok());
+        assert!(AdmissionWindow::try_from(AdmissionWindow::MAX + Duration::from_secs(1)).is_err());
         // Retention comes in whole hours.
         assert!(Retention::try_from(Duration::ZERO).is_err());
         assert!(Retention::try_from(Duration::from_secs(1)).is_err());

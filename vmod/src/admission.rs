@@ -119,13 +119,20 @@ impl Admission {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn turn_if_due(&self) {
+    fn window_ms(&self) -> u64 {
+        u64::try_from(self.window.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether the newer filter has filled for a window, or is full.
+    fn due(&self) -> bool {
         let newer = self.newer.load(Ordering::Relaxed);
         let since = self.newer_since_ms.load(Ordering::Relaxed);
-        let window_ms = u64::try_from(self.window.as_millis()).unwrap_or(u64::MAX);
-        let due = self.now_ms().saturating_sub(since) >= window_ms
-            || self.filters[newer].keys.load(Ordering::Relaxed) >= CAPACITY;
-        if !due
+        self.now_ms().saturating_sub(since) >= self.window_ms()
+            || self.filters[newer].keys.load(Ordering::Relaxed) >= CAPACITY
+    }
+
+    fn turn_if_due(&self) {
+        if !self.due()
             || self
                 .turning
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -133,12 +140,22 @@ impl Admission {
         {
             return;
         }
-        // Checked again: another request may have turned them meanwhile.
-        if self.newer.load(Ordering::Relaxed) == newer {
+        // Read again under the flag (the last turn's writes happened before
+        // its release of it): a request that read the state before another
+        // turned the filters must not turn them a second time.
+        if self.due() {
+            let newer = self.newer.load(Ordering::Relaxed);
+            let now = self.now_ms();
             let older = 1 - newer;
             self.filters[older].clear();
+            // Filters turn only on requests: after two windows without a
+            // miss, the newer one's keys are all older than a window too.
+            let since = self.newer_since_ms.load(Ordering::Relaxed);
+            if now.saturating_sub(since) >= self.window_ms().saturating_mul(2) {
+                self.filters[newer].clear();
+            }
             self.newer.store(older, Ordering::Relaxed);
-            self.newer_since_ms.store(self.now_ms(), Ordering::Relaxed);
+            self.newer_since_ms.store(now, Ordering::Relaxed);
         }
         self.turning.store(false, Ordering::Release);
     }
@@ -179,15 +196,27 @@ mod tests {
 
     #[test]
     fn keys_are_forgotten_after_two_windows() {
-        let admission = Admission::new(Duration::from_millis(40));
+        let window = Duration::from_secs(1);
+        let admission = Admission::new(window);
         assert!(!admission.admit(b"/l/Lm25", None));
-        std::thread::sleep(Duration::from_millis(50));
-        // One window on: still known, from the older filter.
+        // Into the second window (unless this sleep wakes a whole window
+        // late): still known, from the older filter, after one turn.
+        std::thread::sleep(window + Duration::from_millis(50));
         assert!(admission.admit(b"/l/Lm25", None));
-        // Each request turns the filters at most once, so however late the
-        // sleeps wake, this one turns them a second time and forgets it.
-        std::thread::sleep(Duration::from_millis(50));
+        // Past the second: the filters turn again and the key is gone.
+        std::thread::sleep(window + Duration::from_millis(50));
         assert!(!admission.admit(b"/l/Lm25", None), "two windows on");
+    }
+
+    #[test]
+    fn keys_are_forgotten_after_two_windows_without_a_miss() {
+        let window = Duration::from_millis(40);
+        let admission = Admission::new(window);
+        assert!(!admission.admit(b"/l/Lm25", None));
+        // No request for two windows: the next one turns the filters once,
+        // and forgets the key all the same.
+        std::thread::sleep(2 * window + Duration::from_millis(10));
+        assert!(!admission.admit(b"/l/Lm25", None));
     }
 
     #[test]

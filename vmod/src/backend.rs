@@ -364,6 +364,19 @@ impl Resolver {
         Ok(Some(Body::new(body.into_bytes())))
     }
 
+    /// Every header [`Self::write_answer`] may write: what an answer
+    /// written only in part leaves behind, to be taken back.
+    pub const ANSWER_HEADERS: [&'static str; 8] = [
+        "Location",
+        FORWARD_MARK,
+        "Expires",
+        "Cache-Control",
+        RULES_MARK,
+        EXPIRED_MARK,
+        "Content-Type",
+        LIMITED_MARK,
+    ];
+
     /// Writes `resolution`'s status and headers into `http` (a backend
     /// response, or a synthetic one for a request not cached) and returns
     /// its page: what a link's answer is, in one place for both.

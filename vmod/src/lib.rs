@@ -496,19 +496,19 @@ mod shortlink {
             without_panic(|| self.admit_request(ctx), || true)
         }
 
-        /// Answer a link request that `.admit()` did not admit, in
-        /// `vcl_synth`: the key is looked up as the backend would fetch it
-        /// (the same `HGET`, its domain named by `Shortlink-Domain`), and
-        /// the status and headers the backend would give it are written
-        /// into `resp`; its page is returned, for `synthetic()`. Deliver it
-        /// as a fetched answer is delivered (rules, counting, forwarding).
-        /// When Redis does not answer, `resp.status` is 503 and the page
-        /// empty: answer it as `vcl_backend_error` would.
+        /// Answer a request `.admit()` did not admit, in `vcl_synth`: the
+        /// key is looked up as the backend fetches it (the same `HGET`, its
+        /// domain named by `Shortlink-Domain`), the status and headers the
+        /// backend gives it are written into `resp`, and its page returned
+        /// for `synthetic()`; deliver it as a fetched answer (rules,
+        /// counting, forwarding). When Redis does not answer: status 503,
+        /// no page, to be answered as `vcl_backend_error` would.
         ///
         /// ```vcl
         /// sub vcl_synth {
         ///     if (resp.status == 753) {
         ///         synthetic(links.answer());
+        ///         if (resp.status == 503) { synthetic("Try again"); }
         ///         return (deliver);
         ///     }
         /// }
