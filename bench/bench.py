@@ -66,7 +66,8 @@ configuration (and so to the VMOD's settings), e.g. "pool_size = 64".
 `miss-cached-first` (every answer cached at its first request, as before
 the admission rule: what the rule gains) as well; for
 finding what a feature costs, BENCH_SCENARIOS=storm,storm-uncounted runs
-the storm with counting off too, and BENCH_WRITER_PURGE=0 runs the writer
+the storm with counting off too (storm-cached-first: with every answer
+cached at its first request), and BENCH_WRITER_PURGE=0 runs the writer
 without purging Varnish.
 BENCH_REDIS=cluster also loads the links into a Redis Cluster of three
 primaries (the shipped configuration, cluster-enabled) and runs `miss` on a
@@ -1306,6 +1307,11 @@ def run(processes):
         # For profiling only: what counting costs the storm.
         scenario("storm-uncounted", links_wrk("random", storm_keys, STORM_CONNECTIONS, STORM_DURATION,
                                               statuses=True), prepare=empty_cache, vcl_name="uncounted")
+    if "storm-cached-first" in ONLY:
+        # For profiling only: the storm with every answer cached at its
+        # first request, as before the admission rule.
+        scenario("storm-cached-first", links_wrk("random", storm_keys, STORM_CONNECTIONS, STORM_DURATION,
+                                                 statuses=True), prepare=empty_cache, vcl_name="cachedfirst")
 
     # Not a target: how the architecture people build otherwise weathers
     # the same storm, for context on the storm's own p99.
