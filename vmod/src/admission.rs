@@ -51,6 +51,14 @@ impl Filter {
         }
     }
 
+    /// A filter never read: admission turned off.
+    fn empty() -> Self {
+        Self {
+            words: Box::new([]),
+            keys: AtomicUsize::new(0),
+        }
+    }
+
     fn holds(&self, probes: [usize; 2]) -> bool {
         probes
             .iter()
@@ -158,16 +166,6 @@ impl Admission {
             self.newer_since_ms.store(now, Ordering::Relaxed);
         }
         self.turning.store(false, Ordering::Release);
-    }
-}
-
-impl Filter {
-    /// A filter never read: admission turned off.
-    fn empty() -> Self {
-        Self {
-            words: Box::new([]),
-            keys: AtomicUsize::new(0),
-        }
     }
 }
 

@@ -4,24 +4,8 @@
 use std::time::Duration;
 
 use shortlink_core::SettingError;
-use varnish::vcl::{Ctx, StrOrBytes};
 
 use crate::admission;
-
-/// Time left before the `Expires` of the backend response, if it has one.
-pub fn time_left(ctx: &Ctx) -> Option<Duration> {
-    let expires = ctx.http_beresp.as_ref()?.header("Expires")?;
-    let StrOrBytes::Utf8(expires) = expires else {
-        return Some(Duration::ZERO);
-    };
-    // An unreadable date is in the past (RFC 9111, 5.3).
-    Some(
-        httpdate::parse_http_date(expires).map_or(Duration::ZERO, |at| {
-            at.duration_since(std::time::SystemTime::now())
-                .unwrap_or_default()
-        }),
-    )
-}
 
 /// The admission filter for a window VCL gave (or left out).
 pub fn admission_of(window: Option<Duration>, name: &str) -> Result<admission::Admission, String> {

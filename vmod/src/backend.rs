@@ -489,6 +489,21 @@ pub fn log_refusal(ctx: &mut Ctx, resolution: Resolution) {
     }
 }
 
+/// Time left before the `Expires` of the backend response, if it has one:
+/// what [`Resolver::lifetime`] bounds a link's TTL and grace by.
+pub fn time_left(ctx: &Ctx) -> Option<Duration> {
+    let expires = ctx.http_beresp.as_ref()?.header("Expires")?;
+    let StrOrBytes::Utf8(expires) = expires else {
+        return Some(Duration::ZERO);
+    };
+    // An unreadable date is in the past (RFC 9111, 5.3).
+    Some(
+        httpdate::parse_http_date(expires).map_or(Duration::ZERO, |at| {
+            at.duration_since(SystemTime::now()).unwrap_or_default()
+        }),
+    )
+}
+
 /// The key is the last path segment of the URL, query string ignored.
 pub fn key_of(url: &str) -> &str {
     let path = shortlink_core::query::path_of(url);

@@ -66,7 +66,8 @@ mod shortlink {
     use varnish::vcl::{Backend, Ctx, LogTag, VclError};
     use varnish::Vsc;
 
-    use crate::arguments::{admission_of, duration_or, time_left};
+    use crate::arguments::{admission_of, duration_or};
+    use crate::backend::time_left;
     use crate::backend::{KeySpaces, LinkBackend, Resolution, Resolver, Settings};
     use crate::clicks::CountSettings;
     use crate::lookups::{PoolSettings, RedisPool};
