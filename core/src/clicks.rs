@@ -136,12 +136,18 @@ impl Detail {
     /// is longer than [`MAX_DETAIL_VALUE`].
     #[must_use]
     pub fn field(self, value: &str) -> String {
-        let value = if value.len() > MAX_DETAIL_VALUE {
+        format!("{}:{}", self.word(), Self::stored_value(value))
+    }
+
+    /// `value` as a field stores it: `other` if longer than
+    /// [`MAX_DETAIL_VALUE`].
+    #[must_use]
+    pub fn stored_value(value: &str) -> &str {
+        if value.len() > MAX_DETAIL_VALUE {
             "other"
         } else {
             value
-        };
-        format!("{}:{value}", self.word())
+        }
     }
 
     /// The kind and value a details field names.

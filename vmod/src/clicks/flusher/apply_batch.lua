@@ -28,6 +28,13 @@ while i <= #ARGV do
         -- A new field: counted, unless it made the hash too large.
         if fields then fields = fields + 1 else fields = redis.pcall('HLEN', key) end
         if type(fields) ~= 'number' then fields = 0 end
+        if fields == 1 and j == first and j < last - 1
+            and (last - first + 1) / 2 <= MAX_DETAIL_FIELDS then
+          -- The first field made the hash: the others (distinct, as the
+          -- flusher sends them) are new too, set in one call, not one each.
+          redis.pcall('HSET', key, unpack(ARGV, j + 2, last))
+          break
+        end
         if fields > MAX_DETAIL_FIELDS then
           redis.pcall('HDEL', key, field)
           local other = string.match(field, '^[^:]*') .. ':other'

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use super::args::Args;
 use crate::clicks::destination::Lane;
 use crate::clicks::store::CountSettings;
 
@@ -17,7 +18,7 @@ pub(super) struct Batch {
     pub(super) applied: String,
     /// The keys its operations write (`KEYS[2]...`).
     pub(super) keys: Vec<String>,
-    pub(super) args: Vec<String>,
+    pub(super) args: Args,
     pub(super) entries: usize,
     /// The tally it was sealed from.
     pub(super) tally: u64,

@@ -3,14 +3,16 @@
 //! batch in its lane (a cluster's slot) and numbered in it, bounded in
 //! arguments; visitors salted and hashed on the way.
 
-use std::collections::BTreeMap;
 use std::hash::BuildHasher as _;
 use std::net::IpAddr;
 
 use redis_target::cluster::slot_tag;
-use shortlink_core::clicks::{ClickTime, CountNames, Day, Total, MINUTES_KEPT};
+use shortlink_core::clicks::{
+    ClickTime, CountNames, Day, Detail, Hour, Minute, Total, MINUTES_KEPT,
+};
 use shortlink_core::Key;
 
+use super::args::Args;
 use super::batches::{Batch, SealedTally};
 use super::tally::{total_slot, Names, Tally};
 use super::{Flusher, Map, Set, SEALED_VISITORS_MAX};
@@ -75,32 +77,83 @@ impl Letter {
     }
 }
 
-/// A sealed tally's operations, one per Redis key.
-#[derive(Default)]
-struct Ops {
-    by_key: Map<String, Op>,
-}
-
+/// What the script does with one Redis key: its letter, the key, its TTL
+/// in seconds (0 for none), and its fields and counts, or elements.
 struct Op {
     letter: Letter,
-    /// The TTL in seconds, `0` for none.
-    ttl: String,
-    args: Vec<String>,
+    key: String,
+    ttl: u64,
+    args: Args,
+}
+
+/// Which of a head's hashes an operation writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bucket {
+    Total(Total),
+    Day(Day),
+    Hour(Hour),
+}
+
+/// A sealed tally's operations, one per Redis key. The hashes links share
+/// are found by head and period, so no key's name is made per link; a
+/// link's own keys (details, visitors) are new operations.
+#[derive(Default)]
+struct Ops {
+    all: Vec<Op>,
+    /// Per head, its buckets' operations (a few: three totals, a day, an
+    /// hour or two) as indices into `all`.
+    buckets: Map<Box<str>, Vec<(Bucket, usize)>>,
+    minutes: Vec<(Minute, usize)>,
 }
 
 impl Ops {
-    fn get(&mut self, letter: Letter, key: String, ttl: &str) -> &mut Op {
-        self.by_key.entry(key).or_insert_with(|| Op {
+    fn push(&mut self, letter: Letter, key: String, ttl: u64) -> &mut Args {
+        self.all.push(Op {
             letter,
-            ttl: ttl.to_owned(),
-            args: Vec::new(),
-        })
+            key,
+            ttl,
+            args: Args::default(),
+        });
+        let last = self.all.len() - 1;
+        &mut self.all[last].args
     }
 
-    fn pair(&mut self, letter: Letter, key: String, ttl: &str, field: &str, n: u64) {
-        let op = self.get(letter, key, ttl);
-        op.args.push(field.to_owned());
-        op.args.push(n.to_string());
+    /// The arguments of `head`'s `bucket` hash, named by `name` when new.
+    fn bucket(
+        &mut self,
+        head: &str,
+        bucket: Bucket,
+        name: impl FnOnce() -> String,
+        ttl: u64,
+    ) -> &mut Args {
+        let known = (self.buckets.get(head))
+            .and_then(|ops| ops.iter().find(|(b, _)| *b == bucket))
+            .map(|&(_, index)| index);
+        let index = known.unwrap_or_else(|| {
+            self.push(Letter::Hash, name(), ttl);
+            let index = self.all.len() - 1;
+            match self.buckets.get_mut(head) {
+                Some(ops) => ops.push((bucket, index)),
+                None => {
+                    self.buckets.insert(head.into(), vec![(bucket, index)]);
+                }
+            }
+            index
+        });
+        &mut self.all[index].args
+    }
+
+    /// The arguments of `minute`'s sorted set, named by `name` when new.
+    fn minute(&mut self, minute: Minute, name: impl FnOnce() -> String, ttl: u64) -> &mut Args {
+        let known = (self.minutes.iter())
+            .find(|(m, _)| *m == minute)
+            .map(|&(_, index)| index);
+        let index = known.unwrap_or_else(|| {
+            self.push(Letter::SortedSet, name(), ttl);
+            self.minutes.push((minute, self.all.len() - 1));
+            self.all.len() - 1
+        });
+        &mut self.all[index].args
     }
 }
 
@@ -115,55 +168,61 @@ impl Flusher {
         settings: &CountSettings,
     ) {
         let scheme = counts.scheme();
-        let days_kept = settings.days_kept.as_secs().to_string();
-        let hours_kept = settings.hours_kept.as_secs().to_string();
-        let minutes_kept = ((MINUTES_KEPT + 1) * 60).to_string();
+        let days_kept = settings.days_kept.as_secs();
+        let hours_kept = settings.hours_kept.as_secs();
+        let minutes_kept = (MINUTES_KEPT + 1) * 60;
         if self.sealed_visitors.len() >= SEALED_VISITORS_MAX {
             self.sealed_visitors.clear();
         }
-        let mut ops = Ops::default();
-        let mut details: Map<String, u64> = Map::default();
         let links = tally.links.len();
+        // A fresh link makes two operations of its own (details, visitors).
+        let mut ops = Ops {
+            all: Vec::with_capacity(2 * links),
+            ..Ops::default()
+        };
         let names = &tally.names;
+        // A link's details by field, when its clicks came from more than
+        // one source (which may share a field).
+        let mut details: Map<(Detail, &str), u64> = Map::default();
         for (key, link) in tally.links.drain() {
             let (head, field) = (scheme.head(&key), scheme.field(&key));
             for total in Total::ALL {
                 let n = link.totals[total_slot(total)];
                 if n > 0 {
-                    ops.pair(Letter::Hash, counts.total_hash(total, head), "0", field, n);
+                    let name = || counts.total_hash(total, head);
+                    (ops.bucket(head, Bucket::Total(total), name, 0)).push_pair(&[field], n);
                 }
             }
             for (day, n) in link.days {
-                let hash = counts.day_hash(day, head);
-                ops.pair(Letter::Hash, hash, &days_kept, field, n);
+                let name = || counts.day_hash(day, head);
+                (ops.bucket(head, Bucket::Day(day), name, days_kept)).push_pair(&[field], n);
             }
             for (hour, n) in link.hours {
-                let hash = counts.hour_hash(hour, head);
-                ops.pair(Letter::Hash, hash, &hours_kept, field, n);
+                let name = || counts.hour_hash(hour, head);
+                (ops.bucket(head, Bucket::Hour(hour), name, hours_kept)).push_pair(&[field], n);
             }
             for (minute, n) in link.minutes {
-                let set = counts.minute_set(minute);
-                ops.pair(Letter::SortedSet, set, &minutes_kept, key.as_str(), n);
+                let name = || counts.minute_set(minute);
+                (ops.minute(minute, name, minutes_kept)).push_pair(&[key.as_str()], n);
             }
             if !link.sources.is_empty() {
-                let op = ops.get(Letter::Details, counts.details(key.as_str()), &days_kept);
+                let args = ops.push(Letter::Details, counts.details(key.as_str()), days_kept);
+                let single = link.sources.len() == 1;
                 for (source, n) in link.sources {
                     for (kind, value) in names.details(source) {
-                        *details.entry(kind.field(value)).or_default() += n;
+                        let value = Detail::stored_value(value);
+                        if single {
+                            args.push_pair(&[kind.word(), ":", value], n);
+                        } else {
+                            *details.entry((kind, value)).or_default() += n;
+                        }
                     }
                 }
-                for (field, n) in details.drain() {
-                    op.args.extend([field, n.to_string()]);
+                for ((kind, value), n) in details.drain() {
+                    args.push_pair(&[kind.word(), ":", value], n);
                 }
             }
-            self.add_visitors(&mut ops, &key, link.visitors, names, counts, &days_kept);
-        }
-        let mut by_lane: BTreeMap<Lane, Vec<(String, Op)>> = BTreeMap::new();
-        for (key, op) in ops.by_key {
-            by_lane
-                .entry(lane_of(counts.layout(), &key))
-                .or_default()
-                .push((key, op));
+            self.add_visitors(&mut ops, &key, link.visitors, names, counts, days_kept);
         }
         self.next_tally += 1;
         let mut sealed = SealedTally {
@@ -171,13 +230,36 @@ impl Flusher {
             clicks: std::mem::take(&mut tally.clicks),
             limited: std::mem::take(&mut tally.limited),
         };
+        self.batch_ops(ops, counts, &mut sealed);
+        // A tally of no batches (clicks that wrote nothing) is done at the
+        // next send.
+        self.tallies.insert(self.next_tally, sealed);
+        tally.entries = 0;
+        tally.names.clear();
+        // A burst of links is not kept allocated for good.
+        if tally.links.capacity() > 4 * links.max(1024) {
+            tally.links.shrink_to(links);
+        }
+    }
+
+    /// Puts `ops` into batches of their lanes, numbered in order in each,
+    /// split where a batch is full; `sealed` counts them.
+    fn batch_ops(&mut self, mut ops: Ops, counts: &CountNames, sealed: &mut SealedTally) {
+        // Operations in lane order (one lane but in a cluster), each
+        // lane's in the order made; sorted as indices, as an `Op` is large.
+        let mut order: Vec<(Lane, usize)> = (ops.all.iter().enumerate())
+            .map(|(index, op)| (lane_of(counts.layout(), &op.key), index))
+            .collect();
+        order.sort_unstable();
         let today = ClickTime::now().day();
-        for (lane, ops) in by_lane {
+        for lane_ops in order.chunk_by(|a, b| a.0 == b.0) {
+            let lane = lane_ops[0].0;
             let mut batch = self.batch(lane, counts, today);
-            for (key, op) in ops {
+            for &(_, index) in lane_ops {
+                let op = &mut ops.all[index];
                 let width = op.letter.width();
-                let mut rest = op.args;
-                while !rest.is_empty() {
+                let mut done = 0;
+                while done < op.args.len() {
                     // The call's own arguments, the batch's, this operation's.
                     let used = CALL_ARGS + batch.keys.len() + batch.args.len() + 1 + 4;
                     let room = BATCH_ARGS.saturating_sub(used).min(OP_ARGS) / width * width;
@@ -187,16 +269,20 @@ impl Flusher {
                         sealed.batches += 1;
                         continue;
                     }
-                    let part: Vec<String> = rest.drain(..room.min(rest.len())).collect();
-                    batch.entries += part.len() / width;
-                    batch.keys.push(key.clone());
-                    batch.args.extend([
-                        op.letter.name().to_owned(),
-                        (batch.keys.len() + 1).to_string(),
-                        op.ttl.clone(),
-                        part.len().to_string(),
-                    ]);
-                    batch.args.extend(part);
+                    let end = op.args.len().min(done + room);
+                    batch.entries += (end - done) / width;
+                    let key = if end == op.args.len() {
+                        std::mem::take(&mut op.key)
+                    } else {
+                        op.key.clone()
+                    };
+                    batch.keys.push(key);
+                    batch.args.push(op.letter.name());
+                    batch.args.push_number(batch.keys.len() as u64 + 1);
+                    batch.args.push_number(op.ttl);
+                    batch.args.push_number((end - done) as u64);
+                    batch.args.extend_from(&op.args, done..end);
+                    done = end;
                 }
             }
             if batch.keys.is_empty() {
@@ -209,15 +295,6 @@ impl Flusher {
                 sealed.batches += 1;
             }
         }
-        // A tally of no batches (clicks that wrote nothing) is done at the
-        // next send.
-        self.tallies.insert(self.next_tally, sealed);
-        tally.entries = 0;
-        tally.names.clear();
-        // A burst of links is not kept allocated for good.
-        if tally.links.capacity() > 4 * links.max(1024) {
-            tally.links.shrink_to(links);
-        }
     }
 
     /// An empty batch, numbered next in `lane`.
@@ -229,7 +306,7 @@ impl Flusher {
             seq: numbers.sealed,
             applied: counts.applied(today, lane.map(slot_tag)),
             keys: Vec::new(),
-            args: Vec::new(),
+            args: Args::default(),
             entries: 0,
             tally: self.next_tally,
         }
@@ -243,7 +320,7 @@ impl Flusher {
         visitors: Vec<(Day, Set<(IpAddr, u32)>)>,
         names: &Names,
         counts: &CountNames,
-        days_kept: &str,
+        days_kept: u64,
     ) {
         for (day, people) in visitors {
             let salt = self.salts.get(&day).map_or("", String::as_str);
@@ -262,17 +339,18 @@ impl Flusher {
             if new.peek().is_none() {
                 continue;
             }
-            let op = ops.get(
+            let args = ops.push(
                 Letter::Visitors,
                 counts.visitors(day, key.as_str()),
                 days_kept,
             );
-            op.args.extend(new.map(|digest| {
+            for digest in new {
                 let mut hash = sha1_smol::Sha1::new();
                 hash.update(salt.as_bytes());
                 hash.update(&digest);
-                hash.digest().to_string()[..16].to_owned()
-            }));
+                // The salted digest's first 8 bytes, in hex.
+                args.push_hex(&hash.digest().bytes()[..8]);
+            }
         }
     }
 }
@@ -284,11 +362,14 @@ mod tests {
     use crate::clicks::store::{Click, ClickStore, Outcome};
     use redis_target::cluster::key_slot;
     use shortlink_core::clicks::Layout;
+    use std::collections::BTreeMap;
     use std::collections::HashSet;
 
     /// Every sealed batch's arguments, sorted, taken out of the flusher.
     fn sealed_args(flusher: &mut Flusher) -> Vec<String> {
-        let mut args: Vec<String> = flusher.sealed.drain(..).flat_map(|b| b.args).collect();
+        let mut args: Vec<String> = (flusher.sealed.drain(..))
+            .flat_map(|b| b.args.texts().map(str::to_owned).collect::<Vec<_>>())
+            .collect();
         args.sort();
         args
     }
@@ -411,7 +492,7 @@ mod tests {
         assert!(flusher
             .sealed
             .iter()
-            .flat_map(|b| &b.args)
+            .flat_map(|b| b.args.texts())
             .all(|arg| !arg.contains("192.0.2.")));
         flusher
     }

@@ -20,6 +20,7 @@
 //! script arguments (`encoding`), the batches and what Redis answers for
 //! them (`batches`) are its parts, and `apply_batch.lua` the script.
 
+mod args;
 mod batches;
 mod encoding;
 mod tally;
@@ -47,8 +48,10 @@ use crate::now_ms;
 /// flusher, `ARGV[4]` how long the hash is kept; then operations, each on
 /// one key: `letter key-index ttl n` and `n` arguments.
 /// `h hash ttl field count...` (`HINCRBY` each), `d hash ttl field count...`
-/// (`HINCRBY` each; a new field past the hash's limit counts under its
-/// kind's `other` instead; the TTL is set anew on every write, so a link's
+/// (`HINCRBY` each, but on a hash the first field made, which takes the
+/// others in one `HSET`: a fresh link's details cost two calls, not one per
+/// field; a new field past the hash's limit counts under its kind's `other`
+/// instead; the TTL is set anew on every write, so a link's
 /// details are kept the days kept past its last click by a person, where
 /// a day's counts are kept from that day), `z set ttl member count...` (`ZINCRBY` each),
 /// `p key ttl element...` (`PFADD`). One operation per key: a link's clicks
@@ -492,6 +495,7 @@ mod tests {
     use crate::clicks::store::{Click, Outcome, Reach};
     use shortlink_core::clicks::Layout;
     use shortlink_core::KeyScheme;
+    use std::collections::BTreeMap;
     use std::net::IpAddr;
 
     pub(super) const FIREFOX: &str =
@@ -564,6 +568,98 @@ mod tests {
         assert_eq!(clicks, 5, "five batches, each applied once");
         let kept: u64 = redis::cmd("TTL").arg(today).query(&mut connection).unwrap();
         assert!(kept > 0 && kept <= APPLIED_KEPT.as_secs(), "{kept}");
+        drop(redis);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A link's details hash made by a flush is set in one call (the
+    /// first field's answer shows the hash is new), and holds what adding
+    /// each field in turn would: on a new hash, on one with fields made
+    /// before (by hand, or an earlier flush), and past the hash's bound,
+    /// where no count is lost.
+    #[test]
+    fn a_new_details_hash_counts_as_field_by_field() {
+        let dir = test_support::work_dir("flush-details").unwrap();
+        let redis =
+            test_support::Redis::start(&dir, test_support::Persistence::Scratch, "").unwrap();
+        let mut connection = redis.connection().unwrap();
+        let flusher = Flusher::new();
+        let mut seq = 0;
+        let mut apply = |key: &str, pairs: &[(&str, u64)]| {
+            seq += 1;
+            let mut args = vec![
+                "d".to_owned(),
+                "2".to_owned(),
+                "3600".to_owned(),
+                (2 * pairs.len()).to_string(),
+            ];
+            for (field, n) in pairs {
+                args.extend([(*field).to_owned(), n.to_string()]);
+            }
+            let applied: i64 = redis::cmd("EVAL")
+                .arg(&flusher.script)
+                .arg(2)
+                .arg("short:applied:20261124")
+                .arg(key)
+                .arg("cafe")
+                .arg(seq)
+                .arg(0)
+                .arg(APPLIED_KEPT.as_secs())
+                .arg(&args)
+                .query(&mut connection)
+                .unwrap();
+            assert_eq!(applied, 1);
+            let hash: BTreeMap<String, u64> = redis::cmd("HGETALL")
+                .arg(key)
+                .query(&mut connection)
+                .unwrap();
+            let ttl: i64 = redis::cmd("TTL").arg(key).query(&mut connection).unwrap();
+            assert!(ttl > 0 && ttl <= 3600, "{key} kept {ttl} s");
+            hash
+        };
+        let counts = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            pairs.iter().map(|(f, n)| ((*f).to_owned(), *n)).collect()
+        };
+        let new = [("referrer:a", 1), ("browser:b", 2), ("os:c", 3)];
+        assert_eq!(apply("short:details:Lm25", &new), counts(&new));
+        let calls: String = redis.query(&["INFO", "commandstats"]).unwrap();
+        // (The other field's `HSET` shares its count with the batch's note.)
+        assert!(
+            calls.contains("cmdstat_hincrby:calls=1,"),
+            "one HINCRBY and an HSET made the hash: {calls}"
+        );
+        assert_eq!(
+            apply("short:details:Lm25", &[("referrer:a", 1), ("device:d", 4)]),
+            counts(&[
+                ("referrer:a", 2),
+                ("browser:b", 2),
+                ("os:c", 3),
+                ("device:d", 4)
+            ])
+        );
+        let mut hand = redis.connection().unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg("short:details:Lm26")
+            .arg("country:x")
+            .arg(5)
+            .query(&mut hand)
+            .unwrap();
+        assert_eq!(
+            apply("short:details:Lm26", &[("referrer:a", 1), ("os:c", 1)]),
+            counts(&[("country:x", 5), ("referrer:a", 1), ("os:c", 1)])
+        );
+        let many: Vec<String> = (0..MAX_DETAIL_FIELDS + 10)
+            .map(|n| format!("referrer:h{n}"))
+            .collect();
+        let pairs: Vec<(&str, u64)> = many.iter().map(|f| (f.as_str(), 2)).collect();
+        let bounded = apply("short:details:Lm27", &pairs);
+        assert!(bounded.len() <= MAX_DETAIL_FIELDS + 1, "{}", bounded.len());
+        assert_eq!(bounded.values().sum::<u64>(), 2 * pairs.len() as u64);
+        assert_eq!(
+            bounded["referrer:other"],
+            2 * 10,
+            "the fields past the bound"
+        );
         drop(redis);
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -422,11 +422,12 @@ mod tests {
     fn sealed_counts(flusher: &Flusher, hash: &str) -> BTreeMap<String, u64> {
         let mut counts = BTreeMap::new();
         for batch in &flusher.sealed {
+            let args: Vec<String> = batch.args.texts().map(str::to_owned).collect();
             let mut i = 0;
-            while i < batch.args.len() {
-                let key = &batch.keys[batch.args[i + 1].parse::<usize>().unwrap() - 2];
-                let n: usize = batch.args[i + 3].parse().unwrap();
-                let pairs = &batch.args[i + 4..i + 4 + n];
+            while i < args.len() {
+                let key = &batch.keys[args[i + 1].parse::<usize>().unwrap() - 2];
+                let n: usize = args[i + 3].parse().unwrap();
+                let pairs = &args[i + 4..i + 4 + n];
                 if key == hash {
                     for pair in pairs.chunks(2) {
                         *counts.entry(pair[0].clone()).or_default() +=
