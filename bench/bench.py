@@ -585,6 +585,25 @@ return total
     return total
 
 
+def click_pipeline_cpu(clicks_port):
+    """CPU seconds used so far by the click flushers of the running Varnish
+    (threads named shortlink-clicks, cut to 15 characters by the kernel) and
+    by the clicks' Redis, its forks (AOF rewrites) included: [flusher, Redis].
+    The bench runs one Varnish at a time."""
+    flusher = 0.0
+    for task in Path("/proc").glob("[0-9]*/task/[0-9]*"):
+        try:
+            if (task / "comm").read_text().strip() == "shortlink-click":
+                flusher += int((task / "schedstat").read_text().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            continue
+    fields = dict(line.split(":", 1) for line in redis_cli(clicks_port, "INFO", "cpu").splitlines()
+                  if ":" in line)
+    redis = sum(float(fields.get(f"used_cpu_{kind}", 0))
+                for kind in ("sys", "user", "sys_children", "user_children"))
+    return [flusher, redis]
+
+
 def resident_kib(pid):
     """The process's resident memory now, in KiB (VmRSS)."""
     with open(f"/proc/{pid}/status") as status:
@@ -873,11 +892,15 @@ def run(processes):
                 time.sleep(FLUSH_WAIT)
                 flushes_settle(clicks_port)
                 stored_before = stored_clicks(clicks_port)
+                cpu_before = click_pipeline_cpu(clicks_port)
             before = prepared()
             figures = measure()
             if counts:
                 time.sleep(FLUSH_WAIT)
                 flushes_settle(clicks_port)
+                # Before stored_clicks, whose scan is Redis's work too.
+                figures["click_cpu_s"] = [after - before for after, before
+                                          in zip(click_pipeline_cpu(clicks_port), cpu_before)]
                 # Varnish's count: wrk leaves out the answers in flight when it stops.
                 figures["clicks_requested"] = client_requests() - before
                 figures["clicks_stored"] = stored_clicks(clicks_port) - stored_before
@@ -928,9 +951,16 @@ def run(processes):
             if pair[2:] == (True,):
                 requested = sum(r["clicks_requested"] for r in done)
                 stored = sum(r["clicks_stored"] for r in done)
-                scenarios[pair[0]]["clicks"] = {"requests": requested, "stored": stored}
+                # What the click pipeline spent per click it stored: the
+                # flusher's thread and the clicks' Redis, from the run's start
+                # until its last flush.
+                flusher_us, redis_us = (round(sum(r["click_cpu_s"][i] for r in done) * 1e6 / max(stored, 1), 1)
+                                        for i in (0, 1))
+                scenarios[pair[0]]["clicks"] = {"requests": requested, "stored": stored,
+                                                "cpu_us_per_click": {"flusher": flusher_us, "redis": redis_us}}
                 say(f"{pair[0]}: {stored} clicks stored for {requested} requests "
-                    f"({requested - stored} not stored)")
+                    f"({requested - stored} not stored); CPU per click stored: flusher {flusher_us} µs, "
+                    f"clicks' Redis {redis_us} µs")
             scenarios[name + "/" + pair[0]] = statistics.median(
                 r["rps"] / p["rps"] for r, p in zip(runs, done))
             say(f"{pair[0]}: {scenarios[pair[0]]['rps']:.0f} req/s (runs {scenarios[pair[0]]['runs_rps']}); "
