@@ -14,8 +14,8 @@ use shortlink_core::Key;
 
 use super::args::Args;
 use super::batches::{Batch, SealedTally};
-use super::tally::{total_slot, Names, Tally};
-use super::{Flusher, Map, Set, SEALED_VISITORS_MAX};
+use super::tally::{total_slot, DayVisitors, Names, Tally};
+use super::{Flusher, Map, SEALED_VISITORS_MAX};
 use crate::clicks::destination::{lane_of, Lane};
 use crate::clicks::store::CountSettings;
 
@@ -317,7 +317,7 @@ impl Flusher {
         &mut self,
         ops: &mut Ops,
         key: &Key,
-        visitors: Vec<(Day, Set<(IpAddr, u32)>)>,
+        visitors: DayVisitors,
         names: &Names,
         counts: &CountNames,
         days_kept: u64,

@@ -7,6 +7,8 @@ use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
+use smallvec::SmallVec;
+
 use shortlink_core::clicks::{ClickTime, Day, Detail, Hour, Minute, Total};
 use shortlink_core::rules::Chosen;
 use shortlink_core::{Key, KeyScheme};
@@ -178,16 +180,16 @@ pub(super) fn link_of<'t>(
 pub(super) struct LinkTally {
     /// In [`Total::ALL`]'s order.
     pub(super) totals: [u64; Total::ALL.len()],
-    pub(super) days: Vec<(Day, u64)>,
-    pub(super) hours: Vec<(Hour, u64)>,
-    pub(super) minutes: Vec<(Minute, u64)>,
+    pub(super) days: Dated<Day>,
+    pub(super) hours: Dated<Hour>,
+    pub(super) minutes: Dated<Minute>,
     /// People's clicks by source: one map, empty and unallocated for bots
     /// and gone answers, keeps the tally small, and the map of links cheap
     /// to grow.
     pub(super) sources: Map<Source, u64>,
     /// People by address and agent (numbered in [`Names`]); hashed and
     /// salted when sealed.
-    pub(super) visitors: Vec<(Day, Set<(IpAddr, u32)>)>,
+    pub(super) visitors: DayVisitors,
 }
 
 impl LinkTally {
@@ -233,8 +235,17 @@ impl LinkTally {
     }
 }
 
+/// Counts by day, hour or minute: one, but for a tally that spans the
+/// turn of one, kept in place (a fresh link's first click made three
+/// vectors, three allocations).
+pub(super) type Dated<T> = SmallVec<[(T, u64); 1]>;
+
+/// People by address and agent, for each day of a tally (one, but across
+/// midnight).
+pub(super) type DayVisitors = SmallVec<[(Day, Set<(IpAddr, u32)>); 1]>;
+
 /// Adds a click to the count of `at`, a new entry if `at` has none yet.
-pub(super) fn add_dated<T: PartialEq>(counts: &mut Vec<(T, u64)>, at: T, entries: &mut usize) {
+pub(super) fn add_dated<T: PartialEq>(counts: &mut Dated<T>, at: T, entries: &mut usize) {
     if let Some((_, count)) = counts.iter_mut().rev().find(|(known, _)| *known == at) {
         *count += 1;
     } else {
