@@ -587,9 +587,9 @@ return total
 
 def click_pipeline_cpu(clicks_port):
     """CPU seconds used so far by the click flushers of the running Varnish
-    (threads named shortlink-clicks, cut to 15 characters by the kernel) and
-    by the clicks' Redis, its forks (AOF rewrites) included: [flusher, Redis].
-    The bench runs one Varnish at a time."""
+    (threads named shortlink-clicks, cut to 15 characters by the kernel), by
+    the clicks' Redis, and by its forks (AOF rewrites): [flusher, Redis,
+    forks]. The bench runs one Varnish at a time."""
     flusher = 0.0
     for task in Path("/proc").glob("[0-9]*/task/[0-9]*"):
         try:
@@ -599,9 +599,9 @@ def click_pipeline_cpu(clicks_port):
             continue
     fields = dict(line.split(":", 1) for line in redis_cli(clicks_port, "INFO", "cpu").splitlines()
                   if ":" in line)
-    redis = sum(float(fields.get(f"used_cpu_{kind}", 0))
-                for kind in ("sys", "user", "sys_children", "user_children"))
-    return [flusher, redis]
+    redis, forks = (sum(float(fields.get(f"used_cpu_{kind}", 0)) for kind in kinds)
+                    for kinds in (("sys", "user"), ("sys_children", "user_children")))
+    return [flusher, redis, forks]
 
 
 def resident_kib(pid):
@@ -892,8 +892,10 @@ def run(processes):
                 time.sleep(FLUSH_WAIT)
                 flushes_settle(clicks_port)
                 stored_before = stored_clicks(clicks_port)
-                cpu_before = click_pipeline_cpu(clicks_port)
             before = prepared()
+            if counts:
+                # After prepared(): a restart makes a new flusher thread.
+                cpu_before = click_pipeline_cpu(clicks_port)
             figures = measure()
             if counts:
                 time.sleep(FLUSH_WAIT)
@@ -954,13 +956,13 @@ def run(processes):
                 # What the click pipeline spent per click it stored: the
                 # flusher's thread and the clicks' Redis, from the run's start
                 # until its last flush.
-                flusher_us, redis_us = (round(sum(r["click_cpu_s"][i] for r in done) * 1e6 / max(stored, 1), 1)
-                                        for i in (0, 1))
-                scenarios[pair[0]]["clicks"] = {"requests": requested, "stored": stored,
-                                                "cpu_us_per_click": {"flusher": flusher_us, "redis": redis_us}}
+                flusher_us, redis_us, forks_us = (
+                    round(sum(r["click_cpu_s"][i] for r in done) * 1e6 / max(stored, 1), 1) for i in (0, 1, 2))
+                scenarios[pair[0]]["clicks"] = {"requests": requested, "stored": stored, "cpu_us_per_click": {
+                    "flusher": flusher_us, "redis": redis_us, "redis_forks": forks_us}}
                 say(f"{pair[0]}: {stored} clicks stored for {requested} requests "
                     f"({requested - stored} not stored); CPU per click stored: flusher {flusher_us} µs, "
-                    f"clicks' Redis {redis_us} µs")
+                    f"clicks' Redis {redis_us} µs and its AOF rewrites {forks_us} µs")
             scenarios[name + "/" + pair[0]] = statistics.median(
                 r["rps"] / p["rps"] for r, p in zip(runs, done))
             say(f"{pair[0]}: {scenarios[pair[0]]['rps']:.0f} req/s (runs {scenarios[pair[0]]['runs_rps']}); "
