@@ -136,18 +136,19 @@ impl Detail {
     /// is longer than [`MAX_DETAIL_VALUE`].
     #[must_use]
     pub fn field(self, value: &str) -> String {
-        format!("{}:{}", self.word(), Self::stored_value(value))
+        self.field_parts(value).concat()
     }
 
-    /// `value` as a field stores it: `other` if longer than
-    /// [`MAX_DETAIL_VALUE`].
+    /// [`Detail::field`] in its parts (word, `:`, value or `other`), for a
+    /// writer that copies them where the field goes instead of making it.
     #[must_use]
-    pub fn stored_value(value: &str) -> &str {
-        if value.len() > MAX_DETAIL_VALUE {
+    pub fn field_parts(self, value: &str) -> [&str; 3] {
+        let value = if value.len() > MAX_DETAIL_VALUE {
             "other"
         } else {
             value
-        }
+        };
+        [self.word(), ":", value]
     }
 
     /// The kind and value a details field names.

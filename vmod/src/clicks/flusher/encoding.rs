@@ -7,9 +7,7 @@ use std::hash::BuildHasher as _;
 use std::net::IpAddr;
 
 use redis_target::cluster::slot_tag;
-use shortlink_core::clicks::{
-    ClickTime, CountNames, Day, Detail, Hour, Minute, Total, MINUTES_KEPT,
-};
+use shortlink_core::clicks::{ClickTime, CountNames, Day, Hour, Minute, Total, MINUTES_KEPT};
 use shortlink_core::Key;
 
 use super::args::Args;
@@ -183,7 +181,7 @@ impl Flusher {
         let names = &tally.names;
         // A link's details by field, when its clicks came from more than
         // one source (which may share a field).
-        let mut details: Map<(Detail, &str), u64> = Map::default();
+        let mut details: Map<[&str; 3], u64> = Map::default();
         for (key, link) in tally.links.drain() {
             let (head, field) = (scheme.head(&key), scheme.field(&key));
             for total in Total::ALL {
@@ -210,16 +208,16 @@ impl Flusher {
                 let single = link.sources.len() == 1;
                 for (source, n) in link.sources {
                     for (kind, value) in names.details(source) {
-                        let value = Detail::stored_value(value);
+                        let field = kind.field_parts(value);
                         if single {
-                            args.push_pair(&[kind.word(), ":", value], n);
+                            args.push_pair(&field, n);
                         } else {
-                            *details.entry((kind, value)).or_default() += n;
+                            *details.entry(field).or_default() += n;
                         }
                     }
                 }
-                for ((kind, value), n) in details.drain() {
-                    args.push_pair(&[kind.word(), ":", value], n);
+                for (field, n) in details.drain() {
+                    args.push_pair(&field, n);
                 }
             }
             self.add_visitors(&mut ops, &key, link.visitors, names, counts, days_kept);
