@@ -46,9 +46,6 @@
 //! - `${redis_cli}`: `redis-cli` pointed at the suite's Redis, to write links
 //!   by hand as an operator would; `${redis_cli_clicks}`: the same on
 //!   database 1, where `${vcl_clicks_apart}` stores clicks;
-//! - `${link_clicks}`: a link's details and visitors as the writer adds
-//!   them up (`${link_clicks} "${redis_cli}" detail Lm25 browser:Firefox`,
-//!   `... visitors Lm25`; see `link_clicks.sh`);
 //! - `${redisctl}`: a command that hangs, kills and restarts it
 //!   (`start|stop|cont|kill`, see `src/bin/redisctl.rs`).
 
@@ -289,13 +286,7 @@ impl Setup {
             let file = self.generate_vcl(redis, name, (config.0, &sections), args)?;
             macros.push((name.to_owned(), file.display().to_string()));
         }
-        macros.extend(self.server_macros(redis));
-        Ok(macros)
-    }
-
-    /// What every test may use of the suite's servers and tools.
-    fn server_macros(&self, redis: &Redis) -> Vec<(String, String)> {
-        vec![
+        macros.extend([
             ("varnishd_args".into(), self.varnishd_args.clone()),
             ("redis_url".into(), redis.url.clone()),
             ("redis_port".into(), redis.port.to_string()),
@@ -311,17 +302,11 @@ impl Setup {
                 format!("{} -n {CLICKS_DB}", redis.cli_command()),
             ),
             (
-                "link_clicks".into(),
-                format!(
-                    "sh {}",
-                    repo_root().join("varnish-tests/link_clicks.sh").display()
-                ),
-            ),
-            (
                 "redisctl".into(),
                 format!("{REDISCTL} {}", redis.config().display()),
             ),
-        ]
+        ]);
+        Ok(macros)
     }
 }
 

@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use shortlink_core::clicks::{ClickTime, CountNames, FirstClicks, Layout};
-use shortlink_core::KeyScheme;
+use shortlink_core::clicks::ClickTime;
 use shortlink_writer::access::Identity;
 
 use crate::common::{
@@ -749,85 +748,6 @@ pub fn trending_is_kept_a_few_seconds_per_query(suite: &Suite) -> Result<(), Str
 /// Clicks are counted per domain: the same key on two domains has counts
 /// of its own on each, its statistics name their domain, and trending on
 /// one domain ranks that domain's links alone.
-/// `key`'s clicks under one detail `field` as stored on the default
-/// domain: its details hash and its first clicks of today and yesterday.
-pub fn detail_clicks(suite: &Suite, key: &str, field: &str) -> Result<u64, String> {
-    let names = CountNames::new(&KeyScheme::default(), Layout::Plain).map_err(|e| e.to_string())?;
-    let scheme = names.scheme();
-    let parsed = scheme.key(key).map_err(|e| e.to_string())?;
-    let (head, rest) = (scheme.head(&parsed), scheme.field(&parsed));
-    let mut clicks: Option<u64> = suite.redis.query(&["HGET", &names.details(key), field])?;
-    for day in [
-        ClickTime::now().day(),
-        ClickTime::now().before(86_400).day(),
-    ] {
-        let text: Option<String> =
-            suite
-                .redis
-                .query(&["HGET", &names.first_clicks(day, head), rest])?;
-        let first = FirstClicks::new(text.as_deref().unwrap_or_default());
-        for (counted, n) in first.details() {
-            if counted == field {
-                *clicks.get_or_insert(0) += n;
-            }
-        }
-    }
-    Ok(clicks.unwrap_or(0))
-}
-
-/// The storage contract, written by hand: a link's details are its
-/// details hash and its first clicks of each day kept; its visitors on a
-/// day, its register and that day's first clicks'.
-pub fn stats_add_up_details_hash_and_first_clicks(suite: &Suite) -> Result<(), String> {
-    let key = create(
-        suite,
-        Some(ALICE_TOKEN),
-        &json!({ "url": "https://example.org/clicks/first", "key": "clFirst1" }),
-    )?;
-    let names = CountNames::new(&KeyScheme::default(), Layout::Plain).map_err(|e| e.to_string())?;
-    let (head, field) = ("cl", "First1");
-    let today = ClickTime::now().day();
-    let day_before = ClickTime::now().before(2 * 86_400).day();
-    let redis = &suite.redis;
-    redis.query::<i64>(&[
-        "HSET",
-        &names.details(&key),
-        "referrer:a.example",
-        "5",
-        "os:Linux",
-        "2",
-    ])?;
-    redis.query::<i64>(&["PFADD", &names.visitors(today, &key), "v1", "v2"])?;
-    redis.query::<i64>(&[
-        "HSET",
-        &names.first_clicks(today, head),
-        field,
-        "1 referrer:a.example\n1 browser:Chrome Mobile\n",
-    ])?;
-    redis.query::<i64>(&[
-        "HSET",
-        &names.first_clicks(day_before, head),
-        field,
-        "3 referrer:b.example\nvisitors 0a0a0a0a0a0a0a0a 0b0b0b0b0b0b0b0b\n",
-    ])?;
-    let stats = stats_once(suite, &key, ALICE_TOKEN, |_| true)?;
-    let days = stats["days"].as_array().cloned().unwrap_or_default();
-    let visitors_on = |n_back: usize| {
-        days.get(days.len().wrapping_sub(1 + n_back))
-            .map(|d| d["visitors"].clone())
-    };
-    ensure(
-        share(&stats, "referrers", "a.example") == Some(&json!(6))
-            && share(&stats, "referrers", "b.example") == Some(&json!(3))
-            && share(&stats, "browsers", "Chrome Mobile") == Some(&json!(1))
-            && share(&stats, "os", "Linux") == Some(&json!(2))
-            && visitors_on(0) == Some(json!(2))
-            && visitors_on(2) == Some(json!(2))
-            && stats["visitors"] == 4,
-        || format!("stats: {stats}"),
-    )
-}
-
 pub fn stats_are_kept_per_domain(suite: &Suite) -> Result<(), String> {
     let key = "clkDom1";
     for domain in [None, Some(GO_DOMAIN)] {

@@ -267,10 +267,6 @@ const TESTS: &[(&str, common::Test)] = &[
         clicks::stats_count_people_and_bots_apart,
     ),
     (
-        "clicks::stats_add_up_details_hash_and_first_clicks",
-        clicks::stats_add_up_details_hash_and_first_clicks,
-    ),
-    (
         "clicks::trending_ranks_recent_clicks",
         clicks::trending_ranks_recent_clicks,
     ),

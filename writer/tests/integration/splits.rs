@@ -85,8 +85,11 @@ pub fn a_fifty_fifty_split_holds_over_10000_visitors_and_keeps_each(
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let count = |field: &str| -> Result<u32, String> {
-            let clicks = crate::clicks::detail_clicks(suite, "Splt5050", field)?;
-            u32::try_from(clicks).map_err(|e| e.to_string())
+            let stored: Option<u32> =
+                suite
+                    .redis
+                    .query(&["HGET", "short:details:Splt5050", field])?;
+            Ok(stored.unwrap_or(0))
         };
         let counted = (count("target:s1")?, count("target:s2")?);
         if counted == expected {

@@ -46,19 +46,6 @@ impl Args {
         self.ends.push(self.bytes.len());
     }
 
-    /// One argument `write` makes at the end of the buffer, if it says it
-    /// did; else none, and the buffer as it was.
-    pub(super) fn push_with(&mut self, write: impl FnOnce(&mut Vec<u8>) -> bool) -> bool {
-        let start = self.bytes.len();
-        if write(&mut self.bytes) {
-            self.ends.push(self.bytes.len());
-            true
-        } else {
-            self.bytes.truncate(start);
-            false
-        }
-    }
-
     /// A field (or member) and its count: two arguments.
     pub(super) fn push_pair(&mut self, field: &[&str], n: u64) {
         self.push_parts(field);
@@ -119,10 +106,6 @@ mod tests {
         args.push_hex(&[0x0a, 0xff]);
         args.push("");
         args.push_pair(&["25"], 7);
-        assert!(!args.push_with(|bytes| {
-            bytes.extend_from_slice(b"half");
-            false
-        }));
         let texts: Vec<&str> = args.texts().collect();
         assert_eq!(
             texts,

@@ -3,21 +3,17 @@
 //! batch in its lane (a cluster's slot) and numbered in it, bounded in
 //! arguments; visitors salted and hashed on the way.
 
-use std::collections::hash_map::Entry;
 use std::hash::BuildHasher as _;
 use std::net::IpAddr;
 
 use redis_target::cluster::slot_tag;
-use shortlink_core::clicks::{
-    ClickTime, CountNames, Day, FirstClicksWriter, Hour, Minute, Total, MINUTES_KEPT,
-};
+use shortlink_core::clicks::{ClickTime, CountNames, Day, Hour, Minute, Total, MINUTES_KEPT};
 use shortlink_core::Key;
-use smallvec::SmallVec;
 
 use super::args::Args;
 use super::batches::{Batch, SealedTally};
-use super::tally::{total_slot, Names, Source, Tally};
-use super::{Flusher, Map, Set, SEALED_VISITORS_MAX};
+use super::tally::{total_slot, DayVisitors, Names, Tally};
+use super::{Flusher, Map, SEALED_VISITORS_MAX};
 use crate::clicks::destination::{lane_of, Lane};
 use crate::clicks::store::CountSettings;
 
@@ -50,12 +46,6 @@ fn visitor_digest(client: IpAddr, user_agent: &str) -> [u8; 20] {
     hash.digest().bytes()
 }
 
-/// A visitor's salted digest: the first 8 bytes of a SHA-1.
-type Digest = [u8; 8];
-
-/// The digests of a link's new visitors on one day: a few, mostly one.
-type Digests = SmallVec<[Digest; 4]>;
-
 /// What the flush script does with one Redis key (see [`APPLY_BATCH`](super::APPLY_BATCH)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Letter {
@@ -63,10 +53,6 @@ enum Letter {
     Details,
     SortedSet,
     Visitors,
-    /// A link's first clicks on a day, a field of the day's hash of them.
-    FirstClicks,
-    /// A link's first clicks' visitors moved into its register of the day.
-    FoldFirstClicks,
 }
 
 impl Letter {
@@ -76,34 +62,26 @@ impl Letter {
             Self::Details => "d",
             Self::SortedSet => "z",
             Self::Visitors => "p",
-            Self::FirstClicks => "f",
-            Self::FoldFirstClicks => "r",
         }
     }
 
     /// Arguments per entry: a field (or member) and its count, or one
-    /// element; a link's field and first clicks, or its field.
+    /// element.
     fn width(self) -> usize {
         match self {
-            Self::Hash | Self::SortedSet | Self::Details | Self::FirstClicks => 2,
-            Self::Visitors | Self::FoldFirstClicks => 1,
+            Self::Hash | Self::SortedSet | Self::Details => 2,
+            Self::Visitors => 1,
         }
     }
 }
 
 /// What the script does with one Redis key: its letter, the key, its TTL
-/// in seconds (0 for none), and its fields and counts, or elements; and
-/// the keys it may write besides (`KEYS` after its own): first clicks'
-/// details hash and register, a fold's register.
+/// in seconds (0 for none), and its fields and counts, or elements.
 struct Op {
     letter: Letter,
     key: String,
     ttl: u64,
     args: Args,
-    more_keys: Vec<String>,
-    /// The backlog's entries it holds, if not one per `width` arguments:
-    /// first clicks hold their fields and visitors.
-    entries: Option<usize>,
 }
 
 /// Which of a head's hashes an operation writes.
@@ -128,24 +106,11 @@ struct Ops {
 
 impl Ops {
     fn push(&mut self, letter: Letter, key: String, ttl: u64) -> &mut Args {
-        self.push_keyed(letter, key, ttl, Vec::new())
-    }
-
-    /// An operation writing `more_keys` besides `key`.
-    fn push_keyed(
-        &mut self,
-        letter: Letter,
-        key: String,
-        ttl: u64,
-        more_keys: Vec<String>,
-    ) -> &mut Args {
         self.all.push(Op {
             letter,
             key,
             ttl,
             args: Args::default(),
-            more_keys,
-            entries: None,
         });
         let last = self.all.len() - 1;
         &mut self.all[last].args
@@ -190,18 +155,6 @@ impl Ops {
     }
 }
 
-/// What one link's clicks in a tally write besides the buckets it shares
-/// with others: its details and its new visitors.
-struct Own<'t> {
-    key: &'t Key,
-    head: &'t str,
-    field: &'t str,
-    /// The day of all its people's clicks, if one.
-    one_day: Option<Day>,
-    sources: &'t Map<Source, u64>,
-    visitors: SmallVec<[(Day, Digests); 1]>,
-}
-
 impl Flusher {
     /// Turns `tally` into batches of script arguments, numbered in order
     /// in each lane, and leaves it empty, its map of links still allocated
@@ -219,9 +172,6 @@ impl Flusher {
         if self.sealed_visitors.len() >= SEALED_VISITORS_MAX {
             self.sealed_visitors.clear();
         }
-        if self.first_clicks.len() >= SEALED_VISITORS_MAX {
-            self.first_clicks.clear();
-        }
         let links = tally.links.len();
         // A fresh link makes two operations of its own (details, visitors).
         let mut ops = Ops {
@@ -234,10 +184,6 @@ impl Flusher {
         let mut details: Map<[&str; 3], u64> = Map::default();
         for (key, link) in tally.links.drain() {
             let (head, field) = (scheme.head(&key), scheme.field(&key));
-            let one_day = match link.days.as_slice() {
-                [(day, _)] => Some(*day),
-                _ => None,
-            };
             for total in Total::ALL {
                 let n = link.totals[total_slot(total)];
                 if n > 0 {
@@ -257,19 +203,24 @@ impl Flusher {
                 let name = || counts.minute_set(minute);
                 (ops.minute(minute, name, minutes_kept)).push_pair(&[key.as_str()], n);
             }
-            let visitors: SmallVec<[(Day, Digests); 1]> = (link.visitors.into_iter())
-                .map(|(day, people)| (day, self.new_visitors(&key, day, &people, names)))
-                .filter(|(_, digests)| !digests.is_empty())
-                .collect();
-            let own = Own {
-                key: &key,
-                head,
-                field,
-                one_day,
-                sources: &link.sources,
-                visitors,
-            };
-            self.add_own(&mut ops, own, names, counts, days_kept, &mut details);
+            if !link.sources.is_empty() {
+                let args = ops.push(Letter::Details, counts.details(key.as_str()), days_kept);
+                let single = link.sources.len() == 1;
+                for (source, n) in link.sources {
+                    for (kind, value) in names.details(source) {
+                        let field = kind.field_parts(value);
+                        if single {
+                            args.push_pair(&field, n);
+                        } else {
+                            *details.entry(field).or_default() += n;
+                        }
+                    }
+                }
+                for (field, n) in details.drain() {
+                    args.push_pair(&field, n);
+                }
+            }
+            self.add_visitors(&mut ops, &key, link.visitors, names, counts, days_kept);
         }
         self.next_tally += 1;
         let mut sealed = SealedTally {
@@ -286,85 +237,6 @@ impl Flusher {
         // A burst of links is not kept allocated for good.
         if tally.links.capacity() > 4 * links.max(1024) {
             tally.links.shrink_to(links);
-        }
-    }
-
-    /// Adds `own`'s operations: its first clicks of the day, if this
-    /// flusher has not written the link on that day yet and they fit; else
-    /// its details hash and registers, each register after moving the
-    /// first clicks' visitors into it (unless this flusher did already).
-    fn add_own<'n>(
-        &mut self,
-        ops: &mut Ops,
-        own: Own<'_>,
-        names: &'n Names,
-        counts: &CountNames,
-        days_kept: u64,
-        details: &mut Map<[&'n str; 3], u64>,
-    ) {
-        let Own {
-            key,
-            head,
-            field,
-            one_day,
-            sources,
-            visitors,
-        } = own;
-        if sources.is_empty() && visitors.is_empty() {
-            return;
-        }
-        if let Some(day) = one_day {
-            let id = self.first_clicks.hasher().hash_one((day, key.as_str()));
-            if let Entry::Vacant(vacant) = self.first_clicks.entry(id) {
-                let more_keys = vec![
-                    counts.details(key.as_str()),
-                    counts.visitors(day, key.as_str()),
-                ];
-                let name = counts.first_clicks(day, head);
-                let args = ops.push_keyed(Letter::FirstClicks, name, days_kept, more_keys);
-                args.push(field);
-                let mut entries = 0;
-                let written = args.push_with(|bytes| {
-                    let mut first = FirstClicksWriter::new(bytes);
-                    each_detail(sources, names, details, |field, n| {
-                        first.detail(&field, n);
-                        entries += 1;
-                    });
-                    for digest in visitors.iter().flat_map(|(_, digests)| digests) {
-                        first.visitor(digest);
-                        entries += 1;
-                    }
-                    first.finish()
-                });
-                if written {
-                    ops.all.last_mut().expect("just pushed").entries = Some(entries);
-                    vacant.insert(visitors.is_empty());
-                    return;
-                }
-                ops.all.pop();
-            }
-        }
-        if !sources.is_empty() {
-            let args = ops.push(Letter::Details, counts.details(key.as_str()), days_kept);
-            each_detail(sources, names, details, |field, n| {
-                args.push_pair(&field, n);
-            });
-        }
-        for (day, digests) in visitors {
-            let id = self.first_clicks.hasher().hash_one((day, key.as_str()));
-            if self.first_clicks.insert(id, true) != Some(true) {
-                let name = counts.first_clicks(day, head);
-                let more_keys = vec![counts.visitors(day, key.as_str())];
-                (ops.push_keyed(Letter::FoldFirstClicks, name, days_kept, more_keys)).push(field);
-            }
-            let args = ops.push(
-                Letter::Visitors,
-                counts.visitors(day, key.as_str()),
-                days_kept,
-            );
-            for digest in digests {
-                args.push_hex(&digest);
-            }
         }
     }
 
@@ -387,12 +259,7 @@ impl Flusher {
                 let mut done = 0;
                 while done < op.args.len() {
                     // The call's own arguments, the batch's, this operation's.
-                    let used = CALL_ARGS
-                        + batch.keys.len()
-                        + batch.args.len()
-                        + 1
-                        + op.more_keys.len()
-                        + 4;
+                    let used = CALL_ARGS + batch.keys.len() + batch.args.len() + 1 + 4;
                     let room = BATCH_ARGS.saturating_sub(used).min(OP_ARGS) / width * width;
                     if room == 0 {
                         let next = self.batch(lane, counts, today);
@@ -401,17 +268,15 @@ impl Flusher {
                         continue;
                     }
                     let end = op.args.len().min(done + room);
-                    batch.entries += op.entries.unwrap_or((end - done) / width);
+                    batch.entries += (end - done) / width;
                     let key = if end == op.args.len() {
                         std::mem::take(&mut op.key)
                     } else {
                         op.key.clone()
                     };
                     batch.keys.push(key);
-                    let index = batch.keys.len() as u64 + 1;
-                    batch.keys.extend(op.more_keys.iter().cloned());
                     batch.args.push(op.letter.name());
-                    batch.args.push_number(index);
+                    batch.args.push_number(batch.keys.len() as u64 + 1);
                     batch.args.push_number(op.ttl);
                     batch.args.push_number((end - done) as u64);
                     batch.args.extend_from(&op.args, done..end);
@@ -445,58 +310,46 @@ impl Flusher {
         }
     }
 
-    /// The salted digests of `key`'s visitors on `day` not sealed yet,
-    /// which are sealed now.
-    fn new_visitors(
+    /// Adds the visitors of `key` not sealed yet to `ops`, salted.
+    fn add_visitors(
         &mut self,
+        ops: &mut Ops,
         key: &Key,
-        day: Day,
-        people: &Set<(IpAddr, u32)>,
+        visitors: DayVisitors,
         names: &Names,
-    ) -> Digests {
-        let salt = self.salts.get(&day).map_or("", String::as_str);
-        let sealed = &mut self.sealed_visitors;
-        people
-            .iter()
-            .filter_map(|&(client, agent)| {
-                let user_agent = &*names.agent(agent).header;
-                let hash =
-                    (sealed.hasher()).hash_one((salt, day, key.as_str(), client, user_agent));
-                sealed.insert(hash).then(|| {
-                    let mut hash = sha1_smol::Sha1::new();
-                    hash.update(salt.as_bytes());
-                    hash.update(&visitor_digest(client, user_agent));
-                    let mut digest = Digest::default();
-                    digest.copy_from_slice(&hash.digest().bytes()[..8]);
-                    digest
+        counts: &CountNames,
+        days_kept: u64,
+    ) {
+        for (day, people) in visitors {
+            let salt = self.salts.get(&day).map_or("", String::as_str);
+            let sealed = &mut self.sealed_visitors;
+            let mut new = people
+                .iter()
+                .filter_map(|&(client, agent)| {
+                    let user_agent = &*names.agent(agent).header;
+                    let hash =
+                        (sealed.hasher()).hash_one((salt, day, key.as_str(), client, user_agent));
+                    sealed
+                        .insert(hash)
+                        .then(|| visitor_digest(client, user_agent))
                 })
-            })
-            .collect()
-    }
-}
-
-/// Calls `each` with every detail field of a link's `sources` (in its
-/// parts) and its clicks; a field several sources share, once, with their
-/// sum (added up in `shared`, left empty).
-fn each_detail<'n>(
-    sources: &Map<Source, u64>,
-    names: &'n Names,
-    shared: &mut Map<[&'n str; 3], u64>,
-    mut each: impl FnMut([&'n str; 3], u64),
-) {
-    if let (1, Some((&source, &n))) = (sources.len(), sources.iter().next()) {
-        for (kind, value) in names.details(source) {
-            each(kind.field_parts(value), n);
+                .peekable();
+            if new.peek().is_none() {
+                continue;
+            }
+            let args = ops.push(
+                Letter::Visitors,
+                counts.visitors(day, key.as_str()),
+                days_kept,
+            );
+            for digest in new {
+                let mut hash = sha1_smol::Sha1::new();
+                hash.update(salt.as_bytes());
+                hash.update(&digest);
+                // The salted digest's first 8 bytes, in hex.
+                args.push_hex(&hash.digest().bytes()[..8]);
+            }
         }
-        return;
-    }
-    for (&source, &n) in sources {
-        for (kind, value) in names.details(source) {
-            *shared.entry(kind.field_parts(value)).or_default() += n;
-        }
-    }
-    for (field, n) in shared.drain() {
-        each(field, n);
     }
 }
 
@@ -519,25 +372,9 @@ mod tests {
         args
     }
 
-    /// The visitors' digests among sealed arguments: their own, or in
-    /// first clicks.
-    fn digests(args: &[String]) -> usize {
-        let digest = |a: &str| a.len() == 16 && a.bytes().all(|b| b.is_ascii_hexdigit());
-        let own = args.iter().filter(|a| digest(a)).count();
-        let in_first_clicks = (args.iter())
-            .flat_map(|a| a.lines())
-            .filter_map(|line| line.strip_prefix("visitors "))
-            .flat_map(str::split_whitespace)
-            .filter(|a| digest(a))
-            .count();
-        own + in_first_clicks
-    }
-
     /// The tally kept from one flush to the next starts each one empty:
-    /// the same clicks seal into the same counts, details included, but
-    /// for their visitor, sealed already. The first flush writes each
-    /// link's details and visitor as its first clicks of the day, the next
-    /// its details in its own hash.
+    /// the same clicks seal into the same operations, details included,
+    /// but for their visitor, sealed already.
     #[test]
     fn a_sealed_tally_starts_the_next_flush_empty() {
         let store = ClickStore::detached(1_000_000);
@@ -570,22 +407,23 @@ mod tests {
             flusher.open = tally;
             sealed_flushes.push(sealed_args(&mut flusher));
         }
-        let ops = |args: &[String], letter: &str| args.iter().filter(|a| *a == letter).count();
-        let first = &sealed_flushes[0];
-        assert_eq!(ops(first, "f"), 20, "each link's first clicks");
-        assert_eq!((ops(first, "d"), ops(first, "p")), (0, 0));
-        assert_eq!(digests(first), 20, "one visitor on each link");
-        // Key0 is clicked 3 times in each flush: its referrer counts 3.
-        assert!(first
-            .iter()
-            .any(|a| a.starts_with("3 referrer:news.example.com\n")));
-        let second = &sealed_flushes[1];
-        assert_eq!((ops(second, "f"), ops(second, "d")), (0, 20));
-        assert_eq!(digests(second), 0, "known visitors are not sent");
+        let visitor_ops = |args: &[String]| args.iter().filter(|a| *a == "p").count();
+        assert_eq!(
+            visitor_ops(&sealed_flushes[0]),
+            20,
+            "one visitor on each link"
+        );
+        assert_eq!(
+            visitor_ops(&sealed_flushes[1]),
+            0,
+            "known visitors are not sent"
+        );
+        let fields = &sealed_flushes[1];
         for expected in ["referrer:news.example.com", "browser:Firefox", "os:Linux"] {
-            assert!(second.iter().any(|a| a == expected), "no {expected}");
+            assert!(fields.iter().any(|a| a == expected), "no {expected}");
         }
-        assert!(second.iter().any(|a| a == "3"));
+        // Key0 is clicked 3 times in each flush: its referrer counts 3.
+        assert!(fields.iter().any(|a| a == "3"));
     }
 
     /// A visitor is sealed once per link and day, and again once forgotten
@@ -602,7 +440,10 @@ mod tests {
             let mut tally = std::mem::take(&mut flusher.open);
             flusher.seal(&mut tally, &store.names, &store.settings());
             flusher.open = tally;
-            digests(&sealed_args(flusher))
+            sealed_args(flusher)
+                .into_iter()
+                .filter(|a| a.len() == 16 && a.bytes().all(|b| b.is_ascii_hexdigit()))
+                .count()
         };
         assert_eq!(seal(&[click("Lm25", 1), click("Lm25", 1)], &mut flusher), 1);
         assert_eq!(seal(&[click("Lm25", 1), click("Lm25", 2)], &mut flusher), 1);

@@ -55,15 +55,7 @@ use crate::now_ms;
 /// details are kept the days kept past its last click by a person, where
 /// a day's counts are kept from that day), `z set ttl member count...` (`ZINCRBY` each),
 /// `p key ttl element...` (`PFADD`). One operation per key: a link's clicks
-/// share the hashes of its bucket, so most calls carry many fields. Two
-/// operations write a link's first clicks of a day (core's `clicks::first`):
-/// `f first-hash ttl field text`, whose key is followed in `KEYS` by the
-/// link's details hash and register of the day (`HSETNX`; if the field is
-/// there already, another Varnish's or from before a restart, the text's
-/// details and visitors go where a later flush's would, after the field's
-/// visitors), and `r first-hash ttl field`, followed by the register,
-/// which moves the field's visitors into the register: sent before the
-/// flusher first writes a register, so the two never hold one visitor both.
+/// share the hashes of its bucket, so most calls carry many fields.
 ///
 /// Answers 1 when applied, 0 when applied before (a batch sent again after
 /// its answer was lost), -1 when the lane's batch before it is not applied
@@ -153,13 +145,6 @@ struct Flusher {
     /// uncounted); forgotten past [`SEALED_VISITORS_MAX`], and after a new
     /// connection or a failure: the Redis it reaches may have lost them.
     sealed_visitors: Set<u64>,
-    /// Links whose first clicks of a day this flusher has written, by a
-    /// hash of day and key: `false` while they may hold visitors, `true`
-    /// once the link's register of that day has taken them (or they held
-    /// none). A link's later clicks that day go to its own keys. Forgotten
-    /// past [`SEALED_VISITORS_MAX`]: a link then tried again finds its first
-    /// clicks there, and the script counts these where later ones go.
-    first_clicks: Map<u64, bool>,
     reported: Option<String>,
 }
 
@@ -180,7 +165,6 @@ impl Flusher {
             next_tally: 0,
             salts: HashMap::new(),
             sealed_visitors: Set::default(),
-            first_clicks: Map::default(),
             reported: None,
         }
     }
@@ -676,110 +660,6 @@ mod tests {
             2 * 10,
             "the fields past the bound"
         );
-        drop(redis);
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    /// A link's first clicks of a day go into the day's hash of them, one
-    /// field, and make no key of the link's own; its later ones go to its
-    /// details hash and register, which takes the first clicks' visitors
-    /// then. Another Varnish's first flush of the link finds the first
-    /// clicks there and counts where later clicks go. Details and visitors
-    /// as readers add them up are the clicks', whichever way they went.
-    #[test]
-    fn first_clicks_of_a_day_make_no_key_of_the_link() {
-        use shortlink_core::clicks::FirstClicks;
-        let dir = test_support::work_dir("flush-first").unwrap();
-        let redis =
-            test_support::Redis::start(&dir, test_support::Persistence::Scratch, "").unwrap();
-        let settings = ClickStore::detached(1_000_000).settings();
-        let names = CountNames::new(&KeyScheme::default(), Layout::Plain).unwrap();
-        let open = || {
-            let reach = Reach::Master(
-                redis_target::Locator::open(&redis.url, settings.redis_timeouts()).unwrap(),
-            );
-            ClickStore::new(&redis.url, reach, names.clone(), settings.clone())
-        };
-        let (one, two) = (open(), open());
-        let referred = |store: &ClickStore, key: &str, client: u8, referrer: &str| {
-            let address = IpAddr::from([192, 0, 2, client]);
-            let click = Click::new(
-                Outcome::Redirect,
-                false,
-                Some(address),
-                key,
-                FIREFOX,
-                Some(referrer),
-                None,
-            );
-            store.record(click.unwrap());
-        };
-        let day = ClickTime::now().day();
-        let first_hash = names.first_clicks(day, "Lm");
-        let mut connection = redis.connection().unwrap();
-        let mut read = |field: &str, key: &str| -> (BTreeMap<String, u64>, u64, Option<String>) {
-            let text: Option<String> = redis::cmd("HGET")
-                .arg(&first_hash)
-                .arg(field)
-                .query(&mut connection)
-                .unwrap();
-            let mut details: BTreeMap<String, u64> = redis::cmd("HGETALL")
-                .arg(names.details(key))
-                .query(&mut connection)
-                .unwrap();
-            let first = FirstClicks::new(text.as_deref().unwrap_or(""));
-            for (field, n) in first.details() {
-                *details.entry(field.to_owned()).or_default() += n;
-            }
-            let register: u64 = redis::cmd("PFCOUNT")
-                .arg(names.visitors(day, key))
-                .query(&mut connection)
-                .unwrap();
-            (details, register + first.visitors().len() as u64, text)
-        };
-        let (mut flusher_one, mut flusher_two) = (Flusher::new(), Flusher::new());
-        referred(&one, "Lm25", 1, "a.example");
-        referred(&one, "Lm25", 2, "a.example");
-        referred(&one, "Lm26", 1, "a.example");
-        flusher_one.tick(&one, &settings);
-        let (details, visitors, text) = read("25", "Lm25");
-        assert_eq!(details["referrer:a.example"], 2);
-        assert_eq!(details["browser:Firefox"], 2);
-        assert_eq!(visitors, 2);
-        let text = text.expect("first clicks written");
-        assert!(text.contains("\nvisitors "), "{text}");
-        let keys: Vec<String> = redis.query(&["KEYS", "short:*Lm2*"]).unwrap();
-        assert!(keys.is_empty(), "no key of a link's own: {keys:?}");
-        let ttl: i64 = redis.query(&["TTL", &first_hash]).unwrap();
-        assert!(ttl > 0 && ttl <= i64::try_from(settings.days_kept.as_secs()).unwrap());
-        // A later flush: a new visitor and referrer, into the link's keys;
-        // the first clicks' visitors move into its register.
-        referred(&one, "Lm25", 3, "b.example");
-        flusher_one.tick(&one, &settings);
-        let (details, visitors, text) = read("25", "Lm25");
-        assert_eq!(
-            (details["referrer:a.example"], details["referrer:b.example"]),
-            (2, 1)
-        );
-        assert_eq!(details["browser:Firefox"], 3);
-        assert_eq!(visitors, 3);
-        let text = text.unwrap();
-        assert!(!text.contains("visitors"), "moved to the register: {text}");
-        assert!(text.contains("2 referrer:a.example\n"), "{text}");
-        // Another Varnish's first flush of Lm26 (one visitor known, one new).
-        referred(&two, "Lm26", 1, "c.example");
-        referred(&two, "Lm26", 4, "c.example");
-        flusher_two.tick(&two, &settings);
-        let (details, visitors, text) = read("26", "Lm26");
-        assert_eq!(
-            (details["referrer:a.example"], details["referrer:c.example"]),
-            (1, 2)
-        );
-        assert_eq!(details["os:Linux"], 3);
-        assert_eq!(visitors, 2, "visitor 1 counted once");
-        assert!(!text.unwrap().contains("visitors"));
-        assert_eq!(one.counters.flush_failures.load(Ordering::Relaxed), 0);
-        assert_eq!(two.counters.flush_failures.load(Ordering::Relaxed), 0);
         drop(redis);
         let _ = std::fs::remove_dir_all(dir);
     }

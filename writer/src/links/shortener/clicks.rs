@@ -90,7 +90,7 @@ impl Shortener {
         let mut stats = self
             .store(domain)
             .clicks()
-            .link(&key, days, hours, clicks.days_kept)
+            .link(&key, days, hours)
             .await
             .map_err(StoreError::from)?;
         let record = match current.stored {

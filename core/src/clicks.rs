@@ -12,12 +12,8 @@
 //! | clicks by people on a day (UTC) | hash `short:day:20261123:Lm`, field `25` | `HINCRBY`, expires after the days kept |
 //! | clicks by people in an hour (UTC) | hash `short:hour:2026112314:Lm`, field `25` | `HINCRBY`, expires after the hours kept |
 //! | clicks of every link in a minute | sorted set `short:minute:202611231405`, member `Lm25` | `ZINCRBY`, expires after an hour |
-//! | details and visitors of a link's first flush on a day | hash `short:first:20261123:Lm`, field `25`, text (see [`first`]) | `HSETNX`, expires after the days kept |
-//! | unique visitors on a day, past the first flush | `HyperLogLog` `short:visitors:20261123:Lm25` | `PFADD`, expires after the days kept |
-//! | referrer hosts, countries, devices, browsers, systems, past the first flush | hash `short:details:Lm25`, fields `referrer:example.org`, `country:DE`, `device:mobile`, `browser:Firefox`, `os:Android`, `target:r1` (links with rules or a split) | `HINCRBY`, at most [`MAX_DETAIL_FIELDS`] fields, expires after the days kept from the link's last click |
-//!
-//! A link's details are its details hash plus its first clicks of the days
-//! kept; its visitors on a day, its register plus that day's first clicks.
+//! | unique visitors on a day | `HyperLogLog` `short:visitors:20261123:Lm25` | `PFADD`, expires after the days kept |
+//! | referrer hosts, countries, devices, browsers, systems | hash `short:details:Lm25`, fields `referrer:example.org`, `country:DE`, `device:mobile`, `browser:Firefox`, `os:Android`, `target:r1` (links with rules or a split) | `HINCRBY`, at most [`MAX_DETAIL_FIELDS`] fields, expires after the days kept from the link's last click |
 //!
 //! A name with a `:` after the prefix never names a link's hash (keys have
 //! no `:`), so counts and links cannot collide.
@@ -29,7 +25,7 @@
 //! | plain | cluster |
 //! |---|---|
 //! | `short:clicks:Lm`, `short:bots:Lm`, `short:gone:Lm` | `short:clicks:{L}m`, `short:bots:{L}m`, `short:gone:{L}m` |
-//! | `short:day:20261123:Lm`, `short:hour:2026112314:Lm`, `short:first:20261123:Lm` | `short:day:20261123:{L}m`, `short:hour:2026112314:{L}m`, `short:first:20261123:{L}m` |
+//! | `short:day:20261123:Lm`, `short:hour:2026112314:Lm` | `short:day:20261123:{L}m`, `short:hour:2026112314:{L}m` |
 //! | `short:visitors:20261123:Lm25`, `short:details:Lm25` | `short:visitors:20261123:{L}m25`, `short:details:{L}m25` |
 //! | `short:applied:20261123` | `short:applied:20261123:{<tag>}`, one per slot |
 //!
@@ -38,13 +34,9 @@
 //! sealed on `day` and applied (see the VMOD's `clicks/flusher/`); it is kept two
 //! days from its first note.
 
-pub mod first;
-
 use std::fmt;
 
 use crate::KeyScheme;
-
-pub use first::{FirstClicks, FirstClicksWriter, MAX_FIRST_CLICKS};
 
 /// How long per-minute counts are kept: the longest window trending reads.
 pub const MINUTES_KEPT: u64 = 60;
@@ -404,13 +396,6 @@ impl CountNames {
         format!("{}hour:{hour}:{}", self.prefix(), self.of_link(head))
     }
 
-    /// The hash of the first clicks on `day` of keys whose hash part is
-    /// `head` (see [`first`]).
-    #[must_use]
-    pub fn first_clicks(&self, day: Day, head: &str) -> String {
-        format!("{}first:{day}:{}", self.prefix(), self.of_link(head))
-    }
-
     /// The sorted set of every link's clicks in `minute`.
     #[must_use]
     pub fn minute_set(&self, minute: Minute) -> String {
@@ -520,13 +505,6 @@ mod tests {
             )
         );
         assert_eq!(
-            both(&|n| n.first_clicks(at.day(), head)),
-            (
-                "short:first:20261123:Lm".into(),
-                "short:first:20261123:{L}m".into()
-            )
-        );
-        assert_eq!(
             both(&|n| n.visitors(at.day(), "Lm25")),
             (
                 "short:visitors:20261123:Lm25".into(),
@@ -556,7 +534,6 @@ mod tests {
             for name in [
                 total,
                 names.hour_hash(at.hour(), "Lm"),
-                names.first_clicks(at.day(), "Lm"),
                 names.minute_set(at.minute()),
                 names.details("Lm25"),
                 names.applied(at.day(), Some("x")),
@@ -573,7 +550,7 @@ mod tests {
     /// names as they are.
     #[test]
     fn the_docs_spell_both_layouts() {
-        let doc = include_str!("../../../docs/redis-cluster.md");
+        let doc = include_str!("../../docs/redis-cluster.md");
         let scheme = KeyScheme::default();
         let at = ClickTime(1_795_442_709);
         for layout in [Layout::Plain, Layout::Cluster] {
@@ -584,7 +561,6 @@ mod tests {
                 names.total_hash(Total::Gone, "Lm"),
                 names.day_hash(at.day(), "Lm"),
                 names.hour_hash(at.hour(), "Lm"),
-                names.first_clicks(at.day(), "Lm"),
                 names.visitors(at.day(), "Lm25"),
                 names.details("Lm25"),
                 names.applied(at.day(), None),

@@ -1,0 +1,557 @@
+//! Reading the click counts Varnish writes (layout in
+//! `shortlink_core::clicks`): a link's statistics, the trending links, and
+//! how long ago Varnish last sent counts.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::future::Future;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::redis::master::Connection;
+
+use crate::redis::master::MasterConnection;
+use redis::RedisResult;
+use serde::Serialize;
+use shortlink_core::clicks::{ClickTime, CountNames, Detail, Total, MINUTES_KEPT};
+use shortlink_core::rules::Chosen;
+use shortlink_core::{Key, Record};
+
+use crate::redis::scan::scan;
+
+/// Entries listed per detail kind.
+const TOP: usize = 10;
+
+/// Totals hashes read in one round trip when ranking all-time clicks.
+const HASHES_PER_TRIP: usize = 1000;
+
+/// Minute set entries read per round trip while ranking recent clicks:
+/// few enough that no round trip holds Redis for more than about a
+/// millisecond.
+const ENTRIES_PER_SCAN: usize = 2000;
+
+/// Minute sets read at once while ranking recent clicks.
+const READERS: usize = 2;
+
+// Ranking marks the sets that counted a link with one bit each of a `u64`.
+const _: () = assert!(MINUTES_KEPT <= u64::BITS as u64);
+
+/// A link's counts, as `GET /api/links/{key}/stats` answers them.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct LinkStats {
+    pub key: String,
+    /// Redirects delivered to people, all time.
+    pub clicks: u64,
+    /// Redirects delivered to bots (crawlers, scripts, `HEAD`), all time.
+    pub bots: u64,
+    /// Answers after the link expired, answered its click limit, or was
+    /// deleted.
+    pub gone: u64,
+    /// The link's click limit; `null`: none.
+    pub max_clicks: Option<u64>,
+    /// People's clicks left before the limit, as stored (each Varnish may
+    /// hold up to a flush interval of clicks not sent yet); `null`: no limit.
+    pub clicks_left: Option<u64>,
+    /// Unique visitors over `days` (estimated, ±1 %).
+    pub visitors: u64,
+    /// People's clicks per day, oldest first, today last.
+    pub days: Vec<DayCount>,
+    /// People's clicks per hour over the last `hours`, oldest first.
+    pub hours: Vec<HourCount>,
+    pub referrers: Vec<Share>,
+    pub countries: Vec<Share>,
+    pub devices: Vec<Share>,
+    pub browsers: Vec<Share>,
+    pub os: Vec<Share>,
+    /// People's clicks per target, for a link with rules or a split:
+    /// each rule, each split target, and the link's own URL, with the
+    /// target's URL now (`[]` for a link without either).
+    pub targets: Vec<TargetClicks>,
+}
+
+/// The clicks a rule, a split target or the link's own URL was chosen
+/// for, at the edge.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct TargetClicks {
+    /// `r1` for rule 1, `s2` for split target 2, `url` for the link's own
+    /// URL: the name the edge counts it under.
+    pub target: String,
+    /// `rule`, `split` or `url`.
+    pub kind: String,
+    /// The rule's or split target's number, from 1; `null` for `url`.
+    pub number: Option<usize>,
+    /// Where it sends now; `null` for a rule or split target counted
+    /// before it was removed.
+    pub url: Option<String>,
+    pub clicks: u64,
+}
+
+/// The targets counted in a link's details, named by their URLs once
+/// joined with the link's record ([`LinkStats::join_targets`]).
+fn counted_targets(details: &HashMap<String, u64>) -> Vec<TargetClicks> {
+    details
+        .iter()
+        .filter_map(|(field, clicks)| {
+            let (Detail::Target, label) = Detail::parse(field)? else {
+                return None;
+            };
+            let chosen = Chosen::from_label(label)?;
+            Some(TargetClicks {
+                target: chosen.label().to_owned(),
+                kind: String::new(),
+                number: None,
+                url: None,
+                clicks: *clicks,
+            })
+        })
+        .collect()
+}
+
+impl LinkStats {
+    /// The per-target clicks counted (`targets`, as read from the details)
+    /// joined with the link's current rules and split, each named by its
+    /// URL: every current target, clicked or not, in order, then targets
+    /// counted that the link no longer has.
+    pub fn join_targets(&mut self, record: &Record) {
+        let targeting = &record.targeting;
+        let counted: HashMap<String, u64> = self
+            .targets
+            .drain(..)
+            .map(|target| (target.target, target.clicks))
+            .collect();
+        if targeting.is_empty() && counted.is_empty() {
+            return;
+        }
+        let mut current: Vec<Chosen> = (1..=targeting.rules().len()).map(Chosen::Rule).collect();
+        current.extend((1..=targeting.split().len()).map(Chosen::Split));
+        // The own URL is chosen only when no rule matches and no split is.
+        if targeting.split().is_empty() {
+            current.push(Chosen::Url);
+        }
+        let mut gone: Vec<Chosen> = counted
+            .keys()
+            .filter_map(|label| Chosen::from_label(label))
+            .filter(|chosen| !current.contains(chosen))
+            .collect();
+        gone.sort_by_key(|chosen| match chosen {
+            Chosen::Rule(n) => (0, *n),
+            Chosen::Split(n) => (1, *n),
+            Chosen::Url => (2, 0),
+        });
+        let (now, before) = (current.len(), gone.len());
+        self.targets = current
+            .into_iter()
+            .chain(gone)
+            .enumerate()
+            .map(|(n, chosen)| {
+                let url = match chosen {
+                    _ if n >= now => None,
+                    Chosen::Url => Some(record.url.to_string()),
+                    chosen => targeting.target(chosen).map(ToString::to_string),
+                };
+                let (kind, number) = match chosen {
+                    Chosen::Rule(n) => ("rule", Some(n)),
+                    Chosen::Split(n) => ("split", Some(n)),
+                    Chosen::Url => ("url", None),
+                };
+                let target = chosen.label().to_owned();
+                TargetClicks {
+                    clicks: counted.get(&target).copied().unwrap_or(0),
+                    target,
+                    kind: kind.to_owned(),
+                    number,
+                    url,
+                }
+            })
+            .collect();
+        debug_assert_eq!(self.targets.len(), now + before);
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct DayCount {
+    pub date: String,
+    pub clicks: u64,
+    pub visitors: u64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct HourCount {
+    pub hour: String,
+    pub clicks: u64,
+}
+
+/// One value of a detail and its clicks.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct Share {
+    pub name: String,
+    pub clicks: u64,
+}
+
+/// A link with many clicks lately.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct Trending {
+    /// The short domain the link is on (its canonical name).
+    pub domain: String,
+    pub key: String,
+    pub clicks: u64,
+}
+
+/// How long a ranking of recent clicks is answered again before it is
+/// made anew: a client asking in a loop reads the clicks' Redis once in
+/// this time, not once a call.
+pub const TRENDING_KEPT: Duration = Duration::from_secs(5);
+
+/// Rankings kept at once, the latest asked: one per window, limit and
+/// caller's view (everyone's or one owner's).
+const RANKINGS_KEPT: NonZeroUsize = NonZeroUsize::new(256).expect("not zero");
+
+/// What one ranking answers: whose links (`None`: everyone's, as an admin
+/// sees them), on which domains, over how many minutes, how many at most.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TrendingQuery {
+    pub owner: Option<String>,
+    pub domains: Vec<String>,
+    pub minutes: u64,
+    pub limit: usize,
+}
+
+/// The rankings answered lately, each for [`TRENDING_KEPT`]. One ranking
+/// is made at a time: callers asking while one is made wait for it, and
+/// the clicks' Redis never runs two at once for one writer.
+pub struct TrendingCache {
+    kept: tokio::sync::Mutex<lru::LruCache<TrendingQuery, Ranking>>,
+}
+
+/// A ranking, and when it was made.
+type Ranking = (Instant, Arc<Vec<Trending>>);
+
+impl Default for TrendingCache {
+    fn default() -> Self {
+        Self {
+            kept: tokio::sync::Mutex::new(lru::LruCache::new(RANKINGS_KEPT)),
+        }
+    }
+}
+
+impl TrendingCache {
+    /// The ranking `query` asks for: the one kept, if made less than
+    /// [`TRENDING_KEPT`] ago, or one `rank` makes now.
+    pub async fn get_or_rank<E, F>(
+        &self,
+        query: TrendingQuery,
+        rank: impl FnOnce() -> F,
+    ) -> Result<Arc<Vec<Trending>>, E>
+    where
+        F: Future<Output = Result<Vec<Trending>, E>>,
+    {
+        let mut kept = self.kept.lock().await;
+        if let Some((made, ranking)) = kept.get(&query) {
+            if made.elapsed() < TRENDING_KEPT {
+                return Ok(Arc::clone(ranking));
+            }
+        }
+        let ranking = Arc::new(rank().await?);
+        kept.put(query, (Instant::now(), Arc::clone(&ranking)));
+        Ok(ranking)
+    }
+}
+
+/// Reads one short domain's counts through the writer's Redis connection.
+#[derive(Clone)]
+pub struct ClickReader {
+    connection: MasterConnection,
+    /// The domain's canonical name.
+    domain: String,
+    names: CountNames,
+}
+
+impl ClickReader {
+    pub fn new(connection: MasterConnection, domain: String, names: CountNames) -> Self {
+        Self {
+            connection,
+            domain,
+            names,
+        }
+    }
+
+    /// `key`'s counts, with `days` days and `hours` hours of history, in
+    /// one round trip.
+    pub async fn link(&self, key: &Key, days: u64, hours: u64) -> RedisResult<LinkStats> {
+        let (names, scheme) = (&self.names, self.names.scheme());
+        let (head, field) = (scheme.head(key), scheme.field(key));
+        let now = ClickTime::now();
+        let day_list: Vec<_> = (0..days)
+            .rev()
+            .map(|n| now.before(n * 86_400).day())
+            .collect();
+        let hour_list: Vec<_> = (0..hours)
+            .rev()
+            .map(|n| now.before(n * 3600).hour())
+            .collect();
+        let visitor_keys: Vec<String> = day_list
+            .iter()
+            .map(|day| names.visitors(*day, key.as_str()))
+            .collect();
+        let mut pipe = redis::pipe();
+        for total in Total::ALL {
+            pipe.hget(names.total_hash(total, head), field);
+        }
+        for day in &day_list {
+            pipe.hget(names.day_hash(*day, head), field);
+        }
+        for hour in &hour_list {
+            pipe.hget(names.hour_hash(*hour, head), field);
+        }
+        for visitors in &visitor_keys {
+            pipe.cmd("PFCOUNT").arg(visitors);
+        }
+        pipe.cmd("PFCOUNT").arg(&visitor_keys);
+        pipe.hgetall(names.details(key.as_str()));
+        let mut connection = self.connection.get()?;
+        let answers: Vec<redis::Value> = pipe.query_async(&mut connection).await?;
+        let mut answers = answers.into_iter();
+        let mut next = || -> u64 {
+            answers
+                .next()
+                .and_then(|value| redis::from_redis_value::<Option<u64>>(value).ok())
+                .flatten()
+                .unwrap_or(0)
+        };
+        let [clicks, bots, gone] = [next(), next(), next()];
+        let day_clicks: Vec<u64> = day_list.iter().map(|_| next()).collect();
+        let hours = hour_list
+            .iter()
+            .map(|hour| HourCount {
+                hour: hour.iso(),
+                clicks: next(),
+            })
+            .collect();
+        let days = day_list
+            .iter()
+            .zip(day_clicks)
+            .map(|(day, clicks)| DayCount {
+                date: day.iso(),
+                clicks,
+                visitors: next(),
+            })
+            .collect();
+        let visitors = next();
+        let details: HashMap<String, u64> = answers
+            .next()
+            .and_then(|value| redis::from_redis_value(value).ok())
+            .unwrap_or_default();
+        let top = |kind: Detail| -> Vec<Share> {
+            let mut shares: Vec<Share> = details
+                .iter()
+                .filter_map(|(field, clicks)| match Detail::parse(field) {
+                    Some((found, name)) if found == kind => Some(Share {
+                        name: name.to_owned(),
+                        clicks: *clicks,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            shares.sort_by(|a, b| b.clicks.cmp(&a.clicks).then(a.name.cmp(&b.name)));
+            shares.truncate(TOP);
+            shares
+        };
+        Ok(LinkStats {
+            key: key.to_string(),
+            clicks,
+            bots,
+            gone,
+            max_clicks: None,
+            clicks_left: None,
+            visitors,
+            days,
+            hours,
+            referrers: top(Detail::Referrer),
+            countries: top(Detail::Country),
+            devices: top(Detail::Device),
+            browsers: top(Detail::Browser),
+            os: top(Detail::Os),
+            targets: counted_targets(&details),
+        })
+    }
+
+    /// The `limit` links with the most clicks by people over the last
+    /// `minutes` minutes (this one included), most first, ties by key.
+    pub async fn trending(&self, minutes: u64, limit: usize) -> RedisResult<Vec<Trending>> {
+        let mut ranked = self.recent_clicks(minutes).await?;
+        let order = |a: &Trending, b: &Trending| b.clicks.cmp(&a.clicks).then(a.key.cmp(&b.key));
+        if ranked.len() > limit && limit > 0 {
+            ranked.select_nth_unstable_by(limit - 1, order);
+        }
+        ranked.truncate(limit);
+        ranked.sort_unstable_by(order);
+        Ok(ranked)
+    }
+
+    /// Every link clicked by people over the last `minutes` minutes, with
+    /// its clicks then, in no order.
+    ///
+    /// The minute sets are read a piece at a time (`ZSCAN`), so Redis never
+    /// runs one long command: a `ZUNION` of an hour of busy minutes held it
+    /// for 2 s (`bench/ranking.py`), and every lookup timed out meanwhile.
+    /// Two readers keep a piece on its way while the writer sums the last.
+    async fn recent_clicks(&self, minutes: u64) -> RedisResult<Vec<Trending>> {
+        let now = ClickTime::now();
+        let sets: Vec<String> = (0..minutes.clamp(1, MINUTES_KEPT))
+            .map(|n| self.names.minute_set(now.before(n * 60).minute()))
+            .collect();
+        let (pieces, mut arrived) = tokio::sync::mpsc::channel(READERS);
+        let connection = self.connection.get()?;
+        for reader in 0..READERS {
+            let mine: Vec<(usize, String)> = sets
+                .iter()
+                .cloned()
+                .enumerate()
+                .skip(reader)
+                .step_by(READERS)
+                .collect();
+            tokio::spawn(read_minute_sets(connection.clone(), mine, pieces.clone()));
+        }
+        drop(pieces);
+        // Each link's clicks, and which sets counted them (one bit per set:
+        // `ZSCAN` may give a member twice). Hashing every entry read is
+        // much of this work: with SipHash, hashing, map entries and key
+        // comparisons were 40 % of the writer's `perf` samples.
+        let mut clicks: HashMap<String, (u64, u64), foldhash::fast::RandomState> =
+            HashMap::default();
+        while let Some(piece) = arrived.recv().await {
+            let (set, entries) = piece?;
+            let bit = 1u64 << set;
+            for (key, score) in entries {
+                let (total, counted_by) = clicks.entry(key).or_default();
+                if *counted_by & bit == 0 {
+                    *total = total.saturating_add(whole_clicks(score));
+                    *counted_by |= bit;
+                }
+            }
+        }
+        Ok(clicks
+            .into_iter()
+            .map(|(key, (clicks, _))| Trending {
+                domain: self.domain.clone(),
+                key,
+                clicks,
+            })
+            .collect())
+    }
+
+    /// Up to `limit` keys most worth loading into a new cache, hottest
+    /// first: those with clicks over the last hour ranked by them, then the
+    /// rest by their clicks of all time. The all-time ranking reads every
+    /// totals hash (a `SCAN`, then pipelined `HGETALL`s); it is done once
+    /// per Varnish start.
+    pub async fn hottest(&self, limit: usize) -> RedisResult<Vec<String>> {
+        let recent = self.trending(MINUTES_KEPT, limit).await?;
+        let mut chosen: Vec<String> = recent.into_iter().map(|t| t.key).collect();
+        if chosen.len() >= limit {
+            return Ok(chosen);
+        }
+        let taken: HashSet<String> = chosen.iter().cloned().collect();
+        let wanted = limit - chosen.len();
+        // The `wanted` best by all-time clicks: a heap whose top is the
+        // least of them, so each newcomer is compared with that alone.
+        let mut best: BinaryHeap<Reverse<(u64, String)>> = BinaryHeap::with_capacity(wanted + 1);
+        let mut connection = self.connection.get()?;
+        let pattern = self.names.total_hashes(Total::People);
+        let names = scan(&mut connection, &pattern, "hash").await?;
+        for names in names.chunks(HASHES_PER_TRIP) {
+            let mut pipe = redis::pipe();
+            for name in names {
+                pipe.hgetall(name);
+            }
+            let hashes: Vec<HashMap<String, u64>> = pipe.query_async(&mut connection).await?;
+            for (name, fields) in names.iter().zip(hashes) {
+                let Some(head) = self.names.head_of(Total::People, name) else {
+                    continue;
+                };
+                for (field, clicks) in fields {
+                    let key = format!("{head}{field}");
+                    if taken.contains(&key) || self.names.scheme().key(&key).is_err() {
+                        continue;
+                    }
+                    best.push(Reverse((clicks, key)));
+                    if best.len() > wanted {
+                        best.pop();
+                    }
+                }
+            }
+        }
+        let mut rest: Vec<(u64, String)> = best.into_iter().map(|Reverse(entry)| entry).collect();
+        rest.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        chosen.extend(rest.into_iter().map(|(_, key)| key));
+        Ok(chosen)
+    }
+
+    /// Seconds since a Varnish last reached Redis to send counts (or to say
+    /// it has none); `None` when none ever did. Each Varnish's own backlog
+    /// is its varnishstat `clicks_pending`.
+    pub async fn flush_lag(&self) -> RedisResult<Option<f64>> {
+        let mut connection = self.connection.get()?;
+        let beats: HashMap<String, u64> = redis::cmd("HGETALL")
+            .arg(self.names.flushers())
+            .query_async(&mut connection)
+            .await?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        #[allow(clippy::cast_precision_loss)]
+        Ok(beats
+            .values()
+            .map(|beat| now_ms.saturating_sub(*beat))
+            .min()
+            .map(|lag| lag as f64 / 1000.0))
+    }
+}
+
+/// A piece of a minute set: the set's place in the window, and members
+/// with their scores.
+type Piece = RedisResult<(usize, Vec<(String, f64)>)>;
+
+/// Sends every member of the minute `sets` with its score, a piece at a
+/// time, until done or the receiver is gone. `ZSCAN` may give a member twice
+/// but never skips one that is there throughout, even in this minute's set,
+/// which Varnish is still writing.
+async fn read_minute_sets(
+    mut connection: Connection,
+    sets: Vec<(usize, String)>,
+    pieces: tokio::sync::mpsc::Sender<Piece>,
+) {
+    for (place, set) in sets {
+        let mut cursor = 0u64;
+        loop {
+            let read: Result<(u64, Vec<(String, f64)>), _> = redis::cmd("ZSCAN")
+                .arg(&set)
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(ENTRIES_PER_SCAN)
+                .query_async(&mut connection)
+                .await;
+            let (next, piece) = match read {
+                Ok((next, entries)) => (next, Ok((place, entries))),
+                Err(error) => (0, Err(error)),
+            };
+            let failed = piece.is_err();
+            if pieces.send(piece).await.is_err() || failed {
+                return;
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+}
+
+/// A score as clicks: scores are sums of whole clicks (the cast saturates,
+/// a negative score written by hand is 0).
+fn whole_clicks(score: f64) -> u64 {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let clicks = score as u64;
+    clicks
+}
