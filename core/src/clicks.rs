@@ -11,7 +11,7 @@
 //! | answers after expiry or delete (410, or the fallback) | hash `short:gone:Lm`, field `25` | `HINCRBY` |
 //! | clicks by people on a day (UTC) | hash `short:day:20261123:Lm`, field `25` | `HINCRBY`, expires after the days kept |
 //! | clicks by people in an hour (UTC) | hash `short:hour:2026112314:Lm`, field `25` | `HINCRBY`, expires after the hours kept |
-//! | clicks of every link in a minute | sorted set `short:minute:202611231405`, member `Lm25` | `ZINCRBY`, expires after an hour |
+//! | clicks of every link in a minute | hash `short:minute:202611231405`, field `Lm25` | `HINCRBY`, expires after an hour (a sorted set before 2026-11-27, which readers still read) |
 //! | unique visitors on a day | `HyperLogLog` `short:visitors:20261123:Lm25` | `PFADD`, expires after the days kept |
 //! | referrer hosts, countries, devices, browsers, systems | hash `short:details:Lm25`, fields `referrer:example.org`, `country:DE`, `device:mobile`, `browser:Firefox`, `os:Android`, `target:r1` (links with rules or a split) | `HINCRBY`, at most [`MAX_DETAIL_FIELDS`] fields, expires after the days kept from the link's last click |
 //!
@@ -29,7 +29,7 @@
 //! | `short:visitors:20261123:Lm25`, `short:details:Lm25` | `short:visitors:20261123:{L}m25`, `short:details:{L}m25` |
 //! | `short:applied:20261123` | `short:applied:20261123:{<tag>}`, one per slot |
 //!
-//! Minute sets, salts and the flushers' heartbeats keep their names.
+//! Minute hashes, salts and the flushers' heartbeats keep their names.
 //! `short:applied:<day>` notes, per flusher, the last batch of counts it
 //! sealed on `day` and applied (see the VMOD's `clicks/flusher/`); it is kept two
 //! days from its first note.
@@ -396,9 +396,9 @@ impl CountNames {
         format!("{}hour:{hour}:{}", self.prefix(), self.of_link(head))
     }
 
-    /// The sorted set of every link's clicks in `minute`.
+    /// The hash of every link's clicks in `minute`, a field per key.
     #[must_use]
-    pub fn minute_set(&self, minute: Minute) -> String {
+    pub fn minute_hash(&self, minute: Minute) -> String {
         format!("{}minute:{minute}", self.prefix())
     }
 
@@ -527,14 +527,14 @@ mod tests {
             "short:applied:20261123:{x}"
         );
         for names in [&plain, &cluster] {
-            assert_eq!(names.minute_set(at.minute()), "short:minute:202611231405");
+            assert_eq!(names.minute_hash(at.minute()), "short:minute:202611231405");
             let total = names.total_hash(Total::Gone, "Lm");
             assert_eq!(names.head_of(Total::Gone, &total).as_deref(), Some("Lm"));
             assert_eq!(names.head_of(Total::People, &total), None);
             for name in [
                 total,
                 names.hour_hash(at.hour(), "Lm"),
-                names.minute_set(at.minute()),
+                names.minute_hash(at.minute()),
                 names.details("Lm25"),
                 names.applied(at.day(), Some("x")),
                 names.flushers(),

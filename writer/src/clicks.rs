@@ -26,15 +26,15 @@ const TOP: usize = 10;
 /// Totals hashes read in one round trip when ranking all-time clicks.
 const HASHES_PER_TRIP: usize = 1000;
 
-/// Minute set entries read per round trip while ranking recent clicks:
+/// Minute hash entries read per round trip while ranking recent clicks:
 /// few enough that no round trip holds Redis for more than about a
 /// millisecond.
 const ENTRIES_PER_SCAN: usize = 2000;
 
-/// Minute sets read at once while ranking recent clicks.
+/// Minute hashes read at once while ranking recent clicks.
 const READERS: usize = 2;
 
-// Ranking marks the sets that counted a link with one bit each of a `u64`.
+// Ranking marks the minutes that counted a link with one bit each of a `u64`.
 const _: () = assert!(MINUTES_KEPT <= u64::BITS as u64);
 
 /// A link's counts, as `GET /api/links/{key}/stats` answers them.
@@ -392,41 +392,42 @@ impl ClickReader {
     /// Every link clicked by people over the last `minutes` minutes, with
     /// its clicks then, in no order.
     ///
-    /// The minute sets are read a piece at a time (`ZSCAN`), so Redis never
-    /// runs one long command: a `ZUNION` of an hour of busy minutes held it
-    /// for 2 s (`bench/ranking.py`), and every lookup timed out meanwhile.
-    /// Two readers keep a piece on its way while the writer sums the last.
+    /// The minute hashes are read a piece at a time (`HSCAN`), so Redis
+    /// never runs one long command: a `ZUNION` of an hour of busy minutes
+    /// (when they were sorted sets) held it for 2 s, and every lookup timed
+    /// out meanwhile. Two readers keep a piece on its way while the writer
+    /// sums the last.
     async fn recent_clicks(&self, minutes: u64) -> RedisResult<Vec<Trending>> {
         let now = ClickTime::now();
-        let sets: Vec<String> = (0..minutes.clamp(1, MINUTES_KEPT))
-            .map(|n| self.names.minute_set(now.before(n * 60).minute()))
+        let hashes: Vec<String> = (0..minutes.clamp(1, MINUTES_KEPT))
+            .map(|n| self.names.minute_hash(now.before(n * 60).minute()))
             .collect();
         let (pieces, mut arrived) = tokio::sync::mpsc::channel(READERS);
         let connection = self.connection.get()?;
         for reader in 0..READERS {
-            let mine: Vec<(usize, String)> = sets
+            let mine: Vec<(usize, String)> = hashes
                 .iter()
                 .cloned()
                 .enumerate()
                 .skip(reader)
                 .step_by(READERS)
                 .collect();
-            tokio::spawn(read_minute_sets(connection.clone(), mine, pieces.clone()));
+            tokio::spawn(read_minute_hashes(connection.clone(), mine, pieces.clone()));
         }
         drop(pieces);
-        // Each link's clicks, and which sets counted them (one bit per set:
-        // `ZSCAN` may give a member twice). Hashing every entry read is
+        // Each link's clicks, and which minutes counted them (one bit per
+        // minute: a scan may give a key twice). Hashing every entry read is
         // much of this work: with SipHash, hashing, map entries and key
         // comparisons were 40 % of the writer's `perf` samples.
         let mut clicks: HashMap<String, (u64, u64), foldhash::fast::RandomState> =
             HashMap::default();
         while let Some(piece) = arrived.recv().await {
-            let (set, entries) = piece?;
-            let bit = 1u64 << set;
-            for (key, score) in entries {
+            let (minute, entries) = piece?;
+            let bit = 1u64 << minute;
+            for (key, counted) in entries {
                 let (total, counted_by) = clicks.entry(key).or_default();
                 if *counted_by & bit == 0 {
-                    *total = total.saturating_add(whole_clicks(score));
+                    *total = total.saturating_add(counted);
                     *counted_by |= bit;
                 }
             }
@@ -509,29 +510,39 @@ impl ClickReader {
     }
 }
 
-/// A piece of a minute set: the set's place in the window, and members
-/// with their scores.
-type Piece = RedisResult<(usize, Vec<(String, f64)>)>;
+/// A piece of a minute's counts: the minute's place in the window, and
+/// keys with their clicks.
+type Piece = RedisResult<(usize, Vec<(String, u64)>)>;
 
-/// Sends every member of the minute `sets` with its score, a piece at a
-/// time, until done or the receiver is gone. `ZSCAN` may give a member twice
-/// but never skips one that is there throughout, even in this minute's set,
-/// which Varnish is still writing.
-async fn read_minute_sets(
+/// How a minute's counts are kept: a hash (`HSCAN`), or a sorted set
+/// (`ZSCAN`), as VMODs from before 2026-11-27 wrote them; read until they
+/// expire within the hour, so that trending holds through an upgrade.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MinuteKind {
+    Hash,
+    SortedSet,
+}
+
+/// Sends every key of the minute hashes `minutes` with its clicks, a piece
+/// at a time, until done or the receiver is gone. A scan may give a key
+/// twice but never skips one that is there throughout, even in this
+/// minute's hash, which Varnish is still writing.
+async fn read_minute_hashes(
     mut connection: Connection,
-    sets: Vec<(usize, String)>,
+    minutes: Vec<(usize, String)>,
     pieces: tokio::sync::mpsc::Sender<Piece>,
 ) {
-    for (place, set) in sets {
+    for (place, name) in minutes {
+        let mut kind = MinuteKind::Hash;
         let mut cursor = 0u64;
         loop {
-            let read: Result<(u64, Vec<(String, f64)>), _> = redis::cmd("ZSCAN")
-                .arg(&set)
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(ENTRIES_PER_SCAN)
-                .query_async(&mut connection)
-                .await;
+            let mut read = scan_minute(&mut connection, &name, kind, cursor).await;
+            if kind == MinuteKind::Hash
+                && read.as_ref().is_err_and(|e| e.code() == Some("WRONGTYPE"))
+            {
+                kind = MinuteKind::SortedSet;
+                read = scan_minute(&mut connection, &name, kind, cursor).await;
+            }
             let (next, piece) = match read {
                 Ok((next, entries)) => (next, Ok((place, entries))),
                 Err(error) => (0, Err(error)),
@@ -546,6 +557,42 @@ async fn read_minute_sets(
             cursor = next;
         }
     }
+}
+
+/// One piece of the minute `name`, kept as `kind`, from `cursor`: the next
+/// cursor, and keys with their clicks (a count written by hand that is no
+/// whole number is 0).
+async fn scan_minute(
+    connection: &mut Connection,
+    name: &str,
+    kind: MinuteKind,
+    cursor: u64,
+) -> RedisResult<(u64, Vec<(String, u64)>)> {
+    let command = match kind {
+        MinuteKind::Hash => "HSCAN",
+        MinuteKind::SortedSet => "ZSCAN",
+    };
+    let mut scan = redis::cmd(command);
+    scan.arg(name)
+        .arg(cursor)
+        .arg("COUNT")
+        .arg(ENTRIES_PER_SCAN);
+    Ok(match kind {
+        MinuteKind::Hash => {
+            let (next, entries): (u64, Vec<(String, String)>) =
+                scan.query_async(connection).await?;
+            let counted = entries.into_iter().map(|(key, clicks)| {
+                let clicks = clicks.parse().unwrap_or(0);
+                (key, clicks)
+            });
+            (next, counted.collect())
+        }
+        MinuteKind::SortedSet => {
+            let (next, entries): (u64, Vec<(String, f64)>) = scan.query_async(connection).await?;
+            let counted = (entries.into_iter()).map(|(key, score)| (key, whole_clicks(score)));
+            (next, counted.collect())
+        }
+    })
 }
 
 /// A score as clicks: scores are sums of whole clicks (the cast saturates,

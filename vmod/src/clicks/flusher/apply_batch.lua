@@ -43,11 +43,6 @@ while i <= #ARGV do
       end
     end
     if ttl ~= '0' then redis.pcall('EXPIRE', key, ttl) end
-  elseif op == 'z' then
-    for j = first, last, 2 do
-      local n = tonumber(ARGV[j+1])
-      if tonumber(redis.pcall('ZINCRBY', key, n, ARGV[j])) == n then made = true end
-    end
   elseif op == 'p' then
     made = redis.pcall('PFADD', key, unpack(ARGV, first, last)) == 1
   else

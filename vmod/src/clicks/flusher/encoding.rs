@@ -51,7 +51,6 @@ fn visitor_digest(client: IpAddr, user_agent: &str) -> [u8; 20] {
 enum Letter {
     Hash,
     Details,
-    SortedSet,
     Visitors,
 }
 
@@ -60,7 +59,6 @@ impl Letter {
         match self {
             Self::Hash => "h",
             Self::Details => "d",
-            Self::SortedSet => "z",
             Self::Visitors => "p",
         }
     }
@@ -69,7 +67,7 @@ impl Letter {
     /// element.
     fn width(self) -> usize {
         match self {
-            Self::Hash | Self::SortedSet | Self::Details => 2,
+            Self::Hash | Self::Details => 2,
             Self::Visitors => 1,
         }
     }
@@ -141,13 +139,13 @@ impl Ops {
         &mut self.all[index].args
     }
 
-    /// The arguments of `minute`'s sorted set, named by `name` when new.
+    /// The arguments of `minute`'s hash, named by `name` when new.
     fn minute(&mut self, minute: Minute, name: impl FnOnce() -> String, ttl: u64) -> &mut Args {
         let known = (self.minutes.iter())
             .find(|(m, _)| *m == minute)
             .map(|&(_, index)| index);
         let index = known.unwrap_or_else(|| {
-            self.push(Letter::SortedSet, name(), ttl);
+            self.push(Letter::Hash, name(), ttl);
             self.minutes.push((minute, self.all.len() - 1));
             self.all.len() - 1
         });
@@ -200,7 +198,7 @@ impl Flusher {
                 (ops.bucket(head, Bucket::Hour(hour), name, hours_kept)).push_pair(&[field], n);
             }
             for (minute, n) in link.minutes {
-                let name = || counts.minute_set(minute);
+                let name = || counts.minute_hash(minute);
                 (ops.minute(minute, name, minutes_kept)).push_pair(&[key.as_str()], n);
             }
             if !link.sources.is_empty() {
@@ -528,9 +526,9 @@ mod tests {
                 assert_eq!(key_slot(key.as_bytes()), slot, "{key}");
             }
         }
-        // The 62 first characters' slots, and the minute set's, which
+        // The 62 first characters' slots, and the minute hash's, which
         // moves with the minute and may share one of theirs.
-        let minute_sets: HashSet<u16> = flusher
+        let minute_hashes: HashSet<u16> = flusher
             .sealed
             .iter()
             .flat_map(|b| &b.keys)
@@ -545,9 +543,9 @@ mod tests {
             .map(|key| key_slot(key.as_bytes()))
             .collect();
         assert_eq!(first_characters.len(), 62);
-        // One minute's set, or two if the clicks straddle a minute.
-        assert!((1..=2).contains(&minute_sets.len()), "{minute_sets:?}");
-        assert_eq!(lanes, &first_characters | &minute_sets);
+        // One minute's hash, or two if the clicks straddle a minute.
+        assert!((1..=2).contains(&minute_hashes.len()), "{minute_hashes:?}");
+        assert_eq!(lanes, &first_characters | &minute_hashes);
         let keys: usize = flusher.sealed.iter().map(|b| b.keys.len()).sum();
         assert!(
             keys >= 3 * 3000,

@@ -53,9 +53,10 @@ use crate::now_ms;
 /// field; a new field past the hash's limit counts under its kind's `other`
 /// instead; the TTL is set anew on every write, so a link's
 /// details are kept the days kept past its last click by a person, where
-/// a day's counts are kept from that day), `z set ttl member count...` (`ZINCRBY` each),
-/// `p key ttl element...` (`PFADD`). One operation per key: a link's clicks
-/// share the hashes of its bucket, so most calls carry many fields.
+/// a day's counts are kept from that day), `p key ttl element...`
+/// (`PFADD`). One operation per key: a link's clicks share the hashes of
+/// its bucket (and the minute's hash, a field per key), so most calls
+/// carry many fields.
 ///
 /// Answers 1 when applied, 0 when applied before (a batch sent again after
 /// its answer was lost), -1 when the lane's batch before it is not applied
