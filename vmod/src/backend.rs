@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use shortlink_core::clicks::Total;
-use shortlink_core::{
-    escape_html, DomainName, Expiry, HeaderValue, KeyScheme, RedirectStatus, Slot, Stored,
-};
+use shortlink_core::{DomainName, Expiry, HeaderValue, KeyScheme, RedirectStatus, Slot, Stored};
+use smallvec::SmallVec;
 use varnish::vcl::{Ctx, HttpHeaders, LogTag, StrOrBytes, VclBackend, VclError, VclResponse};
 use varnish::Vsc;
 
 use crate::changes::Changes;
 use crate::clicks::ClickStore;
 use crate::lookups::{LookupError, RedisPool};
+use crate::pages::{redirect_page, CHOSEN_PAGE, DELETED_PAGE, EXPIRED_PAGE, NOT_FOUND_PAGE};
 use crate::stats::LinkStats;
 
 /// What the VCL author configured, checked once in `vcl_init`.
@@ -364,26 +364,33 @@ impl Resolver {
         Ok(Some(Body::new(body.into_bytes())))
     }
 
-    /// Every header [`Self::write_answer`] may write: what an answer
-    /// written only in part leaves behind, to be taken back.
-    pub const ANSWER_HEADERS: [&'static str; 8] = [
-        "Location",
-        FORWARD_MARK,
-        "Expires",
-        "Cache-Control",
-        RULES_MARK,
-        EXPIRED_MARK,
-        "Content-Type",
-        LIMITED_MARK,
-    ];
-
     /// Writes `resolution`'s status and headers into `http` (a backend
     /// response, or a synthetic one for a request not cached) and returns
-    /// its page: what a link's answer is, in one place for both.
+    /// its page: what a link's answer is, in one place for both. A write
+    /// that fails half-way (out of workspace) takes back the headers it
+    /// wrote, so that no target or mark is left on what is answered instead.
     pub fn write_answer(
         &self,
         resolution: &Resolution,
         http: &mut HttpHeaders,
+    ) -> Result<String, VclError> {
+        let mut answer = Answer {
+            http,
+            written: SmallVec::new(),
+        };
+        let page = self.fill_answer(resolution, &mut answer);
+        if page.is_err() {
+            for name in answer.written {
+                answer.http.unset_header(name);
+            }
+        }
+        page
+    }
+
+    fn fill_answer(
+        &self,
+        resolution: &Resolution,
+        http: &mut Answer<'_, '_>,
     ) -> Result<String, VclError> {
         let body = match resolution {
             Resolution::Found {
@@ -457,6 +464,24 @@ impl Resolver {
     }
 }
 
+/// A response being written as a link's answer, and the headers written
+/// into it so far.
+struct Answer<'a, 'h> {
+    http: &'a mut HttpHeaders<'h>,
+    written: SmallVec<[&'static str; 6]>,
+}
+
+impl Answer<'_, '_> {
+    fn set_status(&mut self, status: u16) {
+        self.http.set_status(status);
+    }
+
+    fn set_header(&mut self, name: &'static str, value: &str) -> Result<(), VclError> {
+        self.written.push(name);
+        self.http.set_header(name, value)
+    }
+}
+
 /// The domain (from [`DOMAIN_HEADER`]) and key (the last segment of the
 /// URL's path) a request or backend request names. Text that is not UTF-8
 /// names no domain served and breaks the key rules.
@@ -508,31 +533,6 @@ pub fn time_left(ctx: &Ctx) -> Option<Duration> {
 pub fn key_of(url: &str) -> &str {
     let path = shortlink_core::query::path_of(url);
     path.rsplit('/').next().unwrap_or_default()
-}
-
-/// The page of a redirect whose target is chosen per request.
-const CHOSEN_PAGE: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-<title>Moved</title></head><body><p>This link leads to the address in the Location header.</p>\
-</body></html>\n";
-
-const NOT_FOUND_PAGE: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-<title>Link not found</title></head><body><h1>Link not found</h1>\
-<p>This short link does not exist. Check it for typing mistakes.</p></body></html>\n";
-
-const DELETED_PAGE: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-<title>Link removed</title></head><body><h1>Link removed</h1>\
-<p>This short link was removed by its owner. It will not lead anywhere again.</p></body></html>\n";
-
-const EXPIRED_PAGE: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-<title>Link expired</title></head><body><h1>Link expired</h1>\
-<p>This short link has expired.</p></body></html>\n";
-
-fn redirect_page(url: &str) -> String {
-    let href = escape_html(url);
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Moved</title>\
-</head><body><p>This link leads to <a href=\"{href}\">{href}</a>.</p></body></html>\n"
-    )
 }
 
 /// The native backend Varnish fetches from.
@@ -620,13 +620,6 @@ mod tests {
         assert_eq!(key_of("/go/x/Lm25"), "Lm25");
         assert_eq!(key_of("/l/"), "");
         assert_eq!(key_of(""), "");
-    }
-
-    #[test]
-    fn redirect_page_escapes_the_target() {
-        let page = redirect_page("https://example.org/?a=1&b=\"<x>'");
-        assert!(page.contains("https://example.org/?a=1&amp;b=&quot;&lt;x&gt;&#39;"));
-        assert!(!page.contains("<x>"));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use varnish::vcl::{Ctx, LogTag};
 
-use crate::backend::{link_of, log_refusal, Resolver, DOMAIN_HEADER};
+use crate::backend::{link_of, log_refusal, DOMAIN_HEADER};
 use crate::headers::{header_slots, request_url};
 use crate::{redirector, without_panic};
 
@@ -54,11 +54,7 @@ impl redirector {
         written.unwrap_or_else(|reason: String| {
             ctx.log(LogTag::Error, format!("shortlink: {reason}"));
             if let Some(resp) = ctx.http_resp.as_mut() {
-                // A write that failed half-way (out of workspace) must not
-                // leave a target or a mark on the 503.
-                for name in Resolver::ANSWER_HEADERS {
-                    resp.unset_header(name);
-                }
+                // `write_answer` took back what it wrote, if anything.
                 resp.set_status(503);
             }
             String::new()

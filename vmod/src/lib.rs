@@ -13,6 +13,7 @@ mod first_request;
 mod forwarding;
 mod headers;
 mod lookups;
+mod pages;
 mod stats;
 mod targeting;
 
