@@ -367,8 +367,9 @@ impl Resolver {
     /// Writes `resolution`'s status and headers into `http` (a backend
     /// response, or a synthetic one for a request not cached) and returns
     /// its page: what a link's answer is, in one place for both. A write
-    /// that fails half-way (out of workspace) takes back the headers it
-    /// wrote, so that no target or mark is left on what is answered instead.
+    /// that fails half-way (out of workspace), or panics, takes back the
+    /// headers it wrote, so that no target or mark is left on what is
+    /// answered instead.
     pub fn write_answer(
         &self,
         resolution: &Resolution,
@@ -377,14 +378,11 @@ impl Resolver {
         let mut answer = Answer {
             http,
             written: SmallVec::new(),
+            complete: false,
         };
-        let page = self.fill_answer(resolution, &mut answer);
-        if page.is_err() {
-            for name in answer.written {
-                answer.http.unset_header(name);
-            }
-        }
-        page
+        let page = self.fill_answer(resolution, &mut answer)?;
+        answer.complete = true;
+        Ok(page)
     }
 
     fn fill_answer(
@@ -465,10 +463,21 @@ impl Resolver {
 }
 
 /// A response being written as a link's answer, and the headers written
-/// into it so far.
+/// into it so far: taken back when it is dropped before it is complete.
 struct Answer<'a, 'h> {
     http: &'a mut HttpHeaders<'h>,
     written: SmallVec<[&'static str; 6]>,
+    complete: bool,
+}
+
+impl Drop for Answer<'_, '_> {
+    fn drop(&mut self) {
+        if !self.complete {
+            for name in &self.written {
+                self.http.unset_header(name);
+            }
+        }
+    }
 }
 
 impl Answer<'_, '_> {
