@@ -1,12 +1,13 @@
 -- Measures several sides of `make bench` in one run, taking turns:
---   wrk ... -s sides.lua <url> -- TURN_MS SETTLE_MS KEYFILE PATH HOST QUERY SPREAD HEADER [KEYFILE ...]
--- Each side is six arguments: its keys, what comes before each key, the
--- Host header ("-": the URL's), a query sent with every key (without its
--- "?"; "-": none), "spread" to send each request as one of visitors.lua's
--- devices and languages ("-": as one browser), and one more header sent
--- with each request ("Name: value"; "-": none), which a VCL can route
--- the side by. Keys are asked for uniformly at random, from requests
--- built once.
+--   wrk ... -s sides.lua <url> -- TURN_MS SETTLE_MS THREADS KEYFILE PATH HOST QUERY SPREAD HEADER [KEYFILE ...]
+-- THREADS is wrk's thread count. Each side is six arguments: its keys,
+-- what comes before each key, the Host header ("-": the URL's), a query
+-- sent with every key (without its "?"; "-": none), "spread" to send each
+-- request as one of visitors.lua's devices and languages, "fresh" to ask
+-- for each key once, in the file's order, as one browser ("-": random
+-- keys as one browser), and one more header sent with each request
+-- ("Name: value"; "-": none), which a VCL can route the side by. Keys are
+-- asked for uniformly at random (but "fresh"), from requests built once.
 --
 -- Turns of TURN_MS go round the sides by the wall clock, the same in every
 -- thread, so that every side runs in the same seconds as the others and
@@ -67,14 +68,18 @@ end
 function init(args)
     turn_us = tonumber(args[1]) * 1000
     settle_us = tonumber(args[2]) * 1000
+    thread_count = tonumber(args[3])
     wrk.headers["User-Agent"] = visitors.browser
     visitors.complete(wrk.headers)
-    sides = {}
-    for first = 3, #args, 6 do
+    sides, fresh = {}, {}
+    for first = 4, #args, 6 do
         sides[#sides + 1] = side_requests(args[first], args[first + 1], args[first + 2], args[first + 3],
             args[first + 4], args[first + 5])
+        fresh[#sides] = args[first + 4] == "fresh"
     end
     side_count = #sides
+    -- Keys of a fresh side asked for again (the file ran out), per thread.
+    reused_keys = 0
     -- Requests sent per side, and settled requests per turn (by the turn's
     -- number since the clock's start: the same in every thread).
     sent = {}
@@ -92,8 +97,18 @@ function request()
     if t - turn * turn_us >= settle_us then
         settled[turn] = (settled[turn] or 0) + 1
     end
-    sent[side] = sent[side] + 1
     local built = sides[side]
+    if fresh[side] then
+        -- Threads take interleaved keys, so no key is asked for twice.
+        local index = id + sent[side] * thread_count + 1
+        sent[side] = sent[side] + 1
+        if index > #built then
+            reused_keys = reused_keys + 1
+            index = (index - 1) % #built + 1
+        end
+        return built[index]
+    end
+    sent[side] = sent[side] + 1
     return built[math.random(#built)]
 end
 
@@ -128,5 +143,5 @@ function done(summary, latency, requests)
         parts[#parts + 1] = string.format('{"requests": %d, "turns": %d, "rps": %.1f}', side.requests, side.turns,
             seconds > 0 and side.settled / seconds or 0)
     end
-    figures.print(summary, latency, nil, 0, '"sides": [' .. table.concat(parts, ", ") .. "]")
+    figures.print(summary, latency, nil, figures.sum("reused_keys"), '"sides": [' .. table.concat(parts, ", ") .. "]")
 end
