@@ -129,7 +129,7 @@ PAIRS = RUNS if QUICK else max(RUNS, 5)
 # that drift, and a 60-second run moved its ratio by about 1 %.
 BESIDE_DURATION = int(os.environ.get("BENCH_BESIDE_DURATION", "4" if QUICK else "60"))
 # `miss` beside `lookup-synth`, each key asked for once: as long as the
-# keys last (1,000,000 links take about 40,000 requests a second for 24 s).
+# keys last (1,000,000 links last 16 s at 30,000 requests a second a side).
 MISS_TURNS_DURATION = 1 if QUICK else 12
 TURN_MS = 50
 # What is sent in a turn's first milliseconds may answer the turn before
@@ -988,6 +988,15 @@ def run(processes):
             say(f"{name}: last run: {lookups} lookups in {trips} Redis round trips ({lookups / trips:.1f} per trip), "
                 f"{failed} failed")
         s = scenarios[name]
+        if prepare is empty_cache and vcl_name == "boot" and not pairs:
+            # What the last run's answers were, from its empty cache on (a
+            # key's first request answered from its lookup, its second
+            # fetched and cached, then hits).
+            main = varnishstat(workdir, "MAIN.*")
+            requests, hits, fetched = (main.get(f"MAIN.{c}", 0) for c in ("client_req", "cache_hit", "s_fetch"))
+            s["last_run_answers"] = {"hits": hits, "fetched": fetched,
+                                     "from_lookup": max(0, requests - hits - fetched)}
+            say(f"{name}: last run's answers: {s['last_run_answers']}")
         s["redis_stalls"] = redis_stalls(redis_port)
         s["clicks_redis_stalls"] = redis_stalls(clicks_port)
         non_3xx = "" if s.get("non_3xx") is None else f", non-3xx {s['non_3xx']}"
@@ -1279,8 +1288,8 @@ def run(processes):
             {"keys": fresh_miss_keys, "fresh": True, "header": f"{SIDE_HEADER}: counted"},
             {"keys": fresh_lookup_keys, "fresh": True, "header": f"{SIDE_HEADER}: lookup-synth"}],
             # Fewer links than a full run's last fewer seconds: a side asks
-            # for at most about 20,000 keys a second.
-            duration=max(1, min(MISS_TURNS_DURATION, (LINKS - HIT_LINKS) // 2 // 20_000)))
+            # for at most about 30,000 keys a second.
+            duration=max(1, min(MISS_TURNS_DURATION, (LINKS - HIT_LINKS) // 2 // 30_000)))
         varnishadm(workdir, "vcl.use", "boot")
         if run["reused_keys"] and not QUICK:
             raise SystemExit(f"bench: miss beside lookup-synth: {run['reused_keys']} keys asked for twice; "
@@ -1467,6 +1476,7 @@ def run(processes):
                    **({"non_3xx": s["non_3xx"]} if s.get("non_3xx") is not None else {}),
                    "ratio_to_ceiling": round(s["rps"] / ceiling, 3), "runs_rps": s["runs_rps"],
                    "runs_p99_ms": s["runs_p99_ms"],
+                   **({"last_run_answers": s["last_run_answers"]} if "last_run_answers" in s else {}),
                    "reused_keys": s["reused_keys"], "redis_stalls": s.get("redis_stalls"),
                    "clicks_redis_stalls": s.get("clicks_redis_stalls")}
             for name, s in scenarios.items() if "/" not in name
