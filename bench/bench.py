@@ -1279,6 +1279,12 @@ def run(processes):
         cache, through the router VCL, each asking for keys of its own,
         each once: keys never asked for, by Varnish or by the click store.
         Both count: their clicks are set apart from the exactness check."""
+        # Shorter with fewer links: a side asks for at most about 30,000
+        # keys a second.
+        duration = max(1, min(MISS_TURNS_DURATION, (LINKS - HIT_LINKS) // 2 // 30_000))
+        say(f"miss in turns with lookup-synth (each key looked up in vcl_recv and answered by a synthetic "
+            f"redirect, counted, nothing cached): fresh keys of their own, never asked for, "
+            f"{duration} s in turns of {TURN_MS} ms through the router VCL")
         empty_cache()
         varnishadm(workdir, "vcl.use", "router")
         time.sleep(FLUSH_WAIT)
@@ -1287,9 +1293,7 @@ def run(processes):
         (miss, lookup), run = in_turns("miss beside lookup-synth", [
             {"keys": fresh_miss_keys, "fresh": True, "header": f"{SIDE_HEADER}: counted"},
             {"keys": fresh_lookup_keys, "fresh": True, "header": f"{SIDE_HEADER}: lookup-synth"}],
-            # Fewer links than a full run's last fewer seconds: a side asks
-            # for at most about 30,000 keys a second.
-            duration=max(1, min(MISS_TURNS_DURATION, (LINKS - HIT_LINKS) // 2 // 30_000)))
+            duration=duration)
         varnishadm(workdir, "vcl.use", "boot")
         if run["reused_keys"] and not QUICK:
             raise SystemExit(f"bench: miss beside lookup-synth: {run['reused_keys']} keys asked for twice; "
@@ -1309,9 +1313,6 @@ def run(processes):
     say("origin-miss: every request a fresh key, fetched from an HTTP origin")
     scenario("origin-miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="originmiss")
     if not ONLY or "miss" in ONLY:
-        say(f"miss in turns with lookup-synth (each key looked up in vcl_recv and answered by a synthetic "
-            f"redirect, counted, nothing cached): fresh keys of their own, never asked for, "
-            f"{MISS_TURNS_DURATION} s in turns of {TURN_MS} ms through the router VCL")
         miss_in_turns()
     say("miss: every request a fresh key, each run paired with miss-uncounted (the same with counting off) "
         "and miss-cached-first (every answer cached at its first request, as before the admission rule)")

@@ -10,6 +10,17 @@ function figures.setup(thread)
     table.insert(figures.threads, thread)
 end
 
+-- Which of `count` keys a thread asks for as its `nth` request (from 0),
+-- when each key is to be asked for once: the threads take interleaved
+-- keys. Past the last key it starts again, and says so (true).
+function figures.fresh_index(nth, thread_count, count)
+    local index = id + nth * thread_count + 1
+    if index > count then
+        return (index - 1) % count + 1, true
+    end
+    return index, false
+end
+
 -- The sum of one global counter over every thread (0 where unset).
 function figures.sum(name)
     local total = 0

@@ -97,19 +97,16 @@ function request()
         -- compared was then charged for.
         return built[math.random(built_count)]
     end
-    local index
     if mode == "fresh" then
-        -- Threads take interleaved keys, so no key is asked for twice.
-        index = id + counter * thread_count + 1
+        local index, again = figures.fresh_index(counter, thread_count, n)
         counter = counter + 1
-        if index > n then
+        if again then
             wrapped = wrapped + 1
-            index = (index - 1) % n + 1
         end
         return wrk.format("GET", keys[index], headers_of(math.random(#visitors.list)))
     end
     -- Zipf: the hot keys' requests are kept once built.
-    index = zipf_index()
+    local index = zipf_index()
     local request = built[index]
     if request == nil then
         request = wrk.format("GET", keys[index], headers_of(math.random(#visitors.list)))

@@ -97,18 +97,15 @@ function request()
     if t - turn * turn_us >= settle_us then
         settled[turn] = (settled[turn] or 0) + 1
     end
-    local built = sides[side]
+    local built, nth = sides[side], sent[side]
+    sent[side] = nth + 1
     if fresh[side] then
-        -- Threads take interleaved keys, so no key is asked for twice.
-        local index = id + sent[side] * thread_count + 1
-        sent[side] = sent[side] + 1
-        if index > #built then
+        local index, again = figures.fresh_index(nth, thread_count, #built)
+        if again then
             reused_keys = reused_keys + 1
-            index = (index - 1) % #built + 1
         end
         return built[index]
     end
-    sent[side] = sent[side] + 1
     return built[math.random(#built)]
 end
 
