@@ -365,10 +365,11 @@ impl Retention {
 }
 
 bounded_count! {
-    /// Most counts one Varnish holds while Redis is away (distinct link,
-    /// bucket and detail entries, not clicks: more clicks on the same link
-    /// cost nothing); past it, further clicks are dropped and counted as
-    /// dropped.
+    /// Most counts one Varnish holds while Redis is away or behind
+    /// (distinct link, bucket and detail entries, not clicks: more clicks
+    /// on the same link cost nothing). Past half of it, people's clicks
+    /// count without their details and visitor; past it, further clicks
+    /// are dropped and counted as dropped.
     ClickBacklog, SettingError::ClickBacklog, 1000..=100_000_000,
     /// About 100 MB of memory at most.
     default 1_000_000

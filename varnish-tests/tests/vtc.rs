@@ -20,6 +20,8 @@
 //! - `${vcl_root}`: the same with links at the root of `s.example`;
 //! - `${vcl_patient}`: the same with a 2s command timeout, for tests that
 //!   hold Redis for a while and must not see a lookup time out;
+//! - `${vcl_small_backlog}`: the same with a click backlog of 1,000
+//!   entries, the least there is, and clicks flushed every 5s;
 //! - `${vcl_purge_secret}`: the same with `varnish.purge_secret` set to
 //!   `${purge_secret}`;
 //! - `${vcl_clicks_apart}`: the same with clicks stored apart from the
@@ -213,6 +215,7 @@ impl Setup {
             "[varnish]\nhosts = [\"links.example\"]\n",
         );
         let patient = ("", "command_timeout_ms = 2000\n");
+        let small_backlog = ("", "[clicks]\nbacklog = 1000\nflush_interval_ms = 5000\n");
         let clicks_url = format!("redis://127.0.0.1:{}/{CLICKS_DB}", redis.port);
         let clicks_apart = ("", &*format!("[clicks]\nredis_url = \"{clicks_url}\"\n"));
         let root = (
@@ -271,6 +274,7 @@ impl Setup {
             ("vcl_short_ttl", short_ttl, &[]),
             ("vcl_root", root, &[]),
             ("vcl_patient", patient, &[]),
+            ("vcl_small_backlog", small_backlog, &[]),
             ("vcl_clicks_apart", clicks_apart, &[]),
             ("vcl_include", defaults, &["--include"]),
             ("vcl_include_hosts", hosts, &["--include"]),

@@ -111,6 +111,9 @@ impl redirector {
             .clicks_dropped
             .store(sum(|store| &store.counters.dropped), Relaxed);
         stats
+            .clicks_without_details
+            .store(sum(|store| &store.counters.without_details), Relaxed);
+        stats
             .click_flush_failures
             .store(sum(|store| &store.counters.flush_failures), Relaxed);
         stats

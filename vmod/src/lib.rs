@@ -179,9 +179,9 @@ mod shortlink {
             /// in one round trip. Default `1s`: a crash of Varnish loses at
             /// most that much counting.
             flush_interval: Option<Duration>,
-            /// Most counts kept while Redis is away (distinct link, hour,
-            /// day and detail entries, not clicks); past it clicks are
-            /// dropped and counted in `clicks_dropped`.
+            /// Most counts kept while Redis is away or behind (entries, not
+            /// clicks); past half of it clicks count without details or
+            /// visitor (`clicks_without_details`), past it they are dropped.
             #[default(1000000)]
             click_backlog: i64,
             /// Most MiB of clicks waiting for the flusher between flushes,

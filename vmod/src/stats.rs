@@ -78,10 +78,18 @@ pub struct LinkStats {
 
     /// Counted answers dropped
     ///
-    /// Redis was away long enough for the backlog to fill, or the flusher
-    /// could not keep up.
+    /// Redis was away, or slower than the clicks came, long enough for the
+    /// backlog to fill.
     #[counter]
     pub clicks_dropped: AtomicU64,
+
+    /// Clicks by people counted without their details and visitor
+    ///
+    /// Tallied while the backlog was over half full (Redis away, or
+    /// slower than the clicks came): in the link's totals, day, hour and
+    /// minute, not in its referrers, devices, countries or unique visitors.
+    #[counter]
+    pub clicks_without_details: AtomicU64,
 
     /// Flushes of counts that failed and will be retried
     #[counter]

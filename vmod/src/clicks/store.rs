@@ -187,6 +187,9 @@ pub struct Counters {
     pub counted: AtomicU64,
     pub flushed: AtomicU64,
     pub dropped: AtomicU64,
+    /// People's clicks tallied past half the backlog: counted in their
+    /// link's total, day, hour and minute, without details or visitor.
+    pub without_details: AtomicU64,
     pub flush_failures: AtomicU64,
     pub pending: AtomicU64,
     /// Bumped after every flush: the request path publishes when it moved.

@@ -9,10 +9,12 @@
 //! previous batch, and only once: a batch sent again because its answer
 //! was lost finds its number noted and changes nothing, so no click is
 //! counted twice. A batch is dropped from memory only once Redis has
-//! answered for it. While Redis is away, clicks go on being tallied (more
-//! clicks on a link already tallied cost nothing) until the tallies hold
-//! the backlog's number of entries; past it, clicks are dropped and counted
-//! as dropped.
+//! answered for it. While Redis is away or behind, clicks go on being
+//! tallied (more clicks on a link already tallied cost nothing): whole
+//! until the tallies hold half the backlog's number of entries, then
+//! people's clicks in their counts alone, without details or visitor,
+//! until they hold all of it; past it, clicks are dropped and counted as
+//! dropped.
 //!
 //! Here: the flusher's state and its I/O (the script loaded, the batches
 //! sent to the nodes serving their lanes, the answers taken, the heartbeat,
