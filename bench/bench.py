@@ -865,6 +865,29 @@ def run(processes):
     counted_requests = {"requests": 0, "cluster": 0}
     # Seconds after each counted run until its clicks were all sent.
     catch_up = {}
+    # People's clicks of the checked runs the click store counted without
+    # their details and visitor (its backlog past half full).
+    without_details = {"clicks": 0}
+
+    def store_counters():
+        """The click store's counters in this child (a restart starts them
+        again), brought up to date: an answer publishes them (a 404, not a
+        click), which is in MAIN.client_req before this returns, so that no
+        run's count of requests takes it. Every VCL object of the store
+        publishes the same totals, as of its last answer: the largest of
+        each is the newest."""
+        requests = client_requests()
+        with socket.create_connection(("127.0.0.1", varnish_port)) as sock:
+            sock.sendall(b"GET /l/NoSuchKeyHere HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            sock.recv(4096)
+        deadline = time.monotonic() + 2
+        while client_requests() == requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        counters = {}
+        for name, value in varnishstat(workdir, "shortlink.*").items():
+            short = name.rpartition(".")[2]
+            counters[short] = max(counters.get(short, 0), value)
+        return counters
 
     def client_requests():
         return varnishstat(workdir, "MAIN.client_req").get("MAIN.client_req", 0)
@@ -926,6 +949,9 @@ def run(processes):
             if run_id % 2:
                 for pair in pairs:
                     paired_run(pair)
+            # A restart (empty_cache) starts the store's counters again.
+            shed_before = (store_counters()["clicks_without_details"]
+                           if counted and prepare is not empty_cache else 0)
             before = prepared()
             runs.append(measure())
             if counted:
@@ -939,19 +965,16 @@ def run(processes):
                 ports = cluster_ports if clicks_in == "cluster" else [clicks_port]
                 settled = sum(flushes_settle(port) for port in ports)
                 catch_up.setdefault(name, []).append(round(FLUSH_WAIT + settled, 1))
+                # Read before the next run, whose restart starts them again.
+                counters = store_counters()
+                if clicks_in == "requests":
+                    without_details["clicks"] += counters["clicks_without_details"] - shed_before
                 if os.environ.get("BENCH_CLICK_COUNTERS"):
                     # Where clicks went, run by run: stored so far against
-                    # requests so far, and the store's own counters, which
-                    # an answer publishes (a 404: not a click).
-                    with socket.create_connection(("127.0.0.1", varnish_port)) as sock:
-                        sock.sendall(b"GET /l/NoSuchKeyHere HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                     b"Connection: close\r\n\r\n")
-                        sock.recv(4096)
+                    # requests so far, and the store's own counters.
                     stored = sum(stored_clicks(p) for p in ports)
-                    lines = subprocess.run(["varnishstat", "-n", str(workdir), "-1", "-f", "shortlink.*"],
-                                           capture_output=True, text=True).stdout.splitlines()
-                    said = [" ".join(l.split()[:2]) for l in lines
-                            if any(w in l for w in ("dropped", "flush_failures", "pending")) and l.split()[1] != "0"]
+                    said = {counter: value for counter, value in counters.items() if value and any(
+                        w in counter for w in ("dropped", "without_details", "flush_failures", "pending"))}
                     say(f"{name}: {counted_requests[clicks_in]} requests so far, {stored} stored; {said}")
             if not run_id % 2:
                 for pair in pairs:
@@ -1107,6 +1130,7 @@ def run(processes):
         if not chosen:
             return
         varnishadm(workdir, "vcl.use", "boot")
+        shed_before = store_counters()["clicks_without_details"]
         before = client_requests()
         # hit's links are cached already when `hit` ran (nothing empties the
         # cache between them).
@@ -1140,6 +1164,7 @@ def run(processes):
         time.sleep(FLUSH_WAIT)
         counted_requests["requests"] += client_requests() - before
         catch_up["hit-paired"] = [round(FLUSH_WAIT + flushes_settle(clicks_port), 1)]
+        without_details["clicks"] += store_counters()["clicks_without_details"] - shed_before
         stalls = redis_stalls(redis_port), redis_stalls(clicks_port)
         hit = scenarios["hit-paired"] = median_of(paired)
         hit["runs_rps"] = [r["rps"] for r in paired]
@@ -1302,13 +1327,18 @@ def run(processes):
         flushes_settle(clicks_port)
         stored = stored_clicks(clicks_port) - stored_before
         counted_apart["stored"] += stored
+        # The restart before the turns started the counters again.
+        counters = store_counters()
         scenarios["miss/lookup-synth"] = {"miss_rps": miss["rps"], "lookup_synth_rps": lookup["rps"],
                                           "ratio": round(miss["rps"] / lookup["rps"], 3), "turns": miss["turns"],
                                           "requests": miss["requests"] + lookup["requests"],
-                                          "clicks_stored": stored, "reused_keys": run["reused_keys"]}
+                                          "clicks_stored": stored, "reused_keys": run["reused_keys"],
+                                          "clicks_without_details": counters["clicks_without_details"],
+                                          "clicks_dropped": counters["clicks_dropped"]}
         say(f"miss in turns with lookup-synth: {miss['rps']:.0f} against {lookup['rps']:.0f} req/s "
             f"({scenarios['miss/lookup-synth']['ratio']:.3f}; {miss['turns']} turns each), {stored} clicks stored "
-            f"for {miss['requests'] + lookup['requests']} requests sent, p99 of both {run['p99_ms']} ms")
+            f"for {miss['requests'] + lookup['requests']} requests sent ({counters['clicks_without_details']} "
+            f"without details, {counters['clicks_dropped']} dropped), p99 of both {run['p99_ms']} ms")
 
     say("origin-miss: every request a fresh key, fetched from an HTTP origin")
     scenario("origin-miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="originmiss")
@@ -1338,8 +1368,10 @@ def run(processes):
                   "lost": max(0, counted_requests["requests"] - stored),
                   "double": max(0, stored - counted_requests["requests"])}
         clicks["catch_up_s"] = catch_up
+        clicks["without_details"] = without_details["clicks"]
         say(f"clicks: {clicks['stored']} stored for {clicks['requests']} link requests "
-            f"in hit, hit-domain, hit-query, hit-rules, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice); "
+            f"in hit, hit-domain, hit-query, hit-rules, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice; "
+            f"{clicks['without_details']} counted without details, the click store's backlog past half full); "
             f"all sent {catch_up} s after each run")
     clicks_cluster = None
     if CLUSTER and (not ONLY or "miss-cluster-clicks" in ONLY):
