@@ -9,7 +9,8 @@ whatever happens.
 
 Figures do not travel between machines, so each is compared with a limit
 taken on the same machine in the same run (see TARGETS): `hit` latency with
-Varnish's own ceiling, `miss` with `lookup-synth` (the same VCL and VMOD
+Varnish's own ceiling (each run paired with one of the ceiling, the median
+of their ratios), `miss` with `lookup-synth` (the same VCL and VMOD
 answering each request in vcl_recv with one lookup and a synthetic redirect,
 counted, nothing cached; in turns of one run, each with keys never asked
 for), `storm` (500 connections from a cold cache)
@@ -997,8 +998,12 @@ def run(processes):
                     f"clicks' Redis {redis_us} µs and its AOF rewrites {forks_us} µs")
             scenarios[name + "/" + pair[0]] = statistics.median(
                 r["rps"] / p["rps"] for r, p in zip(runs, done))
-            say(f"{pair[0]}: {scenarios[pair[0]]['rps']:.0f} req/s (runs {scenarios[pair[0]]['runs_rps']}); "
-                f"{name} / {pair[0]} per pair: {[round(r['rps'] / p['rps'], 3) for r, p in zip(runs, done)]}")
+            scenarios[name + "/" + pair[0] + " p99"] = statistics.median(
+                r["p99_ms"] / p["p99_ms"] for r, p in zip(runs, done))
+            say(f"{pair[0]}: {scenarios[pair[0]]['rps']:.0f} req/s (runs {scenarios[pair[0]]['runs_rps']}), "
+                f"p99 {scenarios[pair[0]]['runs_p99_ms']} ms; {name} / {pair[0]} per pair: "
+                f"{[round(r['rps'] / p['rps'], 3) for r, p in zip(runs, done)]}, p99 "
+                f"{[round(r['p99_ms'] / p['p99_ms'], 3) for r, p in zip(runs, done)]}")
         # Whatever comes next (the writer's purges too) meets the
         # short-link VCL again.
         varnishadm(workdir, "vcl.use", "boot")
@@ -1061,8 +1066,12 @@ def run(processes):
     # The cache holds nothing yet (the limit VCLs store nothing): warming
     # puts exactly the hit keys in it.
     warm = links_wrk("fresh", hit_keys, duration=max(2, DURATION // 3))
-    say("hit: cached links")
-    scenario("hit", links_wrk("random", hit_keys), prepare=warm, counted=True)
+    # A run's p99 moves between runs of one machine by more than the target
+    # allows (ceiling's read 1.7 to 6.8 ms in one run): hit's is judged by
+    # the median of its ratios to runs of the ceiling paired with it.
+    say("hit: cached links, each run paired with ceiling-paired (the ceiling on the same keys)")
+    scenario("hit", links_wrk("random", hit_keys), prepare=warm, counted=True,
+             pairs=[("ceiling-paired", "ceiling")])
 
     def answers_checked(side, samples, host=None, query=None):
         """Asks for a few of `samples` (path, Location expected) as wrk
@@ -1516,6 +1525,7 @@ def run(processes):
         },
         # hit and hit-uncounted in turns of one run.
         "counting_cost": scenarios["hit/hit-uncounted"],
+        "hit_p99_to_ceiling_per_pair_median": round(scenarios["hit/ceiling-paired p99"], 3),
         "restart": {"zipf_restart_to_before_per_run_median":
                     round(scenarios["zipf-restart/zipf-before-restart"], 3)},
         # miss and lookup-synth in turns of one run, each key asked for once.
@@ -1643,8 +1653,10 @@ sub vcl_backend_response {
 # whether a quick run enforces it too (only what does not depend on speed);
 # a ratio the report already holds (a median of paired runs) is used as it is.
 TARGETS = [
-    ("hit p99", lambda r: r["scenarios"]["hit"]["p99_ms"], "ceiling p99",
-     lambda r: r["scenarios"]["ceiling"]["p99_ms"], "<=", 1.3, False),
+    # Each run of hit against a run of the ceiling paired with it.
+    ("hit p99", lambda r: r["scenarios"]["hit"]["p99_ms"], "ceiling-paired p99",
+     lambda r: r["scenarios"]["ceiling-paired"]["p99_ms"], "<=", 1.3, False,
+     lambda r: r["hit_p99_to_ceiling_per_pair_median"]),
     # Counted hits against uncounted ones, in turns of one run.
     ("counting cost", lambda r: r["counting_cost"]["hit_rps"], "hit-uncounted req/s",
      lambda r: r["counting_cost"]["uncounted_rps"], ">=", 0.95, False),
