@@ -468,14 +468,14 @@ mod tests {
             200,
             "every click in the totals"
         );
-        let ops = |letter: &str| {
+        let keys_named = |prefix: &str| {
             (flusher.sealed.iter())
                 .flat_map(|batch| batch.keys.iter())
-                .filter(|key| key.starts_with(letter))
+                .filter(|key| key.starts_with(prefix))
                 .count() as u64
         };
-        assert_eq!(ops("short:details:"), 200 - without);
-        assert_eq!(ops("short:visitors:"), 200 - without);
+        assert_eq!(keys_named("short:details:"), 200 - without);
+        assert_eq!(keys_named("short:visitors:"), 200 - without);
     }
 
     /// The fields and counts the sealed batches add to `hash`.
