@@ -10,6 +10,9 @@ punctuation other than `-` and `_` dropped, spaces turned into `-`, and
 `-1`, `-2`, ... added to repeated headings. Links with a scheme
 (`https:`, `mailto:`) are left alone.
 
+Checking every file (no arguments), it also fails on a decision record
+(`docs/adr/*.md`) the README's list of decisions does not link to.
+
 Usage: scripts/check-links.py [FILE.md ...]   (default: `git ls-files '*.md'`)
 """
 
@@ -141,6 +144,15 @@ def check(path):
     return problems
 
 
+def unlisted_decisions():
+    """The decision records README.md does not link to, as messages."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as file:
+        linked = {os.path.normpath(target.partition("#")[0]) for _, target in links(file.read())}
+    records = sorted(name for name in os.listdir(os.path.join(ROOT, "docs", "adr")) if name.endswith(".md"))
+    return [f"README.md: lists no link to the decision docs/adr/{name}"
+            for name in records if os.path.join("docs", "adr", name) not in linked]
+
+
 def main(arguments):
     if arguments:
         files = [os.path.abspath(argument) for argument in arguments]
@@ -156,10 +168,12 @@ def main(arguments):
         if os.path.isfile(path):
             checked += 1
             problems.extend(check(path))
+    if not arguments:
+        problems.extend(unlisted_decisions())
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
-        print(f"check-links: {len(problems)} broken link(s) in {checked} file(s)", file=sys.stderr)
+        print(f"check-links: {len(problems)} problem(s) in {checked} file(s)", file=sys.stderr)
         return 1
     print(f"check-links: every relative link of {checked} Markdown file(s) resolves")
     return 0
