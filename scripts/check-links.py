@@ -71,9 +71,7 @@ def anchors(path):
     if path not in _anchors:
         seen = {}
         found = set()
-        with open(path, encoding="utf-8") as file:
-            text = file.read()
-        for _, line in blocks(text):
+        for _, line in blocks(read(path)):
             found.update(HTML_ANCHOR.findall(line))
             match = HEADING.match(line)
             if not match:
@@ -115,10 +113,20 @@ def links(text):
         offset += len(line) + 1
 
 
+_texts = {}
+
+
+def read(path):
+    """A Markdown file's text, read once however many checks need it."""
+    if path not in _texts:
+        with open(path, encoding="utf-8") as file:
+            _texts[path] = file.read()
+    return _texts[path]
+
+
 def check(path):
     """The broken links of one Markdown file, as messages."""
-    with open(path, encoding="utf-8") as file:
-        text = file.read()
+    text = read(path)
     here = os.path.dirname(path)
     problems = []
     for number, target in links(text):
@@ -144,16 +152,16 @@ def check(path):
     return problems
 
 
-def unlisted_decisions():
-    """The decision records README.md does not link to, as messages."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as file:
-        linked = {os.path.normpath(target.partition("#")[0]) for _, target in links(file.read())}
-    records = sorted(name for name in os.listdir(os.path.join(ROOT, "docs", "adr")) if name.endswith(".md"))
-    return [f"README.md: lists no link to the decision docs/adr/{name}"
-            for name in records if os.path.join("docs", "adr", name) not in linked]
+def unlisted_decisions(tracked):
+    """The tracked decision records README.md does not link to, as messages."""
+    linked = {os.path.normpath(target.partition("#")[0])
+              for _, target in links(read(os.path.join(ROOT, "README.md")))}
+    records = sorted(name for name in tracked if os.path.dirname(name) == os.path.join("docs", "adr"))
+    return [f"README.md: lists no link to the decision {name}" for name in records if name not in linked]
 
 
 def main(arguments):
+    tracked = []
     if arguments:
         files = [os.path.abspath(argument) for argument in arguments]
     else:
@@ -161,7 +169,8 @@ def main(arguments):
             ["git", "ls-files", "-z", "--", "*.md"],
             cwd=ROOT, check=True, capture_output=True, text=True,
         ).stdout
-        files = [os.path.join(ROOT, name) for name in listed.split("\0") if name]
+        tracked = [name for name in listed.split("\0") if name]
+        files = [os.path.join(ROOT, name) for name in tracked]
     problems = []
     checked = 0
     for path in files:
@@ -169,7 +178,7 @@ def main(arguments):
             checked += 1
             problems.extend(check(path))
     if not arguments:
-        problems.extend(unlisted_decisions())
+        problems.extend(unlisted_decisions(tracked))
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
