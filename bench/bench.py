@@ -69,8 +69,9 @@ configuration (and so to the VMOD's settings), e.g. "pool_size = 64".
 the admission rule: what the rule gains) as well; for
 finding what a feature costs, BENCH_SCENARIOS=storm,storm-uncounted runs
 the storm with counting off too (storm-cached-first: with every answer
-cached at its first request), and BENCH_WRITER_PURGE=0 runs the writer
-without purging Varnish.
+cached at its first request), BENCH_SCENARIOS=zipf,zipf-uncounted does
+the same for `zipf`, and BENCH_WRITER_PURGE=0 runs the writer without
+purging Varnish.
 BENCH_REDIS=cluster also loads the links into a Redis Cluster of three
 primaries (the shipped configuration, cluster-enabled) and runs `miss` on a
 VCL that looks them up there (`miss-cluster`), against `miss` on one Redis
@@ -1368,6 +1369,9 @@ def run(processes):
         script_usec = cluster_script_usec(cluster_ports) - scripts_before
     say("zipf: s = 1.0 over every link, from an empty cache")
     scenario("zipf", links_wrk("zipf", all_keys), prepare=empty_cache, counted=True)
+    if "zipf-uncounted" in ONLY:
+        # For profiling only: what counting costs the long tail.
+        scenario("zipf-uncounted", links_wrk("zipf", all_keys), prepare=empty_cache, vcl_name="uncounted")
 
     clicks = None
     if not ONLY or {"hit", "hit-domain", "hit-query", "hit-rules", "miss", "zipf"} & set(ONLY):
