@@ -409,6 +409,18 @@ def varnishstat(workdir, pattern):
     return {name: counter.get("value", 0) for name, counter in counters.items()}
 
 
+def varnishstat_every(workdir, pattern):
+    """(name, value) of every counter matching `pattern`, duplicates kept:
+    a VMOD object's counters are named for the object, so an object of the
+    same name in each loaded VCL has counters of its own under one name,
+    which `varnishstat` lists once each and a dict would keep the last of."""
+    document = json.loads(subprocess.run(
+        ["varnishstat", "-n", str(workdir), "-j", "-f", pattern],
+        capture_output=True, text=True).stdout or "[]", object_pairs_hook=list)
+    counters = dict(document).get("counters", [])
+    return [(name, dict(fields).get("value", 0)) for name, fields in counters]
+
+
 def varnishd_params():
     """`-p name=value` for every line of the shipped vcl/varnishd.params."""
     args = []
@@ -886,10 +898,28 @@ def run(processes):
         while client_requests() == requests and time.monotonic() < deadline:
             time.sleep(0.05)
         counters = {}
-        for name, value in varnishstat(workdir, "shortlink.*").items():
+        for name, value in varnishstat_every(workdir, "shortlink.*"):
             short = name.rpartition(".")[2]
             counters[short] = max(counters.get(short, 0), value)
         return counters
+
+    def clicks_settle(port=None):
+        """Seconds until Redis is quiet (`flushes_settle`) and every click
+        the flusher took from the request path is stored or dropped. Redis
+        going quiet is not enough alone: after a saturated run the flusher
+        may still be tallying a backlog it took before Redis went quiet, and
+        a restart then would lose it. The store's counters only grow within
+        a child, so the largest of each (store_counters) is the newest."""
+        started = time.monotonic()
+        while True:
+            looked = time.monotonic() - started
+            settled = looked + flushes_settle(port or clicks_port)
+            counters = store_counters()
+            if counters.get("clicks_counted", 0) <= (counters.get("clicks_flushed", 0)
+                                                     + counters.get("clicks_dropped", 0)):
+                return settled
+            if time.monotonic() - started > 120:
+                raise SystemExit(f"bench: clicks still held by the flusher after 120 s: {counters}")
 
     def client_requests():
         return varnishstat(workdir, "MAIN.client_req").get("MAIN.client_req", 0)
@@ -924,7 +954,7 @@ def run(processes):
                 # what it stored is set apart, and what it did not store
                 # reported with it.
                 time.sleep(FLUSH_WAIT)
-                flushes_settle(clicks_port)
+                clicks_settle()
                 stored_before = stored_clicks(clicks_port)
             before = prepared()
             if counts:
@@ -933,7 +963,7 @@ def run(processes):
             figures = measure()
             if counts:
                 time.sleep(FLUSH_WAIT)
-                flushes_settle(clicks_port)
+                clicks_settle()
                 # Before stored_clicks, whose scan is Redis's work too.
                 figures["click_cpu_s"] = [after - before for after, before
                                           in zip(click_pipeline_cpu(clicks_port), cpu_before)]
@@ -965,7 +995,7 @@ def run(processes):
                 # scenario restarts the child, which would lose what it
                 # still holds.
                 ports = cluster_ports if clicks_in == "cluster" else [clicks_port]
-                settled = sum(flushes_settle(port) for port in ports)
+                settled = sum(clicks_settle(port) for port in ports)
                 catch_up.setdefault(name, []).append(round(FLUSH_WAIT + settled, 1))
                 # Read before the next run, whose restart starts them again.
                 counters = store_counters()
@@ -1009,7 +1039,10 @@ def run(processes):
         # short-link VCL again.
         varnishadm(workdir, "vcl.use", "boot")
         scenarios[name] = median_of(runs)
-        counters = varnishstat(workdir, "shortlink.*")
+        # Each VCL's object counts its own lookups, under the same names.
+        counters = {}
+        for counter, value in varnishstat_every(workdir, "shortlink.*"):
+            counters[counter] = counters.get(counter, 0) + value
         lookups = counters.get("shortlink.shortlink_links.lookups", 0)
         trips = counters.get("shortlink.shortlink_links.round_trips", 0)
         failed = sum(counters.get(f"shortlink.shortlink_links.{c}", 0) for c in ("timeouts", "redis_errors"))
@@ -1173,7 +1206,7 @@ def run(processes):
         varnishadm(workdir, "vcl.use", "boot")
         time.sleep(FLUSH_WAIT)
         counted_requests["requests"] += client_requests() - before
-        catch_up["hit-paired"] = [round(FLUSH_WAIT + flushes_settle(clicks_port), 1)]
+        catch_up["hit-paired"] = [round(FLUSH_WAIT + clicks_settle(), 1)]
         without_details["clicks"] += store_counters()["clicks_without_details"] - shed_before
         stalls = redis_stalls(redis_port), redis_stalls(clicks_port)
         hit = scenarios["hit-paired"] = median_of(paired)
@@ -1256,14 +1289,14 @@ def run(processes):
         if ONLY and "hit" not in ONLY:
             warm()
         time.sleep(FLUSH_WAIT)
-        flushes_settle(clicks_port)
+        clicks_settle()
         stored_before = stored_clicks(clicks_port)
         (counted, uncounted), run = in_turns("hit beside hit-uncounted", [
             {"keys": hit_keys, "header": f"{SIDE_HEADER}: counted"},
             {"keys": hit_keys, "header": f"{SIDE_HEADER}: uncounted"}])
         varnishadm(workdir, "vcl.use", "boot")
         time.sleep(FLUSH_WAIT)
-        flushes_settle(clicks_port)
+        clicks_settle()
         stored = stored_clicks(clicks_port) - stored_before
         counted_apart["stored"] += stored
         if not counted["requests"] - CONNECTIONS <= stored <= counted["requests"]:
@@ -1323,7 +1356,7 @@ def run(processes):
         empty_cache()
         varnishadm(workdir, "vcl.use", "router")
         time.sleep(FLUSH_WAIT)
-        flushes_settle(clicks_port)
+        clicks_settle()
         stored_before = stored_clicks(clicks_port)
         (miss, lookup), run = in_turns("miss beside lookup-synth", [
             {"keys": fresh_miss_keys, "fresh": True, "header": f"{SIDE_HEADER}: counted"},
@@ -1334,7 +1367,7 @@ def run(processes):
             raise SystemExit(f"bench: miss beside lookup-synth: {run['reused_keys']} keys asked for twice; "
                              "load more links (BENCH_LINKS) or run it shorter")
         time.sleep(FLUSH_WAIT)
-        flushes_settle(clicks_port)
+        clicks_settle()
         stored = stored_clicks(clicks_port) - stored_before
         counted_apart["stored"] += stored
         # The restart before the turns started the counters again.
