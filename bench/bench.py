@@ -402,11 +402,9 @@ def varnishadm(workdir, *args):
 
 
 def varnishstat(workdir, pattern):
-    """The values of the counters matching `pattern`, by name."""
-    counters = json.loads(subprocess.run(
-        ["varnishstat", "-n", str(workdir), "-j", "-f", pattern],
-        capture_output=True, text=True).stdout or "{}").get("counters", {})
-    return {name: counter.get("value", 0) for name, counter in counters.items()}
+    """The values of the counters matching `pattern`, by name: for names
+    only one counter has (Varnish's own); a VMOD's, see varnishstat_every."""
+    return dict(varnishstat_every(workdir, pattern))
 
 
 def varnishstat_every(workdir, pattern):
@@ -908,8 +906,7 @@ def run(processes):
         the flusher took from the request path is stored or dropped. Redis
         going quiet is not enough alone: after a saturated run the flusher
         may still be tallying a backlog it took before Redis went quiet, and
-        a restart then would lose it. The store's counters only grow within
-        a child, so the largest of each (store_counters) is the newest."""
+        a restart then would lose it."""
         started = time.monotonic()
         while True:
             looked = time.monotonic() - started
