@@ -40,29 +40,26 @@ impl RedisCluster {
     pub fn start(dir: &Path, primaries: usize, replicas: usize) -> Result<Self, String> {
         let began = Instant::now();
         let total = primaries * (1 + replicas);
-        // The bus port: not the default of port + 10000, which may be taken
-        // or past 65535.
-        let bus_ports = (0..total)
-            .map(|_| free_port())
-            .collect::<Result<Vec<_>, _>>()?;
         let nodes = std::thread::scope(|scope| {
-            let starting: Vec<_> = bus_ports
-                .iter()
-                .enumerate()
-                .map(|(n, bus_port)| {
+            let starting: Vec<_> = (0..total)
+                .map(|n| {
                     scope.spawn(move || {
-                        let config = format!(
-                            "cluster-enabled yes\ncluster-port {bus_port}\n\
-                             cluster-config-file nodes.conf\n\
-                             cluster-node-timeout {}\n\
-                             cluster-require-full-coverage no\n\
-                             repl-diskless-sync-delay 0\n",
-                            NODE_TIMEOUT.as_millis()
-                        );
-                        Redis::start(
+                        Redis::start_with(
                             &dir.join(format!("node-{n}")),
                             Persistence::Scratch,
-                            &config,
+                            || {
+                                // The bus port: not the default of port + 10000,
+                                // which may be taken or past 65535.
+                                Ok(format!(
+                                    "cluster-enabled yes\ncluster-port {}\n\
+                                 cluster-config-file nodes.conf\n\
+                                 cluster-node-timeout {}\n\
+                                 cluster-require-full-coverage no\n\
+                                 repl-diskless-sync-delay 0\n",
+                                    free_port()?,
+                                    NODE_TIMEOUT.as_millis()
+                                ))
+                            },
                         )
                     })
                 })
@@ -91,13 +88,17 @@ impl RedisCluster {
                 &last.to_string(),
             ])?;
         }
-        for (node, bus_port) in nodes.iter().zip(&bus_ports).skip(1) {
+        for node in &nodes[1..] {
+            let bus_port = node
+                .query::<Vec<String>>(&["CONFIG", "GET", "cluster-port"])?
+                .pop()
+                .ok_or("CONFIG GET cluster-port: no answer")?;
             nodes[0].query::<()>(&[
                 "CLUSTER",
                 "MEET",
                 "127.0.0.1",
                 &node.port.to_string(),
-                &bus_port.to_string(),
+                &bus_port,
             ])?;
         }
         let cluster = Self {

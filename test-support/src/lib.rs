@@ -149,16 +149,55 @@ fn spawn_logged(command: &mut Command, log: &Path, what: &str) -> Result<Child, 
         .map_err(|e| format!("cannot start {what} (is it installed?): {e}"))
 }
 
-/// Waits until `child` serves on `port`; kills it if it does not in time.
-fn serving(mut child: Child, port: u16, within: Duration, log: &Path) -> Result<Child, String> {
-    match wait_for_port(port, within) {
-        Ok(()) => Ok(child),
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            Err(format!("{e}; see {}", log.display()))
+/// Waits until `child` (`what`, for errors) serves on `port`; kills it if
+/// it does not in time. A child that exits fails at once, its log named.
+fn serving(
+    mut child: Child,
+    what: &str,
+    port: u16,
+    within: Duration,
+    log: &Path,
+) -> Result<Child, String> {
+    let exited = |child: &mut Child| child.try_wait().ok().flatten();
+    let listening = poll_until(within, || {
+        exited(&mut child).is_some() || TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    if let Some(status) = exited(&mut child) {
+        return Err(format!("{what} exited ({status}); see {}", log.display()));
+    }
+    if listening {
+        return Ok(child);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(format!(
+        "{what}: nothing listens on 127.0.0.1:{port} after {within:?}; see {}",
+        log.display()
+    ))
+}
+
+/// Runs `start`, which picks free ports and starts a server logging to
+/// `log`, again on other ports while the server could not listen on one.
+/// A port free when picked may be taken before the server binds it, e.g.
+/// by a port picked at the same time for another node of a cluster.
+fn on_free_ports<T>(log: &Path, mut start: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    const TRIES: u32 = 5;
+    let mut tries = 1;
+    loop {
+        // Only this try's log tells whether a port was taken.
+        let _ = fs::remove_file(log);
+        match start() {
+            Err(message) if tries < TRIES && port_was_taken(log) => {
+                eprintln!("{message}: a port was taken meanwhile, trying others");
+                tries += 1;
+            }
+            result => return result,
         }
     }
+}
+
+fn port_was_taken(log: &Path) -> bool {
+    fs::read_to_string(log).is_ok_and(|text| text.contains("Address already in use"))
 }
 
 /// Output of a command that must succeed.

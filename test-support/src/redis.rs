@@ -14,7 +14,7 @@ use std::process::{Child, Command};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::{command_output, free_port, poll_until, repo_root, spawn_logged};
+use crate::{command_output, free_port, on_free_ports, poll_until, repo_root, spawn_logged};
 
 /// How long a start may take: the shipped configuration replays its AOF first.
 const START_WITHIN: Duration = Duration::from_secs(10);
@@ -49,9 +49,21 @@ impl Redis {
     /// Starts Redis with its files in `dir`; `extra` is appended to its
     /// configuration.
     pub fn start(dir: &Path, persistence: Persistence, extra: &str) -> Result<Self, String> {
+        Self::start_with(dir, persistence, || Ok(extra.to_owned()))
+    }
+
+    /// [`Redis::start`] with `extra` written anew for each try, for settings
+    /// that hold ports of their own (a cluster node's bus port).
+    ///
+    /// A server that finds a port taken is started again on others.
+    pub fn start_with(
+        dir: &Path,
+        persistence: Persistence,
+        extra: impl Fn() -> Result<String, String>,
+    ) -> Result<Self, String> {
         fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let port = free_port()?;
         let config = dir.join("redis.conf");
+        let log = dir.join("redis.log");
         let base = match persistence {
             Persistence::Shipped => format!(
                 "include {}\n",
@@ -59,19 +71,24 @@ impl Redis {
             ),
             Persistence::Scratch => "save \"\"\nappendonly no\n".to_owned(),
         };
-        fs::write(
-            &config,
-            format!(
-                "{base}port {port}\nbind 127.0.0.1\ndaemonize no\ndir {dir}\n\
-                 pidfile {dir}/redis.pid\nlogfile {dir}/redis.log\n{extra}",
-                dir = dir.display()
-            ),
-        )
-        .map_err(|e| format!("{}: {e}", config.display()))?;
-        let mut redis = Self::attach(&config)?;
-        redis.owner = true;
-        redis.launch()?;
-        Ok(redis)
+        on_free_ports(&log, || {
+            let port = free_port()?;
+            fs::write(
+                &config,
+                format!(
+                    "{base}port {port}\nbind 127.0.0.1\ndaemonize no\ndir {dir}\n\
+                     pidfile {dir}/redis.pid\nlogfile {log}\n{extra}",
+                    dir = dir.display(),
+                    log = log.display(),
+                    extra = extra()?
+                ),
+            )
+            .map_err(|e| format!("{}: {e}", config.display()))?;
+            let mut redis = Self::attach(&config)?;
+            redis.owner = true;
+            redis.launch()?;
+            Ok(redis)
+        })
     }
 
     /// A Sentinel with its files in `dir`: `monitor` holds its `sentinel`

@@ -6,7 +6,8 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use crate::{
-    command_output, free_port, serving, shipped_varnishd_params, spawn_logged, varnishd_args,
+    command_output, free_port, on_free_ports, serving, shipped_varnishd_params, spawn_logged,
+    varnishd_args,
 };
 
 /// A `varnishd` in the foreground on a free loopback port, running a VCL file
@@ -18,10 +19,12 @@ pub struct Varnish {
 }
 
 impl Varnish {
-    /// Starts Varnish with `vcl` on a free port; `shortlink` is found in
-    /// the release build.
+    /// Starts Varnish with `vcl` on a free port (others if it is taken
+    /// before Varnish binds it); `shortlink` is found in the release build.
     pub fn start(dir: &Path, vcl: &Path) -> Result<Self, String> {
-        Self::start_on(dir, vcl, free_port()?)
+        on_free_ports(&dir.join("varnishd.log"), || {
+            Self::start_on(dir, vcl, free_port()?)
+        })
     }
 
     /// Starts Varnish with `vcl` on `port`.
@@ -46,7 +49,7 @@ impl Varnish {
         Ok(Self {
             port,
             workdir,
-            child: serving(child, port, Duration::from_secs(30), &log)?,
+            child: serving(child, "varnishd", port, Duration::from_secs(30), &log)?,
         })
     }
 

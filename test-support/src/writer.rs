@@ -62,7 +62,7 @@ impl Writer {
         )?;
         Ok(Self {
             port,
-            child: serving(child, port, Duration::from_secs(10), &log)?,
+            child: serving(child, "the writer", port, Duration::from_secs(10), &log)?,
         })
     }
 
