@@ -880,7 +880,19 @@ def run(processes):
     catch_up = {}
     # People's clicks of the checked runs the click store counted without
     # their details and visitor (its backlog past half full).
-    without_details = {"clicks": 0}
+    # What the click store shed in the checked runs, by its own counters:
+    # clicks counted without details past half its backlog, and clicks
+    # dropped past all of it (lost, and told apart from clicks lost otherwise).
+    shed = {"clicks_without_details": 0, "clicks_dropped": 0}
+
+    def shed_so_far():
+        counters = store_counters()
+        return {name: counters.get(name, 0) for name in shed}
+
+    def add_shed(since):
+        for name, value in shed_so_far().items():
+            shed[name] += value - since[name]
+
 
     def store_counters():
         """The click store's counters in this child (a restart starts them
@@ -988,8 +1000,8 @@ def run(processes):
                 for pair in pairs:
                     paired_run(pair)
             # A restart (empty_cache) starts the store's counters again.
-            shed_before = (store_counters()["clicks_without_details"]
-                           if counted and prepare is not empty_cache else 0)
+            shed_before = (shed_so_far() if counted and prepare is not empty_cache
+                           else dict.fromkeys(shed, 0))
             before = prepared()
             runs.append(measure())
             if counted:
@@ -1004,14 +1016,13 @@ def run(processes):
                 settled = sum(clicks_settle(port) for port in ports)
                 catch_up.setdefault(name, []).append(round(FLUSH_WAIT + settled, 1))
                 # Read before the next run, whose restart starts them again.
-                counters = store_counters()
                 if clicks_in == "requests":
-                    without_details["clicks"] += counters["clicks_without_details"] - shed_before
+                    add_shed(shed_before)
                 if os.environ.get("BENCH_CLICK_COUNTERS"):
                     # Where clicks went, run by run: stored so far against
                     # requests so far, and the store's own counters.
                     stored = sum(stored_clicks(p) for p in ports)
-                    said = {counter: value for counter, value in counters.items() if value and any(
+                    said = {counter: value for counter, value in store_counters().items() if value and any(
                         w in counter for w in ("dropped", "without_details", "flush_failures", "pending"))}
                     say(f"{name}: {counted_requests[clicks_in]} requests so far, {stored} stored; {said}")
             if prepare is empty_cache and vcl_name == "boot":
@@ -1175,7 +1186,7 @@ def run(processes):
         if not chosen:
             return
         varnishadm(workdir, "vcl.use", "boot")
-        shed_before = store_counters()["clicks_without_details"]
+        shed_before = shed_so_far()
         before = client_requests()
         # hit's links are cached already when `hit` ran (nothing empties the
         # cache between them).
@@ -1209,7 +1220,7 @@ def run(processes):
         time.sleep(FLUSH_WAIT)
         counted_requests["requests"] += client_requests() - before
         catch_up["hit-paired"] = [round(FLUSH_WAIT + clicks_settle(), 1)]
-        without_details["clicks"] += store_counters()["clicks_without_details"] - shed_before
+        add_shed(shed_before)
         stalls = redis_stalls(redis_port), redis_stalls(clicks_port)
         hit = scenarios["hit-paired"] = median_of(paired)
         hit["runs_rps"] = [r["rps"] for r in paired]
@@ -1416,9 +1427,11 @@ def run(processes):
                   "lost": max(0, counted_requests["requests"] - stored),
                   "double": max(0, stored - counted_requests["requests"])}
         clicks["catch_up_s"] = catch_up
-        clicks["without_details"] = without_details["clicks"]
+        clicks["without_details"] = shed["clicks_without_details"]
+        clicks["dropped"] = shed["clicks_dropped"]
         say(f"clicks: {clicks['stored']} stored for {clicks['requests']} link requests "
-            f"in hit, hit-domain, hit-query, hit-rules, miss and zipf ({clicks['lost']} lost, {clicks['double']} counted twice; "
+            f"in hit, hit-domain, hit-query, hit-rules, miss and zipf ({clicks['lost']} lost, {clicks['dropped']} of "
+            f"them dropped by the click store past its backlog; {clicks['double']} counted twice; "
             f"{clicks['without_details']} counted without details, the click store's backlog past half full); "
             f"all sent {catch_up} s after each run")
     clicks_cluster = None
@@ -1865,7 +1878,8 @@ def print_table(report):
     c = report["clicks"]
     print(f"clicks      {c['stored']:,} stored for {c['requests']:,} link requests in hit, hit-domain, hit-query, hit-rules, "
           f"miss and zipf: "
-          f"{c['lost']} lost, {c['double']} counted twice")
+          f"{c['lost']} lost ({c.get('dropped', 0)} of them dropped past the store's backlog), "
+          f"{c['double']} counted twice")
     if "clicks_cluster" in report:
         c = report["clicks_cluster"]
         print(f"            {c['stored']:,} stored in the cluster for {c['requests']:,} link requests in "
