@@ -893,7 +893,6 @@ def run(processes):
         for name, value in shed_so_far().items():
             shed[name] += value - since[name]
 
-
     def store_counters():
         """The click store's counters in this child (a restart starts them
         again), brought up to date: an answer publishes them (a 404, not a

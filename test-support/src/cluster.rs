@@ -52,10 +52,10 @@ impl RedisCluster {
                                 // which may be taken or past 65535.
                                 Ok(format!(
                                     "cluster-enabled yes\ncluster-port {}\n\
-                                 cluster-config-file nodes.conf\n\
-                                 cluster-node-timeout {}\n\
-                                 cluster-require-full-coverage no\n\
-                                 repl-diskless-sync-delay 0\n",
+                                     cluster-config-file nodes.conf\n\
+                                     cluster-node-timeout {}\n\
+                                     cluster-require-full-coverage no\n\
+                                     repl-diskless-sync-delay 0\n",
                                     free_port()?,
                                     NODE_TIMEOUT.as_millis()
                                 ))

@@ -152,26 +152,45 @@ fn spawn_logged(command: &mut Command, log: &Path, what: &str) -> Result<Child, 
 /// Waits until `child` (`what`, for errors) serves on `port`; kills it if
 /// it does not in time. A child that exits fails at once, its log named.
 fn serving(
-    mut child: Child,
+    child: Child,
     what: &str,
     port: u16,
     within: Duration,
     log: &Path,
 ) -> Result<Child, String> {
+    ready_or_failed(
+        child,
+        what,
+        within,
+        log,
+        &format!("listen on 127.0.0.1:{port}"),
+        || TcpStream::connect(("127.0.0.1", port)).is_ok(),
+    )
+}
+
+/// Waits until `ready()` holds for `child` (`what`, for errors); the error
+/// of a child not ready within `within` (killed then) says it did not
+/// `readiness`. A child that exits fails at once. Either error names `log`.
+fn ready_or_failed(
+    mut child: Child,
+    what: &str,
+    within: Duration,
+    log: &Path,
+    readiness: &str,
+    mut ready: impl FnMut() -> bool,
+) -> Result<Child, String> {
     let exited = |child: &mut Child| child.try_wait().ok().flatten();
-    let listening = poll_until(within, || {
-        exited(&mut child).is_some() || TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
+    let answered = poll_until(within, || exited(&mut child).is_some() || ready());
     if let Some(status) = exited(&mut child) {
         return Err(format!("{what} exited ({status}); see {}", log.display()));
     }
-    if listening {
+    if answered {
         return Ok(child);
     }
     let _ = child.kill();
     let _ = child.wait();
     Err(format!(
-        "{what}: nothing listens on 127.0.0.1:{port} after {within:?}; see {}",
+        "{what} did not {readiness} within {within:?}; see {}",
         log.display()
     ))
 }

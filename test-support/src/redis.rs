@@ -14,7 +14,9 @@ use std::process::{Child, Command};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::{command_output, free_port, on_free_ports, poll_until, repo_root, spawn_logged};
+use crate::{
+    command_output, free_port, on_free_ports, poll_until, ready_or_failed, repo_root, spawn_logged,
+};
 
 /// How long a start may take: the shipped configuration replays its AOF first.
 const START_WITHIN: Duration = Duration::from_secs(10);
@@ -154,23 +156,15 @@ impl Redis {
             command.arg("--sentinel");
         }
         inherit_only_stdio(&mut command);
-        let mut child = spawn_logged(&mut command, &log_path, "redis-server")?;
-        let exited = |child: &mut Child| child.try_wait().ok().flatten();
-        let answered = poll_until(START_WITHIN, || self.ping() || exited(&mut child).is_some());
-        if let Some(status) = exited(&mut child) {
-            return Err(format!(
-                "redis-server exited ({status}); see {}",
-                log_path.display()
-            ));
-        }
-        if !answered {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
-                "redis-server did not answer PING within {START_WITHIN:?}; see {}",
-                log_path.display()
-            ));
-        }
+        let child = spawn_logged(&mut command, &log_path, "redis-server")?;
+        let child = ready_or_failed(
+            child,
+            "redis-server",
+            START_WITHIN,
+            &log_path,
+            "answer PING",
+            || self.ping(),
+        )?;
         let mut held = self.child.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(mut previous) = held.replace(child) {
             // Killed earlier, maybe by another process: reap it.
