@@ -96,6 +96,7 @@ waiting for it (WAIT) costs an insert.
 import base64
 import hashlib
 import http.client
+import itertools
 import json
 import os
 import shutil
@@ -157,6 +158,8 @@ ZIPF_WARMUP = int(os.environ.get("BENCH_ZIPF_WARMUP", "3" if QUICK else "20"))
 EDIT_READERS = 16
 # Inserts the claim script is driven with straight at Redis, per run.
 STORE_CEILING_INSERTS = 4_000 if QUICK else 60_000
+# Numbers each store-ceiling run, in the URLs and keys it stores (store_ceiling).
+STORE_CEILING_RUNS = itertools.count(1)
 SPLIT = 2
 PREFIX = "short:"
 CLUSTER = os.environ.get("BENCH_REDIS") == "cluster"
@@ -520,11 +523,18 @@ def store_ceiling(redis_port):
         raise SystemExit(f"bench: SCRIPT LOAD answered {sha!r}")
     # redis-benchmark puts a new random number at every __rand_int__, so the
     # URL and the first candidate are new in each call (-r: 10^8 values; a
-    # larger -r overflows its parsing, and then nothing is substituted).
-    candidates = ["__rand_int__", *(f"c{n}" for n in range(23))]
+    # larger -r overflows its parsing, and then nothing is substituted). It
+    # seeds its numbers with time(NULL) ^ getpid(), which two runs seconds
+    # apart can share: the later then asks for every URL the earlier stored,
+    # each call finds its URL under its first candidate and writes nothing
+    # (the full run of 2026-11-27 stopped on it). The run's number in both
+    # keeps every run's calls new.
+    run = next(STORE_CEILING_RUNS)
+    candidates = [f"r{run}-__rand_int__", *(f"c{n}" for n in range(23))]
     command = ["redis-benchmark", "-p", str(redis_port), "-c", "16", "-n", str(STORE_CEILING_INSERTS),
                "-r", "100000000", "--csv", "EVALSHA", sha, "2", CEILING_HASH, CEILING_LIST,
-               "https://example.org/store-ceiling/__rand_int__", "99999999999999", "sc", "1", *candidates]
+               f"https://example.org/store-ceiling/{run}/__rand_int__", "99999999999999", "sc", "1",
+               *candidates]
     fields = lambda: int(redis_cli(redis_port, "HLEN", CEILING_HASH))
     before = fields()
     result = subprocess.run(command, capture_output=True, text=True, check=True)
