@@ -139,6 +139,15 @@ sub vcl_miss {
     }
 }
 
+# A link request passes only on a hit-for-pass marker (vcl_backend_response:
+# the key's last answer was kept for no time): answered from its lookup,
+# as a first request is.
+sub vcl_pass {
+    if (req.backend_hint == shortlink_links.backend()) {
+        return (synth(753));
+    }
+}
+
 sub vcl_purge {
     if (req.backend_hint == shortlink_links.backend()) {
         return (synth(200, "Purged"));
@@ -162,9 +171,20 @@ sub vcl_backend_response {
         if (beresp.http.Shortlink-Limited) {
             set beresp.uncacheable = true;
         }
+
         # The body is a few hundred bytes made in one go: delivering it whole
         # spares the client thread the wake-ups of streaming.
         set beresp.do_stream = false;
+        # An answer kept for no time (an unknown key while 404s are not
+        # cached; a link at its expiry) leaves a hit-for-pass marker for a
+        # minute instead: the key's requests are then each answered from a
+        # lookup of their own (vcl_pass), where they would queue one by one
+        # behind each other's fetch of an object that expires as it
+        # arrives. A link stored under the key meanwhile is served at its
+        # next request, and cached once the marker lapses or is purged.
+        if (beresp.ttl <= 0s && !beresp.uncacheable) {
+            return (pass(60s));
+        }
         # Skip the built-in rules: a 0s TTL there would make a hit-for-miss.
         return (deliver);
     }
