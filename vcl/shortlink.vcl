@@ -29,7 +29,7 @@ sub vcl_init {
         pool_size = 16,
         status = 301,
         ttl = 86400s,
-        negative_ttl = 60s,
+        negative_ttl = 0s,
         grace = 86400s,
         admission_window = 3600s,
         cache_control = "no-cache",

@@ -290,8 +290,11 @@ impl DurationRule for TtlRule {
 impl Ttl {
     /// A found link.
     pub const FOUND: Self = Self::new(Duration::from_hours(24));
-    /// A 404 for an unknown key (the writer purges it when the key is stored).
-    pub const NEGATIVE: Self = Self::new(Duration::from_mins(1));
+    /// A 404 for an unknown key: not cached, so a link is served the moment
+    /// it is stored (by the writer or by hand) and an insert needs no purge.
+    /// Above zero, a key asked for again within it costs no lookup, and the
+    /// writer purges every key it stores.
+    pub const NEGATIVE: Self = Self::new(Duration::ZERO);
     /// How long an expired link may still be served while Redis is away.
     pub const GRACE: Self = Self::new(Duration::from_hours(24));
 }

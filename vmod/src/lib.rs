@@ -156,7 +156,10 @@ mod shortlink {
             /// a link that expires is never kept past its expiry.
             ttl: Option<Duration>,
             /// How long Varnish caches a 404 for an unknown key (see
-            /// `.ttl()`). Default `60s`. Clients are told not to cache it.
+            /// `.ttl()`). Default `0s`: not cached, so a link stored by
+            /// the writer or by hand is served at once, with no purge. Above
+            /// zero, the writer must purge each key it stores. Clients are
+            /// told not to cache it.
             negative_ttl: Option<Duration>,
             /// How long Varnish may serve an answer past its TTL (see
             /// `.grace()`), never past a link's expiry. Default `1d`.

@@ -13,6 +13,7 @@ use super::without_panic;
 /// A duration as VCL writes it.
 fn vcl_duration(duration: Duration) -> String {
     match duration.as_secs() {
+        0 if duration.is_zero() => "0s".to_owned(),
         0 => format!("{}ms", duration.as_millis()),
         s if s % 86_400 == 0 => format!("{}d", s / 86_400),
         s => format!("{s}s"),

@@ -122,7 +122,8 @@ pub struct RedirectConfig {
     pub status: RedirectStatus,
     /// How long Varnish caches a found link.
     pub ttl_s: u64,
-    /// How long Varnish caches a 404 (the writer purges it on insert).
+    /// How long Varnish caches a 404; 0 (the default) caches none, and the
+    /// writer purges a key it stores only above 0.
     pub negative_ttl_s: u64,
     /// How long Varnish may serve an expired link while Redis is away.
     pub grace_s: u64,
@@ -454,11 +455,22 @@ impl RedirectConfig {
     /// moot.
     #[must_use]
     pub fn longest_kept(&self) -> Duration {
-        Duration::from_secs(
-            self.ttl_s
-                .max(self.negative_ttl_s)
-                .saturating_add(self.grace_s),
-        )
+        // An answer with no TTL gets no grace either (the VMOD's rule).
+        let kept = |ttl_s: u64| {
+            if ttl_s == 0 {
+                0
+            } else {
+                ttl_s.saturating_add(self.grace_s)
+            }
+        };
+        Duration::from_secs(kept(self.ttl_s).max(kept(self.negative_ttl_s)))
+    }
+
+    /// Whether Varnish caches a 404 for an unknown key, which a link stored
+    /// under that key must then purge.
+    #[must_use]
+    pub fn caches_unknown_keys(&self) -> bool {
+        self.negative_ttl_s > 0
     }
 }
 

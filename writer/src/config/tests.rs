@@ -171,6 +171,13 @@ fn a_node_keeps_an_answer_for_the_longest_ttl_plus_grace() {
         settings.config.redirect.longest_kept(),
         Duration::from_secs(630)
     );
+    // An answer with no TTL is not kept, grace or not: with the defaults a
+    // 404 is not cached, and an insert has nothing to purge.
+    let settings = parse("[redirect]\nttl_s = 0\ngrace_s = 30").unwrap();
+    assert_eq!(settings.config.redirect.longest_kept(), Duration::ZERO);
+    assert!(!settings.config.redirect.caches_unknown_keys());
+    let settings = parse("[redirect]\nnegative_ttl_s = 1").unwrap();
+    assert!(settings.config.redirect.caches_unknown_keys());
 }
 
 #[test]

@@ -208,7 +208,7 @@ impl Shortener {
     }
 
     /// Stores `new` on its domain, recording `owner`, then purges its key
-    /// from Varnish. The same URL from the same owner with the same expiry
+    /// from Varnish if Varnish caches 404s. The same URL from the same owner with the same expiry
     /// gets the key it already has; anything else, and any link with a
     /// click limit, gets a key of its own, so a change to one link never
     /// moves another and no link starts with another's clicks. Whether
@@ -227,9 +227,14 @@ impl Shortener {
             None => store.insert_generated(&record).await,
         };
         let inserted = self.purged_if_stored(domain, inserted).await?;
-        // Even an existing link may have a 404 cached from before it was
-        // stored (by hand, say): purging costs little and settles it.
-        let purge_warning = self.purge(domain, &inserted.link().key).await;
+        // Only a cached 404 can hide a new link (even an existing one, stored
+        // by hand after its key was asked for). Without negative caching
+        // there is none, and the insert waits for no Varnish node.
+        let purge_warning = if self.settings.config.redirect.caches_unknown_keys() {
+            self.purge(domain, &inserted.link().key).await
+        } else {
+            None
+        };
         Ok(Written {
             outcome: inserted,
             purge_warning,

@@ -74,6 +74,9 @@ impl Suite {
                  # The browser test's landing page is on loopback.\n\
                  allow_private_targets = true\n\
                  [redis]\nurl = \"{}\"\n\
+                 # 404s cached, so that inserts have one to purge (the\n\
+                 # defaults cache none, and an insert purges nothing).\n\
+                 [redirect]\nnegative_ttl_s = 60\n\
                  [varnish]\npurge_url = \"http://127.0.0.1:{varnish_port}\"\n\
                  purge_secret = \"{PURGE_SECRET}\"\n\
                  vmod = \"{}\"\n\

@@ -1,5 +1,7 @@
 //! The whole path: the writer stores and purges, Varnish serves the link
-//! at once.
+//! at once. The suite's Varnish caches 404s (`negative_ttl_s = 60`), so
+//! that its inserts have one to purge; under the defaults they have none
+//! (`lifecycle::unpurged_changes_say_so`).
 
 use std::process::Command;
 use std::time::Duration;

@@ -704,11 +704,36 @@ pub fn command_line_acts_on_the_domain_named(suite: &Suite) -> Result<(), String
 }
 
 /// A change Varnish was not told of says so, and is stored all the same.
+/// Under the defaults Varnish caches no 404, so an insert has nothing to
+/// purge and says nothing.
 pub fn unpurged_changes_say_so(suite: &Suite) -> Result<(), String> {
     let closed = test_support::free_port()?;
-    let settings = suite.settings_with("t-unpurged:", 2, |config| {
-        config.varnish.purge_url = format!("http://127.0.0.1:{closed}");
-    });
+    let unpurged = |negative_ttl_s| {
+        suite.settings_with("t-unpurged:", 2, |config| {
+            config.varnish.purge_url = format!("http://127.0.0.1:{closed}");
+            config.redirect.negative_ttl_s = negative_ttl_s;
+        })
+    };
+    block_on(async {
+        let shortener = shortlink_writer::links::shortener::Shortener::new(unpurged(0))
+            .map_err(|e| e.to_string())?;
+        let new = shortlink_writer::links::shortener::NewLink {
+            url: "https://example.org/lifecycle/unpurged-uncached",
+            key: Some("uncached"),
+            ..Default::default()
+        };
+        let created = shortener
+            .create(&new, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        ensure(created.purge_warning.is_none(), || {
+            format!(
+                "an insert without negative caching: {:?}",
+                created.purge_warning
+            )
+        })
+    })?;
+    let settings = unpurged(60);
     let admin = Identity::admin(shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?);
     block_on(async {
         let shortener = shortlink_writer::links::shortener::Shortener::new(settings)

@@ -279,6 +279,8 @@ pub fn a_queued_purge_keeps_its_domain(suite: &Suite) -> Result<(), String> {
     let node = format!("http://127.0.0.1:{closed}");
     let settings = suite.settings_with("t-qdom:", 2, |config| {
         config.varnish.purge_url.clone_from(&node);
+        // 404s cached, so that an insert has one to purge.
+        config.redirect.negative_ttl_s = 60;
         config.domains = vec![shortlink_writer::config::DomainConfig {
             base_url: "https://go.example/".into(),
             ..Default::default()
