@@ -155,11 +155,8 @@ mod shortlink {
             /// The writer purges a link when it changes, so this can be long;
             /// a link that expires is never kept past its expiry.
             ttl: Option<Duration>,
-            /// How long Varnish caches a 404 for an unknown key (see
-            /// `.ttl()`). Default `0s`: not cached, so a link stored by
-            /// the writer or by hand is served at once, with no purge. Above
-            /// zero, the writer must purge each key it stores. Clients are
-            /// told not to cache it.
+            /// How long Varnish caches an unknown key's 404 (`.ttl()`).
+            /// Default `0s`: a link stored is served at once, unpurged.
             negative_ttl: Option<Duration>,
             /// How long Varnish may serve an answer past its TTL (see
             /// `.grace()`), never past a link's expiry. Default `1d`.
