@@ -171,7 +171,6 @@ sub vcl_backend_response {
         if (beresp.http.Shortlink-Limited) {
             set beresp.uncacheable = true;
         }
-
         # The body is a few hundred bytes made in one go: delivering it whole
         # spares the client thread the wake-ups of streaming.
         set beresp.do_stream = false;

@@ -297,6 +297,19 @@ impl Ttl {
     pub const NEGATIVE: Self = Self::new(Duration::ZERO);
     /// How long an expired link may still be served while Redis is away.
     pub const GRACE: Self = Self::new(Duration::from_hours(24));
+
+    /// How long an answer kept for `ttl` may then be served stale: `grace`,
+    /// but none for an answer not kept at all, since a 404 served stale
+    /// would hide a link stored since. The VMOD keeps answers by it, and the
+    /// writer bounds how long a missed purge matters by it.
+    #[must_use]
+    pub const fn grace_after(ttl: Duration, grace: Duration) -> Duration {
+        if ttl.is_zero() {
+            Duration::ZERO
+        } else {
+            grace
+        }
+    }
 }
 
 /// Within how long a key must be asked for again before Varnish caches its
@@ -417,6 +430,13 @@ mod tests {
             assert!(error.contains("use 301, 302, 307 or 308"), "{error}");
         }
         assert_eq!(RedirectStatus::default().code(), 301);
+    }
+
+    #[test]
+    fn an_answer_not_kept_gets_no_grace() {
+        let grace = Duration::from(Ttl::GRACE);
+        assert_eq!(Ttl::grace_after(Duration::ZERO, grace), Duration::ZERO);
+        assert_eq!(Ttl::grace_after(Duration::from_secs(1), grace), grace);
     }
 
     #[test]

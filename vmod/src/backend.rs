@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use shortlink_core::clicks::Total;
-use shortlink_core::{DomainName, Expiry, HeaderValue, KeyScheme, RedirectStatus, Slot, Stored};
+use shortlink_core::{
+    DomainName, Expiry, HeaderValue, KeyScheme, RedirectStatus, Slot, Stored, Ttl,
+};
 use smallvec::SmallVec;
 use varnish::vcl::{Ctx, HttpHeaders, LogTag, StrOrBytes, VclBackend, VclError, VclResponse};
 use varnish::Vsc;
@@ -327,10 +329,9 @@ impl Resolver {
     /// How long Varnish keeps an answer of this backend with `status`, and
     /// then how long it may serve it stale: `ttl` and `grace` for links
     /// (also deleted and expired ones), `negative_ttl` for 404, nothing
-    /// for anything else. An answer with no TTL gets no grace either: a
-    /// 404 served stale would hide a link stored since. A link that
-    /// expires `left` from now is never kept past that moment, grace
-    /// included.
+    /// for anything else, and no grace without a TTL
+    /// ([`Ttl::grace_after`]). A link that expires `left` from now is never
+    /// kept past that moment, grace included.
     pub fn lifetime(&self, status: i64, left: Option<Duration>) -> (Duration, Duration) {
         let settings = &self.settings;
         let (ttl, grace) = if status == 404 {
@@ -343,7 +344,7 @@ impl Resolver {
         } else {
             (Duration::ZERO, Duration::ZERO)
         };
-        let grace = if ttl.is_zero() { Duration::ZERO } else { grace };
+        let grace = Ttl::grace_after(ttl, grace);
         match left {
             Some(left) => {
                 let ttl = ttl.min(left);

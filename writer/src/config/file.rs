@@ -455,15 +455,11 @@ impl RedirectConfig {
     /// moot.
     #[must_use]
     pub fn longest_kept(&self) -> Duration {
-        // An answer with no TTL gets no grace either (the VMOD's rule).
         let kept = |ttl_s: u64| {
-            if ttl_s == 0 {
-                0
-            } else {
-                ttl_s.saturating_add(self.grace_s)
-            }
+            let ttl = Duration::from_secs(ttl_s);
+            ttl.saturating_add(Ttl::grace_after(ttl, Duration::from_secs(self.grace_s)))
         };
-        Duration::from_secs(kept(self.ttl_s).max(kept(self.negative_ttl_s)))
+        kept(self.ttl_s).max(kept(self.negative_ttl_s))
     }
 
     /// Whether Varnish caches a 404 for an unknown key, which a link stored

@@ -208,12 +208,12 @@ impl Shortener {
     }
 
     /// Stores `new` on its domain, recording `owner`, then purges its key
-    /// from Varnish if Varnish caches 404s. The same URL from the same owner with the same expiry
-    /// gets the key it already has; anything else, and any link with a
-    /// click limit, gets a key of its own, so a change to one link never
-    /// moves another and no link starts with another's clicks. Whether
-    /// `owner` may use the domain is the caller's to check
-    /// ([`Self::create_as`] does).
+    /// from Varnish if Varnish caches 404s. The same URL from the same
+    /// owner with the same expiry gets the key it already has; anything
+    /// else, and any link with a click limit, gets a key of its own, so a
+    /// change to one link never moves another and no link starts with
+    /// another's clicks. Whether `owner` may use the domain is the caller's
+    /// to check ([`Self::create_as`] does).
     pub async fn create(
         &self,
         new: &NewLink<'_>,
