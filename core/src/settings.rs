@@ -385,7 +385,7 @@ bounded_count! {
     /// (distinct link, bucket and detail entries, not clicks: more clicks
     /// on the same link cost nothing). Past half of it, people's clicks
     /// count without their details and visitor; past it, further clicks
-    /// are dropped and counted as dropped.
+    /// wait in the queue ([`ClickQueueMb`]) until Redis takes what is held.
     ClickBacklog, SettingError::ClickBacklog, 1000..=100_000_000,
     /// About 100 MB of memory at most.
     default 1_000_000
@@ -395,8 +395,9 @@ bounded_count! {
     /// Most MiB of clicks waiting for the flusher, each taken at its size
     /// and its text's (key, user agent cut to a few hundred bytes, referrer
     /// host); past it, further clicks are dropped and counted as dropped.
-    /// The flusher takes them every flush interval, so this bounds what a
-    /// slow flush, or a flood of clicks with long headers, holds at once.
+    /// The flusher takes them every flush interval, and leaves those its
+    /// backlog has no room for counted here, so this bounds what a slow
+    /// flush, a pipeline behind, or a flood of long headers holds at once.
     ClickQueueMb, SettingError::ClickQueueMb, 1..=65_536,
     /// 256 MiB: some 1.2 million clicks of browsers, four times the clicks
     /// whose bound (2^18) dropped 6 to 17 % of `make bench`'s clicks on a

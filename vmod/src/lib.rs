@@ -181,11 +181,11 @@ mod shortlink {
             flush_interval: Option<Duration>,
             /// Most counts kept while Redis is away or behind (entries, not
             /// clicks); past half of it clicks count without details or
-            /// visitor (`clicks_without_details`), past it they are dropped.
+            /// visitor (`clicks_without_details`), past it they wait queued.
             #[default(1000000)]
             click_backlog: i64,
-            /// Most MiB of clicks waiting for the flusher between flushes,
-            /// each taken at its size and its text's (key, user agent cut
+            /// Most MiB of clicks waiting for the flusher, queued or past the
+            /// backlog, each at its size and its text's (key, user agent cut
             /// to 256 bytes, referrer host: at most 860 bytes); past it
             /// clicks are dropped and counted in `clicks_dropped`, but a
             /// click on a link with a click limit still counts against it.

@@ -297,6 +297,19 @@ impl ClickStore {
         taken
     }
 
+    /// Counts `clicks`, taken and left for a later flush, in the queues'
+    /// bound again: they hold the memory they did in the queues.
+    pub fn requeue(&self, clicks: &[Click]) {
+        let bytes: usize = clicks.iter().map(Click::bytes).sum();
+        self.queued.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Takes `clicks`, counted by [`Self::requeue`], out of the bound again.
+    pub fn unqueue(&self, clicks: &[Click]) {
+        let bytes: usize = clicks.iter().map(Click::bytes).sum();
+        self.queued.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
     /// A store with empty queues; [`store_for`] starts its flusher.
     pub(crate) fn new(
         redis_url: &str,

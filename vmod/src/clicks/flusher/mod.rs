@@ -13,8 +13,9 @@
 //! tallied (more clicks on a link already tallied cost nothing): whole
 //! until the tallies hold half the backlog's number of entries, then
 //! people's clicks in their counts alone, without details or visitor,
-//! until they hold all of it; past it, clicks are dropped and counted as
-//! dropped.
+//! until they hold all of it; past it, clicks wait, in order, in the
+//! memory the store's queues are given, and only once that is full too
+//! are they dropped and counted as dropped.
 //!
 //! Here: the flusher's state and its I/O (the script loaded, the batches
 //! sent to the nodes serving their lanes, the answers taken, the heartbeat,
@@ -39,7 +40,7 @@ use encoding::BATCH_ARGS;
 use tally::Tally;
 
 use crate::clicks::destination::{lane_of, Destination, Lane, Node};
-use crate::clicks::store::{ClickStore, CountSettings};
+use crate::clicks::store::{self, Click, ClickStore, CountSettings, Outcome};
 use crate::clicks::visitor::{Agents, Countries};
 use crate::now_ms;
 
@@ -136,6 +137,12 @@ struct Flusher {
     script: String,
     script_sha: String,
     open: Tally,
+    /// Clicks taken from the store that the backlog had no room for, in
+    /// the order they came: tallied first at the next flush. They still
+    /// count in the store's queue bound, so a pipeline behind keeps them
+    /// in the memory the queues are given, and drops a click only once
+    /// the queues are full too.
+    carried: Vec<Click>,
     sealed: VecDeque<Batch>,
     lanes: HashMap<Lane, LaneNumbers>,
     tallies: HashMap<u64, SealedTally>,
@@ -162,6 +169,7 @@ impl Flusher {
             script_sha: sha1_smol::Sha1::from(&script).digest().to_string(),
             script,
             open: Tally::default(),
+            carried: Vec::new(),
             sealed: VecDeque::new(),
             lanes: HashMap::new(),
             tallies: HashMap::new(),
@@ -173,14 +181,20 @@ impl Flusher {
     }
 
     fn tick(&mut self, store: &ClickStore, settings: &CountSettings) {
-        let clicks = store.take();
+        let mut clicks = std::mem::take(&mut self.carried);
+        store.unqueue(&clicks);
+        let taken = store.take();
         let overflow = store.take_overflow();
         let counters = &store.counters;
         counters.counted.fetch_add(
-            clicks.len() as u64 + overflow.values().sum::<u64>(),
+            taken.len() as u64 + overflow.values().sum::<u64>(),
             Ordering::Relaxed,
         );
-        self.tally(&clicks, settings, store);
+        clicks.extend(taken);
+        let tallied = self.tally(&clicks, settings, store);
+        clicks.drain(..tallied);
+        store.requeue(&clicks);
+        self.carried = clicks;
         self.tally_overflow(overflow, store);
         match self.send(store, settings) {
             Ok(()) => self.reported = None,
@@ -197,7 +211,9 @@ impl Flusher {
                 }
             }
         }
-        let pending = self.open.clicks + self.tallies.values().map(|t| t.clicks).sum::<u64>();
+        let pending = self.open.clicks
+            + self.carried.len() as u64
+            + self.tallies.values().map(|t| t.clicks).sum::<u64>();
         counters.pending.store(pending, Ordering::Relaxed);
         counters.generation.fetch_add(1, Ordering::Release);
     }
@@ -205,8 +221,16 @@ impl Flusher {
     /// Gives up every click this flusher holds: counted as dropped, and
     /// those on limited links settled.
     fn abandon(&mut self, store: &ClickStore) {
-        let mut lost = self.open.clicks;
+        let mut lost = self.open.clicks + self.carried.len() as u64;
         store.settle(&self.open.limited);
+        store.unqueue(&self.carried);
+        let mut carried_limited = HashMap::new();
+        for click in self.carried.drain(..) {
+            if click.outcome == Outcome::Limited {
+                store::add_pending(&mut carried_limited, click.key(), 1);
+            }
+        }
+        store.settle(&carried_limited);
         self.sealed.clear();
         for (_, tally) in self.tallies.drain() {
             lost += tally.clicks;
@@ -516,6 +540,37 @@ mod tests {
             None,
         )
         .unwrap()
+    }
+
+    /// A pipeline behind (here Redis away) keeps the clicks its backlog
+    /// has no room for in the queues' memory, pending, and drops a click
+    /// only once the queues are full too.
+    #[test]
+    fn clicks_past_the_backlog_wait_in_the_queues_bound() {
+        let store = ClickStore::detached(100);
+        let mut settings = store.settings();
+        settings.queue_bytes = 300 * click("Key000", 1).bytes();
+        store.set(settings.clone());
+        for n in 0..300 {
+            store.record(click(&format!("Key{n:03}"), 1));
+        }
+        let mut flusher = Flusher::new();
+        let counter = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+        for _ in 0..2 {
+            flusher.tick(&store, &settings);
+            let counters = &store.counters;
+            assert_eq!(counter(&counters.dropped), 0);
+            assert_eq!(counter(&counters.counted), 300);
+            assert_eq!(counter(&counters.pending), 300, "tallied or waiting");
+            assert!(flusher.carried.len() > 200, "a backlog of 100 entries");
+        }
+        // The waiting clicks still hold the queues' memory; the tallied
+        // ones left room for as many.
+        let tallied = 300 - flusher.carried.len() as u64;
+        for n in 300..600 {
+            store.record(click(&format!("Key{n:03}"), 1));
+        }
+        assert_eq!(counter(&store.counters.dropped), 300 - tallied);
     }
 
     /// The script against a real Redis: each lane's batches are applied in

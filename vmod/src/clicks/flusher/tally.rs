@@ -269,9 +269,17 @@ pub(super) const fn total_slot(total: Total) -> usize {
 }
 
 impl Flusher {
-    pub(super) fn tally(&mut self, clicks: &[Click], settings: &CountSettings, store: &ClickStore) {
+    /// Tallies `clicks` in order while the backlog has room, and answers
+    /// how many it took: the others wait for room, still in the store's
+    /// queue bound (see `Flusher::carried`), rather than being dropped.
+    pub(super) fn tally(
+        &mut self,
+        clicks: &[Click],
+        settings: &CountSettings,
+        store: &ClickStore,
+    ) -> usize {
         if clicks.is_empty() {
-            return;
+            return 0;
         }
         let agents = self.agents.get_or_insert_with(Agents::new);
         let countries = match (&self.countries, &settings.geoip) {
@@ -294,10 +302,11 @@ impl Flusher {
         // so a pipeline behind (Redis away, or slower than the clicks come)
         // keeps every click in the totals longer and catches up sooner.
         let whole_room = (settings.backlog / 2).saturating_sub(sealed);
-        let (mut dropped, mut without_details) = (0, 0);
+        let mut without_details = 0;
         let mut never_stored = HashMap::new();
         // First, so that whatever happens next they are settled: when
-        // stored, when dropped below, or when a panic abandons the tally.
+        // stored, when left for later below, or when a panic abandons the
+        // tally.
         for click in clicks {
             if click.outcome == Outcome::Limited {
                 add_pending(&mut self.open.limited, click.key(), 1);
@@ -310,29 +319,18 @@ impl Flusher {
             names,
             limited,
         } = &mut self.open;
-        for click in clicks {
+        let mut taken = clicks.len();
+        for (index, click) in clicks.iter().enumerate() {
+            // Past the backlog's room this click and the ones after it
+            // wait, in order, for Redis to take what is sealed.
+            if *entries >= room {
+                taken = index;
+                break;
+            }
             // `count` records only keys that pass the rules: this turns
             // the text back into the `Key` the layout is named from.
-            // Past the backlog's room the click is dropped, but for a
-            // click on a link with a click limit: it still counts against
-            // the limit, in the link's total of people's clicks only (one
-            // entry per limited link at most).
             let text = click.key();
-            let scheme = store.names.scheme();
-            let link = if *entries < room {
-                link_of(links, text, scheme)
-            } else if click.outcome == Outcome::Limited {
-                if let Some(link) = link_of(links, text, scheme) {
-                    *tallied += 1;
-                    link.add_total(Total::People, entries);
-                    continue;
-                }
-                None
-            } else {
-                dropped += u64::from(scheme.check(text).is_ok());
-                None
-            };
-            let Some(link) = link else {
+            let Some(link) = link_of(links, text, store.names.scheme()) else {
                 if click.outcome == Outcome::Limited {
                     subtract_pending(limited, text, 1);
                     add_pending(&mut never_stored, text, 1);
@@ -366,9 +364,15 @@ impl Flusher {
             let source = names.source(&agent, referrer, country.as_deref(), click.target());
             link.add_person(click.at, source, click.client, entries);
         }
-        store.counters.dropped.fetch_add(dropped, Ordering::Relaxed);
+        // Held again when tallied at last.
+        for click in &clicks[taken..] {
+            if click.outcome == Outcome::Limited {
+                subtract_pending(limited, click.key(), 1);
+            }
+        }
         (store.counters.without_details).fetch_add(without_details, Ordering::Relaxed);
         store.settle(&never_stored);
+        taken
     }
 
     /// Tallies clicks on limited links that found the store's queues full
@@ -427,23 +431,22 @@ mod tests {
     }
 
     #[test]
-    fn a_full_backlog_drops_clicks_and_counts_them() {
+    fn a_full_backlog_leaves_clicks_for_later() {
         let store = ClickStore::detached(1000);
         let mut flusher = Flusher::new();
         let clicks: Vec<Click> = (0..1000).map(|n| click(&format!("Key{n}"), 1)).collect();
-        flusher.tally(&clicks, &store.settings(), &store);
-        let dropped = store.counters.dropped.load(Ordering::Relaxed);
-        assert!(dropped > 0, "1000 links tally far more than 1000 entries");
-        assert_eq!(
-            flusher.open.clicks + dropped,
-            1000,
-            "every click kept or counted"
-        );
+        let taken = flusher.tally(&clicks, &store.settings(), &store);
+        assert!(taken < 1000, "1000 links tally far more than 1000 entries");
+        assert_eq!(flusher.open.clicks, taken as u64, "a prefix, in order");
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
         // Sealed batches waiting for Redis take their share of the backlog.
         let mut tally = std::mem::take(&mut flusher.open);
         flusher.seal(&mut tally, &store.names, &store.settings());
-        flusher.tally(&clicks[..10], &store.settings(), &store);
-        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), dropped + 10);
+        assert_eq!(
+            flusher.tally(&clicks[taken..], &store.settings(), &store),
+            0
+        );
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
     }
 
     /// Past half the backlog, people's clicks on fresh links count in
@@ -500,42 +503,35 @@ mod tests {
         counts
     }
 
-    /// Past the backlog's room, a click on a link with a click limit is
-    /// still tallied, in the link's total of people's clicks, and held
-    /// against the limit until stored (or abandoned); other clicks are
-    /// dropped.
+    /// Past the backlog's room, clicks on links with a click limit wait
+    /// with the others, held against their limits all the while; a flusher
+    /// that gives up settles them.
     #[test]
-    fn limited_clicks_past_the_backlog_still_count() {
+    fn limited_clicks_left_for_later_stay_held() {
         let store = ClickStore::detached(1);
         let address = IpAddr::from([192, 0, 2, 1]);
         let click = |outcome, key: &str| {
             Click::new(outcome, false, Some(address), key, FIREFOX, None, None).unwrap()
         };
-        let mut clicks: Vec<Click> = (0..5)
-            .map(|n| click(Outcome::Limited, &format!("Key{n}")))
-            .collect();
-        clicks.push(click(Outcome::Redirect, "Key9"));
-        for c in &clicks {
-            store.record(click(c.outcome, c.key()));
+        let outcomes = [Outcome::Limited; 5].into_iter().chain([Outcome::Redirect]);
+        for (n, outcome) in outcomes.enumerate() {
+            store.record(click(outcome, &format!("Key{n}")));
         }
-        store.take();
+        let mut clicks = store.take();
         let mut flusher = Flusher::new();
-        // A backlog of one entry takes the first click (in its counts: the
-        // backlog is past half full); the other limited ones count in
-        // their totals only.
-        flusher.tally(&clicks, &store.settings(), &store);
+        // A backlog of one entry takes the first click; the others wait.
+        let taken = flusher.tally(&clicks, &store.settings(), &store);
+        assert_eq!(taken, 1);
         let held: Vec<u64> = clicks.iter().map(|c| store.pending(c.key())).collect();
         assert_eq!(held, [1, 1, 1, 1, 1, 0]);
-        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 1);
-        assert_eq!(flusher.open.clicks, 5);
-        let mut tally = std::mem::take(&mut flusher.open);
-        flusher.seal(&mut tally, &store.names, &store.settings());
-        let totals = sealed_counts(&flusher, "short:clicks:Ke");
-        let expected: BTreeMap<String, u64> = (0..5).map(|n| (format!("y{n}"), 1)).collect();
-        assert_eq!(totals, expected);
+        assert_eq!(flusher.open.limited.len(), 1, "the tally holds its own");
+        flusher.carried = clicks.split_off(taken);
+        store.requeue(&flusher.carried);
         flusher.abandon(&store);
         assert_eq!(store.pending("Key0"), 0);
+        assert_eq!(store.pending("Key4"), 0);
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 6);
+        assert!(store.take().is_empty());
     }
 
     /// Clicks on a limited link that found the queues full reach the
