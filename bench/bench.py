@@ -903,6 +903,16 @@ def run(processes):
         for name, value in shed_so_far().items():
             shed[name] += value - since[name]
 
+    def lookup_failures():
+        """Lookups that got no answer in time, or an error, so far, summed
+        over every VCL's object (each counts its own lookups)."""
+        failures = {"timeouts": 0, "redis_errors": 0}
+        for name, value in varnishstat_every(workdir, "shortlink.*"):
+            short = name.rpartition(".")[2]
+            if short in failures:
+                failures[short] += value
+        return failures
+
     def store_counters():
         """The click store's counters in this child (a restart starts them
         again), brought up to date: an answer publishes them (a 404, not a
@@ -1540,11 +1550,20 @@ def run(processes):
         edited = [key for key, _ in links[:EDITORS * KEYS_PER_EDITOR]]
         say(f"edit: {EDITORS} editors change {len(edited)} links through the API, each checking Varnish "
             f"right after the answer, while {EDIT_READERS} connections read the same links")
+        # A wrong answer is a stale link or an error; for an error, what
+        # Redis stalled on and the lookups that failed say which.
+        redis_stalls(redis_port), redis_stalls(clicks_port)
+        failed_before = lookup_failures()
         edit = edit_scenario(base, writer_port, varnish_port, write_keys("edit", edited))
+        edit["redis_stalls"], edit["clicks_redis_stalls"] = redis_stalls(redis_port), redis_stalls(clicks_port)
+        edit["lookups_failed"] = {name: value - failed_before.get(name, 0)
+                                  for name, value in lookup_failures().items()}
         say(f"edit: {edit['edits_per_s']:.0f} edits/s, p99 {edit['p99_ms']} ms, "
             f"{edit['stale_after_answer']} stale after the answer (longest window {edit['max_window_ms']} ms), "
             f"{edit['failed']} failed, {edit['purge_warnings']} unpurged; readers {edit['readers']['rps']:.0f} req/s, "
-            f"non-3xx {edit['readers']['non_3xx']} (runs {edit['runs_edits_per_s']})"
+            f"non-3xx {edit['readers']['non_3xx']} (runs {edit['runs_edits_per_s']}); lookups failed "
+            f"{edit['lookups_failed']}; Redis stalls: links {edit['redis_stalls']}, "
+            f"clicks {edit['clicks_redis_stalls']}"
             + (f"; e.g. {edit['examples']}" if edit["examples"] else ""))
 
     export = None
