@@ -1450,7 +1450,7 @@ def run(processes):
         clicks["dropped"] = shed["clicks_dropped"]
         say(f"clicks: {clicks['stored']} stored for {clicks['requests']} link requests "
             f"in hit, hit-domain, hit-query, hit-rules, miss and zipf ({clicks['lost']} lost, {clicks['dropped']} of "
-            f"them dropped by the click store past its backlog; {clicks['double']} counted twice; "
+            f"them dropped by the click store past its backlog and queues; {clicks['double']} counted twice; "
             f"{clicks['without_details']} counted without details, the click store's backlog past half full); "
             f"all sent {catch_up} s after each run")
     clicks_cluster = None
@@ -1906,7 +1906,7 @@ def print_table(report):
     c = report["clicks"]
     print(f"clicks      {c['stored']:,} stored for {c['requests']:,} link requests in hit, hit-domain, hit-query, hit-rules, "
           f"miss and zipf: "
-          f"{c['lost']} lost ({c.get('dropped', 0)} of them dropped past the store's backlog), "
+          f"{c['lost']} lost ({c.get('dropped', 0)} of them dropped past the store's backlog and queues), "
           f"{c['double']} counted twice")
     if "clicks_cluster" in report:
         c = report["clicks_cluster"]

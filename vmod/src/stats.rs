@@ -79,7 +79,7 @@ pub struct LinkStats {
     /// Counted answers dropped
     ///
     /// Redis was away, or slower than the clicks came, long enough for the
-    /// backlog to fill.
+    /// backlog and then the click queues' memory to fill.
     #[counter]
     pub clicks_dropped: AtomicU64,
 

@@ -40,7 +40,7 @@ pub enum Outcome {
 
 /// One answer as the request path records it: one allocation, no parsing
 /// beyond the referrer's host.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Click {
     pub at: ClickTime,
     pub outcome: Outcome,
@@ -281,33 +281,33 @@ impl ClickStore {
         std::mem::take(&mut *lock(&self.overflow))
     }
 
-    /// Every click recorded so far, taken out of the queues.
+    /// Every click recorded so far, taken out of the queues; each still
+    /// holds its room in the queues' bound until [`Self::release`]d, so
+    /// that clicks waiting for the flusher's backlog count in it too.
     pub fn take(&self) -> Vec<Click> {
         let mut taken = Vec::new();
         for queue in &self.queues {
             let mut queue = lock(queue);
-            let bytes: usize = queue.iter().map(Click::bytes).sum();
             if taken.is_empty() {
                 std::mem::swap(&mut taken, &mut queue);
             } else {
                 taken.append(&mut queue);
             }
-            self.queued.fetch_sub(bytes, Ordering::Relaxed);
         }
         taken
     }
 
-    /// Counts `clicks`, taken and left for a later flush, in the queues'
-    /// bound again: they hold the memory they did in the queues.
-    pub fn requeue(&self, clicks: &[Click]) {
-        let bytes: usize = clicks.iter().map(Click::bytes).sum();
-        self.queued.fetch_add(bytes, Ordering::Relaxed);
+    /// Takes `bytes` of clicks ([`Click::bytes`]) out of the queues'
+    /// bound: a click taken holds its room until tallied or given up.
+    pub fn release(&self, bytes: usize) {
+        self.queued.fetch_sub(bytes, Ordering::Relaxed);
     }
 
-    /// Takes `clicks`, counted by [`Self::requeue`], out of the bound again.
-    pub fn unqueue(&self, clicks: &[Click]) {
+    /// Counts `clicks` made elsewhere in the queues' bound, as if recorded.
+    #[cfg(test)]
+    pub fn hold(&self, clicks: &[Click]) {
         let bytes: usize = clicks.iter().map(Click::bytes).sum();
-        self.queued.fetch_sub(bytes, Ordering::Relaxed);
+        self.queued.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// A store with empty queues; [`store_for`] starts its flusher.
@@ -435,9 +435,17 @@ mod tests {
             store.record(click());
         }
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 1);
-        assert_eq!(store.take().len(), 2);
+        let taken = store.take();
+        assert_eq!(taken.len(), 2);
         store.record(click());
-        assert_eq!(store.take().len(), 1, "room again once taken");
+        assert_eq!(
+            store.counters.dropped.load(Ordering::Relaxed),
+            2,
+            "taken, not released"
+        );
+        store.release(taken.iter().map(Click::bytes).sum());
+        store.record(click());
+        assert_eq!(store.take().len(), 1, "room again once released");
     }
 
     /// Clicks with the longest headers a request may carry fill the queues
@@ -476,6 +484,7 @@ mod tests {
             kept.len() as u64 + store.counters.dropped.load(Ordering::Relaxed),
             10_000
         );
+        store.release(kept.iter().map(Click::bytes).sum());
         assert_eq!(*store.queued.get_mut(), 0);
     }
 

@@ -354,7 +354,7 @@ impl Flusher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clicks::flusher::tests::{click, FIREFOX};
+    use crate::clicks::flusher::tests::{click, tally_clicks, FIREFOX};
     use crate::clicks::store::{Click, ClickStore, Outcome};
     use redis_target::cluster::key_slot;
     use shortlink_core::clicks::Layout;
@@ -398,7 +398,7 @@ mod tests {
             .collect();
         let mut sealed_flushes = Vec::new();
         for _ in 0..2 {
-            flusher.tally(&clicks, &store.settings(), &store);
+            tally_clicks(&mut flusher, &clicks, &store);
             let mut tally = std::mem::take(&mut flusher.open);
             flusher.seal(&mut tally, &store.names, &store.settings());
             assert_eq!((tally.clicks, tally.entries, tally.links.len()), (0, 0, 0));
@@ -434,7 +434,7 @@ mod tests {
             .salts
             .insert(ClickTime::now().day(), "salt".to_owned());
         let seal = |clicks: &[Click], flusher: &mut Flusher| {
-            flusher.tally(clicks, &store.settings(), &store);
+            tally_clicks(flusher, clicks, &store);
             let mut tally = std::mem::take(&mut flusher.open);
             flusher.seal(&mut tally, &store.names, &store.settings());
             flusher.open = tally;
@@ -466,7 +466,7 @@ mod tests {
                 click(&key, u8::try_from(n % 200).unwrap())
             })
             .collect();
-        flusher.tally(&clicks, &store.settings(), &store);
+        tally_clicks(&mut flusher, &clicks, &store);
         flusher
             .salts
             .insert(ClickTime::now().day(), "salt".to_owned());

@@ -13,7 +13,7 @@
 //! tallied (more clicks on a link already tallied cost nothing): whole
 //! until the tallies hold half the backlog's number of entries, then
 //! people's clicks in their counts alone, without details or visitor,
-//! until they hold all of it; past it, clicks wait, in order, in the
+//! until they hold all of it; past it, clicks wait, as taken, in the
 //! memory the store's queues are given, and only once that is full too
 //! are they dropped and counted as dropped.
 //!
@@ -142,7 +142,7 @@ struct Flusher {
     /// count in the store's queue bound, so a pipeline behind keeps them
     /// in the memory the queues are given, and drops a click only once
     /// the queues are full too.
-    carried: Vec<Click>,
+    carried: VecDeque<Click>,
     sealed: VecDeque<Batch>,
     lanes: HashMap<Lane, LaneNumbers>,
     tallies: HashMap<u64, SealedTally>,
@@ -169,7 +169,7 @@ impl Flusher {
             script_sha: sha1_smol::Sha1::from(&script).digest().to_string(),
             script,
             open: Tally::default(),
-            carried: Vec::new(),
+            carried: VecDeque::new(),
             sealed: VecDeque::new(),
             lanes: HashMap::new(),
             tallies: HashMap::new(),
@@ -181,8 +181,6 @@ impl Flusher {
     }
 
     fn tick(&mut self, store: &ClickStore, settings: &CountSettings) {
-        let mut clicks = std::mem::take(&mut self.carried);
-        store.unqueue(&clicks);
         let taken = store.take();
         let overflow = store.take_overflow();
         let counters = &store.counters;
@@ -190,11 +188,8 @@ impl Flusher {
             taken.len() as u64 + overflow.values().sum::<u64>(),
             Ordering::Relaxed,
         );
-        clicks.extend(taken);
-        let tallied = self.tally(&clicks, settings, store);
-        clicks.drain(..tallied);
-        store.requeue(&clicks);
-        self.carried = clicks;
+        self.carried.extend(taken);
+        self.tally(settings, store);
         self.tally_overflow(overflow, store);
         match self.send(store, settings) {
             Ok(()) => self.reported = None,
@@ -223,9 +218,9 @@ impl Flusher {
     fn abandon(&mut self, store: &ClickStore) {
         let mut lost = self.open.clicks + self.carried.len() as u64;
         store.settle(&self.open.limited);
-        store.unqueue(&self.carried);
         let mut carried_limited = HashMap::new();
         for click in self.carried.drain(..) {
+            store.release(click.bytes());
             if click.outcome == Outcome::Limited {
                 store::add_pending(&mut carried_limited, click.key(), 1);
             }
@@ -527,6 +522,18 @@ mod tests {
 
     pub(super) const FIREFOX: &str =
         "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
+
+    /// Tallies copies of `clicks` as the flusher takes them from `store`:
+    /// held in its queues' bound, waiting, then tallied while there is room.
+    pub(super) fn tally_clicks(
+        flusher: &mut Flusher,
+        clicks: &[Click],
+        store: &ClickStore,
+    ) -> usize {
+        store.hold(clicks);
+        flusher.carried.extend(clicks.iter().cloned());
+        flusher.tally(&store.settings(), store)
+    }
 
     pub(super) fn click(key: &str, client: u8) -> Click {
         let address = IpAddr::from([192, 0, 2, client]);

@@ -14,9 +14,7 @@ use shortlink_core::rules::Chosen;
 use shortlink_core::{Key, KeyScheme};
 
 use super::{Flusher, Map, Set};
-use crate::clicks::store::{
-    add_pending, subtract_pending, Click, ClickStore, CountSettings, Outcome,
-};
+use crate::clicks::store::{add_pending, subtract_pending, ClickStore, CountSettings, Outcome};
 use crate::clicks::visitor::{Agent, Agents, Countries};
 
 /// Clicks waiting to be sealed, gathered per link: a click costs one
@@ -269,16 +267,14 @@ pub(super) const fn total_slot(total: Total) -> usize {
 }
 
 impl Flusher {
-    /// Tallies `clicks` in order while the backlog has room, and answers
-    /// how many it took: the others wait for room, still in the store's
-    /// queue bound (see `Flusher::carried`), rather than being dropped.
-    pub(super) fn tally(
-        &mut self,
-        clicks: &[Click],
-        settings: &CountSettings,
-        store: &ClickStore,
-    ) -> usize {
-        if clicks.is_empty() {
+    /// Tallies the waiting clicks (`Flusher::carried`) in order while the
+    /// backlog has room, and answers how many it took; the others wait for
+    /// room, still in the store's queue bound, rather than being dropped.
+    /// A click leaves the queue bound, and a limited one is held by the
+    /// tally, as it is taken, so that a panic abandoning the tally finds
+    /// each click in one place: waiting, or tallied.
+    pub(super) fn tally(&mut self, settings: &CountSettings, store: &ClickStore) -> usize {
+        if self.carried.is_empty() {
             return 0;
         }
         let agents = self.agents.get_or_insert_with(Agents::new);
@@ -304,14 +300,6 @@ impl Flusher {
         let whole_room = (settings.backlog / 2).saturating_sub(sealed);
         let mut without_details = 0;
         let mut never_stored = HashMap::new();
-        // First, so that whatever happens next they are settled: when
-        // stored, when left for later below, or when a panic abandons the
-        // tally.
-        for click in clicks {
-            if click.outcome == Outcome::Limited {
-                add_pending(&mut self.open.limited, click.key(), 1);
-            }
-        }
         let Tally {
             clicks: tallied,
             entries,
@@ -319,13 +307,17 @@ impl Flusher {
             names,
             limited,
         } = &mut self.open;
-        let mut taken = clicks.len();
-        for (index, click) in clicks.iter().enumerate() {
-            // Past the backlog's room this click and the ones after it
-            // wait, in order, for Redis to take what is sealed.
-            if *entries >= room {
-                taken = index;
+        let mut taken = 0;
+        // Past the backlog's room the rest wait, in order, for Redis to
+        // take what is sealed.
+        while *entries < room {
+            let Some(click) = self.carried.pop_front() else {
                 break;
+            };
+            taken += 1;
+            store.release(click.bytes());
+            if click.outcome == Outcome::Limited {
+                add_pending(limited, click.key(), 1);
             }
             // `count` records only keys that pass the rules: this turns
             // the text back into the `Key` the layout is named from.
@@ -364,12 +356,6 @@ impl Flusher {
             let source = names.source(&agent, referrer, country.as_deref(), click.target());
             link.add_person(click.at, source, click.client, entries);
         }
-        // Held again when tallied at last.
-        for click in &clicks[taken..] {
-            if click.outcome == Outcome::Limited {
-                subtract_pending(limited, click.key(), 1);
-            }
-        }
         (store.counters.without_details).fetch_add(without_details, Ordering::Relaxed);
         store.settle(&never_stored);
         taken
@@ -407,7 +393,8 @@ impl Flusher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clicks::flusher::tests::{click, FIREFOX};
+    use crate::clicks::flusher::tests::{click, tally_clicks, FIREFOX};
+    use crate::clicks::store::Click;
     use std::collections::BTreeMap;
 
     #[test]
@@ -422,9 +409,9 @@ mod tests {
         let store = ClickStore::detached(1000);
         let mut flusher = Flusher::new();
         let clicks: Vec<Click> = (0..500).map(|_| click("Lm25", 1)).collect();
-        flusher.tally(&clicks, &store.settings(), &store);
+        tally_clicks(&mut flusher, &clicks, &store);
         let entries = flusher.open.entries;
-        flusher.tally(&clicks, &store.settings(), &store);
+        tally_clicks(&mut flusher, &clicks, &store);
         assert_eq!(flusher.open.entries, entries);
         assert_eq!(flusher.open.clicks, 1000);
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
@@ -435,17 +422,14 @@ mod tests {
         let store = ClickStore::detached(1000);
         let mut flusher = Flusher::new();
         let clicks: Vec<Click> = (0..1000).map(|n| click(&format!("Key{n}"), 1)).collect();
-        let taken = flusher.tally(&clicks, &store.settings(), &store);
+        let taken = tally_clicks(&mut flusher, &clicks, &store);
         assert!(taken < 1000, "1000 links tally far more than 1000 entries");
         assert_eq!(flusher.open.clicks, taken as u64, "a prefix, in order");
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
         // Sealed batches waiting for Redis take their share of the backlog.
         let mut tally = std::mem::take(&mut flusher.open);
         flusher.seal(&mut tally, &store.names, &store.settings());
-        assert_eq!(
-            flusher.tally(&clicks[taken..], &store.settings(), &store),
-            0
-        );
+        assert_eq!(tally_clicks(&mut flusher, &clicks[taken..], &store), 0);
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
     }
 
@@ -457,7 +441,7 @@ mod tests {
         let store = ClickStore::detached(2000);
         let mut flusher = Flusher::new();
         let clicks: Vec<Click> = (0..200).map(|n| click(&format!("Ky{n:03}"), 1)).collect();
-        flusher.tally(&clicks, &store.settings(), &store);
+        tally_clicks(&mut flusher, &clicks, &store);
         let without = store.counters.without_details.load(Ordering::Relaxed);
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
         // A whole click of a fresh link is 9 entries (total, day, hour,
@@ -505,7 +489,8 @@ mod tests {
 
     /// Past the backlog's room, clicks on links with a click limit wait
     /// with the others, held against their limits all the while; a flusher
-    /// that gives up settles them.
+    /// that gives up settles them, counts them dropped, and frees their
+    /// room in the queues' bound.
     #[test]
     fn limited_clicks_left_for_later_stay_held() {
         let store = ClickStore::detached(1);
@@ -513,25 +498,58 @@ mod tests {
         let click = |outcome, key: &str| {
             Click::new(outcome, false, Some(address), key, FIREFOX, None, None).unwrap()
         };
+        let mut settings = store.settings();
+        settings.queue_bytes = 6 * click(Outcome::Limited, "Key0").bytes();
+        store.set(settings.clone());
         let outcomes = [Outcome::Limited; 5].into_iter().chain([Outcome::Redirect]);
-        for (n, outcome) in outcomes.enumerate() {
-            store.record(click(outcome, &format!("Key{n}")));
+        let keys: Vec<String> = (0..6).map(|n| format!("Key{n}")).collect();
+        for (key, outcome) in keys.iter().zip(outcomes) {
+            store.record(click(outcome, key));
         }
-        let mut clicks = store.take();
         let mut flusher = Flusher::new();
+        flusher.carried.extend(store.take());
         // A backlog of one entry takes the first click; the others wait.
-        let taken = flusher.tally(&clicks, &store.settings(), &store);
-        assert_eq!(taken, 1);
-        let held: Vec<u64> = clicks.iter().map(|c| store.pending(c.key())).collect();
+        assert_eq!(flusher.tally(&settings, &store), 1);
+        let held: Vec<u64> = keys.iter().map(|key| store.pending(key)).collect();
         assert_eq!(held, [1, 1, 1, 1, 1, 0]);
         assert_eq!(flusher.open.limited.len(), 1, "the tally holds its own");
-        flusher.carried = clicks.split_off(taken);
-        store.requeue(&flusher.carried);
+        assert_eq!(flusher.carried.len(), 5);
         flusher.abandon(&store);
-        assert_eq!(store.pending("Key0"), 0);
-        assert_eq!(store.pending("Key4"), 0);
+        assert!(keys.iter().all(|key| store.pending(key) == 0));
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 6);
-        assert!(store.take().is_empty());
+        // All their room is free again.
+        for key in &keys {
+            store.record(click(Outcome::Redirect, key));
+        }
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 6);
+    }
+
+    /// Clicks left for later are tallied, in order, once Redis takes what
+    /// was sealed: none twice, none lost.
+    #[test]
+    fn clicks_left_for_later_are_tallied_once_there_is_room() {
+        let store = ClickStore::detached(1000);
+        let mut flusher = Flusher::new();
+        let clicks: Vec<Click> = (0..300).map(|n| click(&format!("Key{n:03}"), 1)).collect();
+        let mut taken = vec![tally_clicks(&mut flusher, &clicks, &store)];
+        let mut tallied_keys: Vec<String> = Vec::new();
+        while !flusher.carried.is_empty() {
+            tallied_keys.extend(flusher.open.links.keys().map(ToString::to_string));
+            let mut tally = std::mem::take(&mut flusher.open);
+            flusher.seal(&mut tally, &store.names, &store.settings());
+            flusher.open = tally;
+            // As if Redis applied every sealed batch.
+            flusher.sealed.clear();
+            taken.push(flusher.tally(&store.settings(), &store));
+            assert!(taken.len() < 10, "each round takes some: {taken:?}");
+        }
+        tallied_keys.extend(flusher.open.links.keys().map(ToString::to_string));
+        assert!(taken[0] < 300 && taken.len() > 1, "{taken:?}");
+        assert_eq!(taken.iter().sum::<usize>(), 300);
+        tallied_keys.sort();
+        let expected: Vec<String> = clicks.iter().map(|c| c.key().to_owned()).collect();
+        assert_eq!(tallied_keys, expected, "each click once");
+        assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
     }
 
     /// Clicks on a limited link that found the queues full reach the
