@@ -1551,7 +1551,8 @@ def run(processes):
         say(f"edit: {EDITORS} editors change {len(edited)} links through the API, each checking Varnish "
             f"right after the answer, while {EDIT_READERS} connections read the same links")
         # A wrong answer is a stale link or an error; for an error, what
-        # Redis stalled on and the lookups that failed say which.
+        # Redis stalled on and the lookups that failed say which. Reading
+        # the latency monitors starts them afresh for the scenario.
         redis_stalls(redis_port), redis_stalls(clicks_port)
         failed_before = lookup_failures()
         edit = edit_scenario(base, writer_port, varnish_port, write_keys("edit", edited))

@@ -137,8 +137,8 @@ struct Flusher {
     script: String,
     script_sha: String,
     open: Tally,
-    /// Clicks taken from the store that the backlog had no room for, in
-    /// the order they came: tallied first at the next flush. They still
+    /// Clicks taken from the store and not yet tallied, as taken: the
+    /// tally takes them from the front while the backlog has room. They still
     /// count in the store's queue bound, so a pipeline behind keeps them
     /// in the memory the queues are given, and drops a click only once
     /// the queues are full too.
