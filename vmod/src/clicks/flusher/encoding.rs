@@ -155,8 +155,10 @@ impl Ops {
 
 impl Flusher {
     /// Turns `tally` into batches of script arguments, numbered in order
-    /// in each lane, and leaves it empty, its map of links still allocated
-    /// unless far larger than this flush needed.
+    /// in each lane: every link's totals, and the history of the links
+    /// [`Pace`](super::pace::Pace) does not defer, which stays in the
+    /// tally for a later seal; the rest is left empty, the map of links
+    /// still allocated unless far larger than this flush needed.
     pub(super) fn seal(
         &mut self,
         tally: &mut Tally,
@@ -170,6 +172,7 @@ impl Flusher {
         if self.sealed_visitors.len() >= SEALED_VISITORS_MAX {
             self.sealed_visitors.clear();
         }
+        let whole = self.pace.whole(tally.entries, settings.backlog);
         let links = tally.links.len();
         // A fresh link makes two operations of its own (details, visitors).
         let mut ops = Ops {
@@ -180,31 +183,39 @@ impl Flusher {
         // A link's details by field, when its clicks came from more than
         // one source (which may share a field).
         let mut details: Map<[&str; 3], u64> = Map::default();
-        for (key, link) in tally.links.drain() {
-            let (head, field) = (scheme.head(&key), scheme.field(&key));
+        let mut waiting = 0;
+        tally.links.retain(|key, link| {
+            let (head, field) = (scheme.head(key), scheme.field(key));
             for total in Total::ALL {
-                let n = link.totals[total_slot(total)];
+                let n = std::mem::take(&mut link.totals[total_slot(total)]);
                 if n > 0 {
                     let name = || counts.total_hash(total, head);
                     (ops.bucket(head, Bucket::Total(total), name, 0)).push_pair(&[field], n);
                 }
             }
-            for (day, n) in link.days {
+            if !link.has_history() {
+                return false;
+            }
+            if self.pace.defers(key.as_str(), whole) {
+                waiting += link.history_entries();
+                return true;
+            }
+            for (day, n) in link.days.drain(..) {
                 let name = || counts.day_hash(day, head);
                 (ops.bucket(head, Bucket::Day(day), name, days_kept)).push_pair(&[field], n);
             }
-            for (hour, n) in link.hours {
+            for (hour, n) in link.hours.drain(..) {
                 let name = || counts.hour_hash(hour, head);
                 (ops.bucket(head, Bucket::Hour(hour), name, hours_kept)).push_pair(&[field], n);
             }
-            for (minute, n) in link.minutes {
+            for (minute, n) in link.minutes.drain(..) {
                 let name = || counts.minute_hash(minute);
                 (ops.minute(minute, name, minutes_kept)).push_pair(&[key.as_str()], n);
             }
             if !link.sources.is_empty() {
                 let args = ops.push(Letter::Details, counts.details(key.as_str()), days_kept);
                 let single = link.sources.len() == 1;
-                for (source, n) in link.sources {
+                for (source, n) in link.sources.drain() {
                     for (kind, value) in names.details(source) {
                         let field = kind.field_parts(value);
                         if single {
@@ -218,8 +229,10 @@ impl Flusher {
                     args.push_pair(&field, n);
                 }
             }
-            self.add_visitors(&mut ops, &key, link.visitors, names, counts, days_kept);
-        }
+            let visitors = std::mem::take(&mut link.visitors);
+            self.add_visitors(&mut ops, key, visitors, names, counts, days_kept);
+            false
+        });
         self.next_tally += 1;
         let mut sealed = SealedTally {
             batches: 0,
@@ -230,8 +243,11 @@ impl Flusher {
         // A tally of no batches (clicks that wrote nothing) is done at the
         // next send.
         self.tallies.insert(self.next_tally, sealed);
-        tally.entries = 0;
-        tally.names.clear();
+        tally.entries = waiting;
+        if tally.links.is_empty() {
+            // The links waiting number their sources by these names.
+            tally.names.clear();
+        }
         // A burst of links is not kept allocated for good.
         if tally.links.capacity() > 4 * links.max(1024) {
             tally.links.shrink_to(links);
@@ -354,6 +370,7 @@ impl Flusher {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clicks::flusher::pace::{Pace, HISTORY_EVERY};
     use crate::clicks::flusher::tests::{click, tally_clicks, FIREFOX};
     use crate::clicks::store::{Click, ClickStore, Outcome};
     use redis_target::cluster::key_slot;
@@ -398,6 +415,8 @@ mod tests {
             .collect();
         let mut sealed_flushes = Vec::new();
         for _ in 0..2 {
+            // Each flush a whole one: a link's history does not wait.
+            flusher.pace = Pace::default();
             tally_clicks(&mut flusher, &clicks, &store);
             let mut tally = std::mem::take(&mut flusher.open);
             flusher.seal(&mut tally, &store.names, &store.settings());
@@ -434,6 +453,8 @@ mod tests {
             .salts
             .insert(ClickTime::now().day(), "salt".to_owned());
         let seal = |clicks: &[Click], flusher: &mut Flusher| {
+            // Each seal takes the links' history (see `Pace`).
+            flusher.pace = Pace::default();
             tally_clicks(flusher, clicks, &store);
             let mut tally = std::mem::take(&mut flusher.open);
             flusher.seal(&mut tally, &store.names, &store.settings());
@@ -449,6 +470,93 @@ mod tests {
         assert_eq!(seal(&[click("Lm25", 1)], &mut flusher), 0);
         flusher.sealed_visitors.clear();
         assert_eq!(seal(&[click("Lm25", 1)], &mut flusher), 1);
+    }
+
+    /// A link clicked at every flush has its totals sealed at every one,
+    /// and its history (day, hour, minute, details, visitors) at its first
+    /// and then at every whole seal, summed; a link first clicked in
+    /// between is sealed whole at once, and a link waiting with no new
+    /// click still reaches the whole seal.
+    #[test]
+    fn a_hot_links_history_waits_for_the_whole_seal() {
+        let store = ClickStore::detached(1_000_000);
+        let mut flusher = Flusher::new();
+        flusher
+            .salts
+            .insert(ClickTime::now().day(), "salt".to_owned());
+        let seal = |clicks: &[Click], flusher: &mut Flusher| {
+            tally_clicks(flusher, clicks, &store);
+            let mut tally = std::mem::take(&mut flusher.open);
+            flusher.seal(&mut tally, &store.names, &store.settings());
+            flusher.open = tally;
+            let keys: Vec<String> = (flusher.sealed.iter())
+                .flat_map(|b| b.keys.iter().cloned())
+                .collect();
+            // In order: a field is followed by its count.
+            let args: Vec<String> = (flusher.sealed.drain(..))
+                .flat_map(|b| b.args.texts().map(str::to_owned).collect::<Vec<_>>())
+                .collect();
+            (keys, args)
+        };
+        let every = HISTORY_EVERY as usize;
+        let history = |keys: &[String], link: &str| {
+            keys.iter().any(|k| k == &format!("short:details:{link}"))
+        };
+        let (keys, _) = seal(&[click("Lm25", 1)], &mut flusher);
+        assert!(keys.contains(&"short:clicks:Lm".to_owned()));
+        assert!(history(&keys, "Lm25"), "a first click is sealed whole");
+        for seal_number in 2..every {
+            let clicks = if seal_number == 2 {
+                vec![click("Lm25", 1), click("Lm26", 2)]
+            } else {
+                vec![click("Lm25", 1)]
+            };
+            let (keys, args) = seal(&clicks, &mut flusher);
+            assert!(
+                keys.contains(&"short:clicks:Lm".to_owned()),
+                "totals at every seal"
+            );
+            assert!(
+                !history(&keys, "Lm25"),
+                "seal {seal_number}: Lm25's history waits"
+            );
+            assert!(
+                !keys.iter().any(|k| k.starts_with("short:day:")
+                    || k.starts_with("short:minute:")
+                    || k.starts_with("short:visitors:")
+                    || k.starts_with("short:hour:"))
+                    || seal_number == 2,
+                "seal {seal_number}: no history but a new link's: {keys:?}"
+            );
+            if seal_number == 2 {
+                assert!(
+                    history(&keys, "Lm26"),
+                    "a link first clicked now is sealed whole"
+                );
+            }
+            assert!(
+                args.windows(2).any(|pair| pair == ["25", "1"]),
+                "seal {seal_number}: Lm25's one click in its total: {args:?}"
+            );
+        }
+        assert!(flusher.open.entries > 0, "Lm25's history is held");
+        // The whole seal, with no new click on Lm25: its waiting history
+        // goes, the clicks of the seals it waited through summed.
+        let (keys, args) = seal(&[click("Lm27", 3)], &mut flusher);
+        assert!(history(&keys, "Lm25") && history(&keys, "Lm27"));
+        // Its day's field, and its hour's unless an hour turned meanwhile
+        // (Lm25 has no total in this seal).
+        let waited = (every - 2).to_string();
+        assert!(
+            args.windows(2).any(|pair| pair == ["25", waited.as_str()]),
+            "Lm25's {waited} clicks since its first seal, in one count: {args:?}"
+        );
+        assert_eq!(
+            (flusher.open.entries, flusher.open.links.len()),
+            (0, 0),
+            "nothing waits after a whole seal"
+        );
+        assert!(flusher.open.is_empty());
     }
 
     /// Seals 3,000 clicks on as many links in `layout`, and checks what

@@ -17,6 +17,11 @@
 //! memory the store's queues are given, and only once that is full too
 //! are they dropped and counted as dropped.
 //!
+//! Every flush seals every link's totals, and the history (days, hours,
+//! minutes, details, visitors) of links not sealed since the last whole
+//! seal; every fifth seal is whole (`pace`). A link clicked at every flush
+//! costs Redis one field a flush, its history summed over five.
+//!
 //! Here: the flusher's state and its I/O (the script loaded, the batches
 //! sent to the nodes serving their lanes, the answers taken, the heartbeat,
 //! the visitor salts); the tally (`tally`), its sealing into batches of
@@ -26,6 +31,7 @@
 mod args;
 mod batches;
 mod encoding;
+mod pace;
 mod tally;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -37,6 +43,7 @@ use shortlink_core::clicks::{ClickTime, CountNames, Day, MAX_DETAIL_FIELDS};
 
 use batches::{Answer, Batch, LaneNumbers, SealedTally, Share};
 use encoding::BATCH_ARGS;
+use pace::Pace;
 use tally::Tally;
 
 use crate::clicks::destination::{lane_of, Destination, Lane, Node};
@@ -137,6 +144,8 @@ struct Flusher {
     script: String,
     script_sha: String,
     open: Tally,
+    /// When the open tally's links' history is sealed (see [`pace`]).
+    pace: Pace,
     /// Clicks taken from the store and not yet tallied, as taken: the
     /// tally takes them from the front while the backlog has room. They still
     /// count in the store's queue bound, so a pipeline behind keeps them
@@ -169,6 +178,7 @@ impl Flusher {
             script_sha: sha1_smol::Sha1::from(&script).digest().to_string(),
             script,
             open: Tally::default(),
+            pace: Pace::default(),
             carried: VecDeque::new(),
             sealed: VecDeque::new(),
             lanes: HashMap::new(),

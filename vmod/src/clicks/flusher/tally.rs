@@ -153,8 +153,9 @@ impl Numbered {
 }
 
 impl Tally {
+    /// Neither clicks nor a link's history waiting (see [`super::pace`]).
     pub(super) fn is_empty(&self) -> bool {
-        self.clicks == 0
+        self.clicks == 0 && self.links.is_empty()
     }
 }
 
@@ -191,6 +192,33 @@ pub(super) struct LinkTally {
 }
 
 impl LinkTally {
+    /// Whether the link has counts besides its totals: its history.
+    pub(super) fn has_history(&self) -> bool {
+        !(self.days.is_empty()
+            && self.hours.is_empty()
+            && self.minutes.is_empty()
+            && self.sources.is_empty()
+            && self.visitors.is_empty())
+    }
+
+    /// The backlog's entries the link's history holds, counted as the
+    /// tally counts them.
+    pub(super) fn history_entries(&self) -> usize {
+        self.days.len()
+            + self.hours.len()
+            + self.minutes.len()
+            + self
+                .sources
+                .keys()
+                .map(|source| source.fields())
+                .sum::<usize>()
+            + self
+                .visitors
+                .iter()
+                .map(|(_, people)| people.len())
+                .sum::<usize>()
+    }
+
     /// A click that adds to one of the link's totals only: a bot's, or an
     /// answer after expiry or deletion.
     fn add_total(&mut self, total: Total, entries: &mut usize) {
