@@ -386,14 +386,11 @@ mod shortlink {
         /// scripts and `HEAD` requests), a 410 or an expired link's fallback
         /// as an answer for a gone link; anything else (404, 503) is not
         /// counted. Nothing is sent to Redis here: counts are gathered in
-        /// memory and sent every `flush_interval` by a background thread
-        /// (a link's history, at once for its first clicks and at every
-        /// fifth flush for a link clicked at every one),
-        /// which also reads the user agent, referrer and country. Pass
-        /// `client.ip`; it is only hashed, with a salt that changes daily,
-        /// to count unique visitors, and never stored. A click on a link
-        /// with rules or a split is counted under the target `.choose()`
-        /// chose for it.
+        /// memory and sent every `flush_interval` (a hot link's history
+        /// every fifth) by a thread that reads the agent, referrer and
+        /// country. Pass `client.ip`; it is only hashed, with a salt that
+        /// changes daily, to count unique visitors, never stored. A click
+        /// on a link with rules or a split counts under the target chosen.
         ///
         /// ```vcl
         /// sub vcl_deliver {
