@@ -353,7 +353,7 @@ impl DurationRule for FlushRule {
 
 impl FlushInterval {
     /// A crash of Varnish loses at most this much of the totals (a hot
-    /// link's history, five times as much: see the VMOD's flusher).
+    /// link's history, three times as much: see the VMOD's flusher).
     pub const DEFAULT: Self = Self::new(Duration::from_secs(1));
 }
 

@@ -95,7 +95,7 @@ pub struct LinkStats {
     #[counter]
     pub click_flush_failures: AtomicU64,
 
-    /// Counted answers waiting to be stored in Redis
+    /// Counted answers not yet stored in the totals in Redis
     #[gauge]
     pub clicks_pending: AtomicU64,
 

@@ -17,10 +17,11 @@
 //! memory the store's queues are given, and only once that is full too
 //! are they dropped and counted as dropped.
 //!
-//! Every flush seals every link's totals, and the history (days, hours,
-//! minutes, details, visitors) of links not sealed since the last whole
-//! seal; every fifth seal is whole (`pace`). A link clicked at every flush
-//! costs Redis one field a flush, its history summed over five.
+//! Every flush seals every link's totals; a link's history (days, hours,
+//! minutes, details, visitors) at the first two seals of a round of five
+//! that find it clicked, and then at the round's last, whole seal
+//! (`pace`). A link clicked at every flush costs Redis one field a flush,
+//! and its history two flushes in five.
 //!
 //! Here: the flusher's state and its I/O (the script loaded, the batches
 //! sent to the nodes serving their lanes, the answers taken, the heartbeat,
@@ -263,7 +264,8 @@ impl Flusher {
                 Ok(()) => {
                     let mut tally = std::mem::take(&mut self.open);
                     self.seal(&mut tally, &store.names, settings);
-                    // Empty now, its map of links still allocated: the next
+                    // Empty now but for history waiting (see `pace`), its
+                    // map of links still allocated: the next
                     // flush's links fill it without growing it again (growing
                     // a map of thousands of links, each moved, and the fresh
                     // pages faulted in, was a fifth of the flusher's time on
