@@ -72,6 +72,17 @@ pub fn own_redis<'u>(clicks_url: &'u str, links_url: &str) -> Option<&'u str> {
     (!clicks_url.is_empty() && clicks_url != links_url).then_some(clicks_url)
 }
 
+/// Sets a hash field (`KEYS[1]`, `ARGV[1]`) to a count (`ARGV[2]`) unless
+/// it holds a larger one, and answers what it holds then. With clicks in a
+/// Redis of their own, the people's total of each link with a click limit
+/// is copied with it into the links' Redis, under the same name
+/// ([`CountNames::total_slot`]), where lookups read it: a copy only grows,
+/// whichever of several writers comes last.
+pub const RAISE_COUNT_SCRIPT: &str = "local held = redis.call('HGET', KEYS[1], ARGV[1]) \
+if not held or tonumber(ARGV[2]) > (tonumber(held) or 0) then \
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) return ARGV[2] end \
+return held";
+
 /// The all-time counters of a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Total {

@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use shortlink_core::clicks::Total;
 use shortlink_core::{
     DomainName, Expiry, HeaderValue, KeyScheme, RedirectStatus, Slot, Stored, Ttl,
 };
@@ -166,9 +165,12 @@ impl Resolution {
 /// Everything the backend and the VCL methods share.
 pub struct Resolver {
     pub settings: Settings,
-    pub pool: RedisPool,
+    /// The links' Redis; shared with the click stores, which copy limited
+    /// links' people's totals there when clicks have a Redis of their own.
+    pub pool: Arc<RedisPool>,
     /// The pool of the Redis that holds the clicks, when that is not the
-    /// links' own: click limits read stored clicks there.
+    /// links' own: click limits read a limited link's stored clicks there
+    /// only while the links' Redis has no copy of them yet.
     pub click_pool: Option<RedisPool>,
     pub stats: Vsc<LinkStats>,
     pub changes: Changes,
@@ -244,7 +246,7 @@ impl Resolver {
     }
 
     /// Counts a lookup Redis did not answer; the reason, for the log.
-    fn failed(&self, slot: &Slot<'_>, error: &LookupError) -> String {
+    pub(crate) fn failed(&self, slot: &Slot<'_>, error: &LookupError) -> String {
         if matches!(error, LookupError::Timeout(_)) {
             self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -296,34 +298,6 @@ impl Resolver {
             targeting: (!record.targeting.is_empty())
                 .then(|| record.targeting.to_string().trim_start().to_owned()),
         })
-    }
-
-    /// People's clicks on `key` stored in Redis, and the clicks this
-    /// Varnish counted on it and has not stored yet.
-    fn clicks_of(&self, space: usize, key: &str) -> Result<(u64, u64), String> {
-        let clicks = &self.clicks[space];
-        // Read before the count: a flush that stores some of these clicks
-        // meanwhile can only make them counted twice (the link may answer
-        // as expired early, uncached, until that flush is answered), never
-        // not at all.
-        let pending = clicks.pending(key);
-        let slot = clicks.names.total_slot(Total::People, key);
-        self.stats.lookups.fetch_add(1, Ordering::Relaxed);
-        let pool = self.click_pool.as_ref().unwrap_or(&self.pool);
-        let stored = match pool.hget(&slot) {
-            Ok(None) => 0,
-            Ok(Some(value)) => std::str::from_utf8(&value)
-                .ok()
-                .and_then(|count| count.parse::<u64>().ok())
-                .ok_or_else(|| {
-                    format!(
-                        "HGET {} {}: the click count is not a number",
-                        slot.hash, slot.field
-                    )
-                })?,
-            Err(error) => return Err(self.failed(&slot, &error)),
-        };
-        Ok((stored, pending))
     }
 
     /// How long Varnish keeps an answer of this backend with `status`, and

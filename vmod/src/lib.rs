@@ -12,6 +12,7 @@ mod counting;
 mod first_request;
 mod forwarding;
 mod headers;
+mod limits;
 mod lookups;
 mod pages;
 mod stats;
@@ -293,20 +294,18 @@ mod shortlink {
                         })
                         .map_err(|e| format!("shortlink: {name}: {e}"))
                     };
-                    let pool = pool_of(redis)?;
+                    let pool = std::sync::Arc::new(pool_of(redis)?);
                     let apart = shortlink_core::clicks::own_redis(clicks_redis, redis);
                     let click_pool = apart.map(pool_of).transpose()?;
+                    let mirror = apart.map(|_| std::sync::Arc::clone(&pool));
                     // One store, with its flusher, per key space.
                     let clicks = settings
                         .spaces
                         .schemes()
                         .map(|scheme| {
-                            crate::clicks::store_for(
-                                apart.unwrap_or(redis),
-                                scheme,
-                                counting.clone(),
-                            )
-                            .map_err(|e| format!("shortlink: {name}: {e}"))
+                            let (url, mirror) = (apart.unwrap_or(redis), mirror.clone());
+                            crate::clicks::store_for(url, scheme, counting.clone(), mirror)
+                                .map_err(|e| format!("shortlink: {name}: {e}"))
                         })
                         .collect::<Result<Vec<_>, _>>()?;
                     let resolver = Resolver {

@@ -22,6 +22,8 @@ use shortlink_core::KeyScheme;
 
 use store::Reach;
 
+use crate::lookups::RedisPool;
+
 pub use store::{Click, ClickStore, CountSettings, Outcome};
 pub use visitor::{referrer_host, Countries};
 
@@ -30,18 +32,20 @@ pub use visitor::{referrer_host, Countries};
 static STORES: Mutex<Vec<Arc<ClickStore>>> = Mutex::new(Vec::new());
 
 /// The store counting for `redis_url` and `scheme`, made (with its flusher
-/// thread) on first use; `settings` replace those of an existing one.
+/// thread) on first use; `settings` and `mirror` (the links' Redis, when
+/// clicks have a Redis of their own) replace those of an existing one.
 pub fn store_for(
     redis_url: &str,
     scheme: &KeyScheme,
     settings: CountSettings,
+    mirror: Option<Arc<RedisPool>>,
 ) -> Result<Arc<ClickStore>, String> {
     let mut stores = STORES.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(store) = stores
         .iter()
         .find(|s| s.redis_url == redis_url && s.names.scheme() == scheme)
     {
-        store.set(settings);
+        store.set(settings, mirror);
         return Ok(Arc::clone(store));
     }
     let (reach, layout) = match redis_url.parse() {
@@ -55,7 +59,7 @@ pub fn store_for(
         ),
     };
     let names = CountNames::new(scheme, layout).map_err(|e| e.to_string())?;
-    let store = Arc::new(ClickStore::new(redis_url, reach, names, settings));
+    let store = Arc::new(ClickStore::new(redis_url, reach, names, settings, mirror));
     let flusher_store = Arc::clone(&store);
     std::thread::Builder::new()
         .name("shortlink-clicks".to_owned())

@@ -5,11 +5,13 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use shortlink_core::clicks::{ClickTime, CountNames};
 use shortlink_core::rules::Chosen;
+
+use crate::lookups::RedisPool;
 #[cfg(test)]
 use shortlink_core::{clicks::Layout, KeyScheme};
 
@@ -228,6 +230,11 @@ pub struct ClickStore {
     /// bound goes uncounted against a limit. One entry per limited link at
     /// most, and a link answers as expired once its limit is reached.
     overflow: Mutex<HashMap<Box<str>, u64>>,
+    /// The links' Redis, when clicks are stored in a Redis of their own:
+    /// the flusher copies the people's totals of limited links there, so
+    /// that a lookup reads them where it reads the link, never behind a
+    /// flush (see `Flusher::mirror`). Set by the newest VCL.
+    mirror: Mutex<Option<Arc<RedisPool>>>,
 }
 
 impl ClickStore {
@@ -318,6 +325,7 @@ impl ClickStore {
         reach: Reach,
         names: CountNames,
         settings: CountSettings,
+        mirror: Option<Arc<RedisPool>>,
     ) -> Self {
         Self {
             redis_url: redis_url.to_owned(),
@@ -330,6 +338,7 @@ impl ClickStore {
             counters: Counters::default(),
             limited: Mutex::new(HashMap::new()),
             overflow: Mutex::new(HashMap::new()),
+            mirror: Mutex::new(mirror),
         }
     }
 
@@ -354,18 +363,25 @@ impl ClickStore {
         .expect("a server locator starts no thread");
         let names = CountNames::new(&KeyScheme::default(), Layout::Plain)
             .expect("the default scheme has no braces");
-        Self::new("", Reach::Master(nowhere), names, settings)
+        Self::new("", Reach::Master(nowhere), names, settings, None)
     }
 
     pub fn settings(&self) -> CountSettings {
         lock(&self.settings).clone()
     }
 
-    /// Takes the newest VCL's settings.
-    pub(crate) fn set(&self, settings: CountSettings) {
+    /// Takes the newest VCL's settings, and its links' Redis when clicks
+    /// have a Redis of their own.
+    pub(crate) fn set(&self, settings: CountSettings, mirror: Option<Arc<RedisPool>>) {
         self.queued_max
             .store(settings.queue_bytes, Ordering::Relaxed);
         *lock(&self.settings) = settings;
+        *lock(&self.mirror) = mirror;
+    }
+
+    /// Where limited links' people's totals are copied, if anywhere.
+    pub fn mirror(&self) -> Option<Arc<RedisPool>> {
+        lock(&self.mirror).clone()
     }
 }
 
@@ -458,7 +474,7 @@ mod tests {
         let bound = shortlink_core::settings::ClickQueueMb::try_from(1).unwrap();
         let mut settings = store.settings();
         settings.queue_bytes = bound.bytes();
-        store.set(settings);
+        store.set(settings, None);
         let key = "K".repeat(255);
         let agent = "A".repeat(8192);
         let referrer = "r".repeat(253);

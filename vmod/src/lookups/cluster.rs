@@ -59,7 +59,7 @@ impl ClusterRoute {
                 pipeline.cmd("ASKING");
             }
             let lookup = &batch[hop.lookup];
-            pipeline.cmd("HGET").arg(&lookup.hash).arg(&lookup.field);
+            lookup.pack(&mut pipeline);
         }
         match self.nodes.send(address, &pipeline.get_packed_pipeline()) {
             Ok(()) => Ok(()),

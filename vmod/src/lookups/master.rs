@@ -108,7 +108,7 @@ impl Exchange for MasterRoute {
         let retry_until = Instant::now() + shared.command_timeout;
         let mut pipeline = redis::pipe();
         for lookup in batch {
-            pipeline.cmd("HGET").arg(&lookup.hash).arg(&lookup.field);
+            lookup.pack(&mut pipeline);
         }
         let packed = pipeline.get_packed_pipeline();
         loop {

@@ -27,6 +27,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub use nodes::{ClusterNodes, Unread, Unsent};
 pub use pool::{PoolSettings, RedisPool};
 
+use shortlink_core::clicks::RAISE_COUNT_SCRIPT;
+use shortlink_core::Slot;
+
 use crate::now_ms;
 
 /// Whether Redis answered the last time anyone asked, and since when.
@@ -86,11 +89,39 @@ pub(crate) type Outcome = Result<Option<Vec<u8>>, LookupError>;
 pub(crate) struct Lookup {
     pub(crate) hash: String,
     pub(crate) field: String,
+    /// A count to raise the field to instead of reading it
+    /// ([`RAISE_COUNT_SCRIPT`]).
+    raise_to: Option<u64>,
     outcome: Mutex<Option<Outcome>>,
     ready: Condvar,
 }
 
 impl Lookup {
+    fn new(slot: &Slot<'_>, raise_to: Option<u64>) -> Self {
+        Self {
+            hash: slot.hash.clone(),
+            field: slot.field.to_owned(),
+            raise_to,
+            outcome: Mutex::new(None),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Adds this lookup's command to `pipeline`: `HGET`, or the raise; both
+    /// answer the field's value, and either may be sent again.
+    pub(crate) fn pack(&self, pipeline: &mut redis::Pipeline) {
+        match self.raise_to {
+            None => pipeline.cmd("HGET").arg(&self.hash).arg(&self.field),
+            Some(count) => pipeline
+                .cmd("EVAL")
+                .arg(RAISE_COUNT_SCRIPT)
+                .arg(1)
+                .arg(&self.hash)
+                .arg(&self.field)
+                .arg(count),
+        };
+    }
+
     pub(crate) fn fulfil(&self, outcome: Outcome) {
         *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
         self.ready.notify_one();

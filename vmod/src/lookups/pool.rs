@@ -101,27 +101,43 @@ impl RedisPool {
 
     /// `HGET hash field`: the reply, or why Redis gave none.
     pub fn hget(&self, slot: &Slot<'_>) -> Outcome {
-        let lookup = Arc::new(Lookup {
-            hash: slot.hash.clone(),
-            field: slot.field.to_owned(),
-            outcome: Mutex::new(None),
-            ready: Condvar::new(),
-        });
-        {
-            let mut queue = self
-                .shared
-                .queue
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if queue.stopping {
-                return Err(stopped());
-            }
-            queue.waiting.push(Arc::clone(&lookup));
-            // The I/O thread only sleeps on an empty queue.
-            if queue.waiting.len() == 1 {
-                self.shared.wake.notify_one();
-            }
+        let lookup = Arc::new(Lookup::new(slot, None));
+        self.queue(std::slice::from_ref(&lookup))?;
+        self.wait(&lookup)
+    }
+
+    /// Raises each field to its count unless it holds more, in one batch:
+    /// for each, the count it holds then, or why Redis gave none.
+    pub fn raise(&self, counts: &[(Slot<'_>, u64)]) -> Vec<Outcome> {
+        let lookups: Vec<Arc<Lookup>> = counts
+            .iter()
+            .map(|(slot, count)| Arc::new(Lookup::new(slot, Some(*count))))
+            .collect();
+        if let Err(error) = self.queue(&lookups) {
+            return vec![Err(error); lookups.len()];
         }
+        lookups.iter().map(|lookup| self.wait(lookup)).collect()
+    }
+
+    fn queue(&self, lookups: &[Arc<Lookup>]) -> Result<(), LookupError> {
+        let mut queue = self
+            .shared
+            .queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if queue.stopping {
+            return Err(stopped());
+        }
+        let was_empty = queue.waiting.is_empty();
+        queue.waiting.extend(lookups.iter().cloned());
+        // The I/O thread only sleeps on an empty queue.
+        if was_empty {
+            self.shared.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    fn wait(&self, lookup: &Lookup) -> Outcome {
         let mut outcome = lookup
             .outcome
             .lock()

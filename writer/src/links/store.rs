@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::redis::master::{Connection, MasterConnection};
 use redis::Script;
+use shortlink_core::clicks::{Total, RAISE_COUNT_SCRIPT};
 use shortlink_core::{digest_key, Key, KeyScheme, Owner, Record, Stored};
 
 use crate::config::{Domain, Settings};
@@ -167,6 +168,8 @@ pub struct LinkStore {
     connection: MasterConnection,
     /// The clicks' Redis: the links' own connection unless they have one.
     click_connection: MasterConnection,
+    /// Whether the clicks have a Redis of their own.
+    clicks_apart: bool,
     /// Replicas that must hold a change before it is acknowledged.
     replicas_to_ack: u32,
     /// The canonical name of the short domain whose links these are.
@@ -178,6 +181,7 @@ pub struct LinkStore {
     claim: Script,
     index: Script,
     replace: Script,
+    raise_count: Script,
     write_timeout: Duration,
     /// The queued purges' stream: one for every domain, named after the
     /// store's own key scheme.
@@ -190,14 +194,15 @@ impl LinkStore {
     pub fn new(settings: &Settings) -> Result<Self, StoreError> {
         let links_url = settings.config.redis.url.as_str();
         let connection = MasterConnection::open(links_url, settings)?;
-        let click_connection =
-            match shortlink_core::clicks::own_redis(&settings.config.clicks.redis_url, links_url) {
-                Some(url) => MasterConnection::open(url, settings)?,
-                None => connection.clone(),
-            };
+        let apart = shortlink_core::clicks::own_redis(&settings.config.clicks.redis_url, links_url);
+        let click_connection = match apart {
+            Some(url) => MasterConnection::open(url, settings)?,
+            None => connection.clone(),
+        };
         Ok(Self {
             connection,
             click_connection,
+            clicks_apart: apart.is_some(),
             replicas_to_ack: settings.config.redis.replicas_to_ack.get(),
             domain: settings.domains[0].name.clone(),
             scheme: settings.scheme.clone(),
@@ -206,6 +211,7 @@ impl LinkStore {
             claim: Script::new(CLAIM_SCRIPT),
             index: Script::new(INDEX_SCRIPT),
             replace: Script::new(REPLACE_SCRIPT),
+            raise_count: Script::new(RAISE_COUNT_SCRIPT),
             write_timeout: settings.write_timeout(),
             purge_stream: settings.scheme.purge_queue(),
         })
@@ -346,11 +352,49 @@ impl LinkStore {
         match outcome {
             -1 => Err(StoreError::Unavailable(Unreachable::PastDeadline)),
             0 => Ok(false),
-            1 => self
-                .replicated(&mut connection, key.as_str(), &slot.hash)
-                .await
-                .map(|()| true),
+            1 => {
+                self.replicated(&mut connection, key.as_str(), &slot.hash)
+                    .await?;
+                if matches!(new, Stored::Link(record) if record.max_clicks.is_some()) {
+                    self.copy_limit_count(key).await;
+                }
+                Ok(true)
+            }
             n => Err(StoreError::Unavailable(Unreachable::UnexpectedReply(n))),
+        }
+    }
+
+    /// With clicks in a Redis of their own, copies the people's clicks of
+    /// `key`, a link with a click limit, to the links' Redis, where Varnish
+    /// reads them ([`RAISE_COUNT_SCRIPT`]). Nothing depends on it: without
+    /// the copy, Varnish reads them in the clicks' Redis until the link's
+    /// next stored click makes one.
+    async fn copy_limit_count(&self, key: &Key) {
+        if !self.clicks_apart {
+            return;
+        }
+        let slot = self.count_names.total_slot(Total::People, key.as_str());
+        let copied: redis::RedisResult<String> = async {
+            let mut clicks = self.click_connection.get()?;
+            let stored: Option<u64> = redis::cmd("HGET")
+                .arg(&slot.hash)
+                .arg(slot.field)
+                .query_async(&mut clicks)
+                .await?;
+            let mut links = self.connection.get()?;
+            self.raise_count
+                .key(&slot.hash)
+                .arg(slot.field)
+                .arg(stored.unwrap_or(0))
+                .invoke_async(&mut links)
+                .await
+        }
+        .await;
+        if let Err(error) = copied {
+            log::warn!(
+                "could not copy the clicks of {key} to the links' Redis ({error}); \
+                 Varnish reads them in the clicks' Redis until its next click is stored"
+            );
         }
     }
 
@@ -401,6 +445,9 @@ impl LinkStore {
             key.map_err(|_| StoreError::Unavailable(Unreachable::UnexpectedReply(position)))?;
         self.replicated(&mut connection, key.as_str(), &slot.hash)
             .await?;
+        if record.max_clicks.is_some() {
+            self.copy_limit_count(&key).await;
+        }
         if in_cluster {
             self.index
                 .key(&index)

@@ -423,6 +423,73 @@ pub fn clicks_apart_are_read_in_their_redis(suite: &Suite) -> Result<(), String>
     })
 }
 
+/// With `[clicks] redis_url`, a link with a click limit gets a copy of its
+/// people's clicks next to the links, where Varnish reads it (no lookup
+/// waits behind the clicks' Redis): 0 for a new link, the clicks stored so
+/// far for a link given a limit by an edit; none for a link without one.
+pub fn limited_links_get_a_copy_of_their_count_next_to_the_links(
+    suite: &Suite,
+) -> Result<(), String> {
+    use shortlink_writer::links::shortener::{Change, NewLink, Shortener};
+    let prefix = "t-copy:";
+    let clicks_url = format!("redis://127.0.0.1:{}/1", suite.redis.port);
+    let settings = suite.settings_with(prefix, 2, |config| {
+        config.clicks.redis_url.clone_from(&clicks_url);
+    });
+    let admin = Identity::admin(shortlink_core::Owner::try_from("ops").map_err(|e| e.to_string())?);
+    let totals = format!("{prefix}clicks:cp");
+    let copy = |field: &str| {
+        suite
+            .redis
+            .query::<Option<String>>(&["HGET", &totals, field])
+    };
+    block_on(async {
+        let shortener = Shortener::new(settings).map_err(|e| e.to_string())?;
+        let domain = shortener.domain(None).map_err(|e| e.to_string())?.clone();
+        for (key, max_clicks) in [("cplimited", Some(5)), ("cpplain", None)] {
+            let new = NewLink {
+                url: "https://example.org/copy",
+                key: Some(key),
+                max_clicks,
+                ..Default::default()
+            };
+            shortener
+                .create(&new, None)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        ensure(copy("limited")?.as_deref() == Some("0"), || {
+            format!("a new limited link's copy: {:?}", copy("limited"))
+        })?;
+        ensure(copy("plain")?.is_none(), || {
+            "a copy for a link without a limit".into()
+        })?;
+        let mut clicks = redis::Client::open(clicks_url.as_str())
+            .and_then(|client| client.get_connection())
+            .map_err(|e| e.to_string())?;
+        redis::cmd("HSET")
+            .arg(&totals)
+            .arg("plain")
+            .arg(4)
+            .query::<()>(&mut clicks)
+            .map_err(|e| e.to_string())?;
+        let limit = Change {
+            max_clicks: Some(Some(10)),
+            ..Default::default()
+        };
+        shortener
+            .edit(&admin, &domain, "cpplain", &limit, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        ensure(copy("plain")?.as_deref() == Some("4"), || {
+            format!(
+                "a link given a limit: copy {:?}, 4 clicks stored",
+                copy("plain")
+            )
+        })
+    })
+}
+
 /// Ranking recent clicks reads the minute hashes in pieces, yet ranks as
 /// one union of them would: totals summed over the window, most first,
 /// ties by key. Minutes larger than a piece, overlapping, with many ties;

@@ -283,6 +283,10 @@ const TESTS: &[(&str, common::Test)] = &[
         clicks::clicks_apart_are_read_in_their_redis,
     ),
     (
+        "clicks::limited_links_get_a_copy_of_their_count_next_to_the_links",
+        clicks::limited_links_get_a_copy_of_their_count_next_to_the_links,
+    ),
+    (
         "clicks::ranking_in_pieces_equals_the_union",
         clicks::ranking_in_pieces_equals_the_union,
     ),

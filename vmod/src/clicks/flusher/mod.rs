@@ -27,11 +27,13 @@
 //! sent to the nodes serving their lanes, the answers taken, the heartbeat,
 //! the visitor salts); the tally (`tally`), its sealing into batches of
 //! script arguments (`encoding`), the batches and what Redis answers for
-//! them (`batches`) are its parts, and `apply_batch.lua` the script.
+//! them (`batches`), and the copy of limited links' counts to the links'
+//! Redis (`mirror`) are its parts, and `apply_batch.lua` the script.
 
 mod args;
 mod batches;
 mod encoding;
+mod mirror;
 mod pace;
 mod tally;
 
@@ -165,6 +167,9 @@ struct Flusher {
     /// uncounted); forgotten past [`SEALED_VISITORS_MAX`], and after a new
     /// connection or a failure: the Redis it reaches may have lost them.
     sealed_visitors: Set<u64>,
+    /// Clicks on limited links Redis stored whose people's totals are not
+    /// yet copied to the links' Redis, by key (see [`mirror`]).
+    uncopied: HashMap<Box<str>, u64>,
     reported: Option<String>,
 }
 
@@ -187,6 +192,7 @@ impl Flusher {
             next_tally: 0,
             salts: HashMap::new(),
             sealed_visitors: Set::default(),
+            uncopied: HashMap::new(),
             reported: None,
         }
     }
@@ -242,6 +248,7 @@ impl Flusher {
             lost += tally.clicks;
             store.settle(&tally.limited);
         }
+        store.settle(&std::mem::take(&mut self.uncopied));
         store.counters.dropped.fetch_add(lost, Ordering::Relaxed);
     }
     /// Seals the open tally and sends every sealed batch, each lane's in
@@ -251,6 +258,7 @@ impl Flusher {
             .destination
             .get_or_insert_with(|| Destination::of(store));
         if self.open.is_empty() && self.sealed.is_empty() {
+            self.copy_limits(store)?;
             return self.beat(&store.names);
         }
         if destination.prepare(store, settings.flush_timeout(1))? {
@@ -326,6 +334,9 @@ impl Flusher {
             }
         }
         self.forget_applied(&applied, store);
+        if let Err(error) = self.copy_limits(store) {
+            errors.push(error);
+        }
         if waiting && errors.is_empty() {
             // Not seen: the lane's earlier batch went nowhere this time.
             errors.push("click batches wait for earlier ones of their lane".to_owned());
@@ -433,14 +444,18 @@ impl Flusher {
             }
             false
         });
+        let mut stored_limited = Vec::new();
         tallies.retain(|_, tally| {
             if tally.batches > 0 {
                 return true;
             }
             flushed += tally.clicks;
-            store.settle(&tally.limited);
+            stored_limited.push(std::mem::take(&mut tally.limited));
             false
         });
+        for limited in stored_limited {
+            self.stored_limited(limited, store);
+        }
         store.counters.flushed.fetch_add(flushed, Ordering::Relaxed);
     }
 
@@ -569,7 +584,7 @@ mod tests {
         let store = ClickStore::detached(100);
         let mut settings = store.settings();
         settings.queue_bytes = 300 * click("Key000", 1).bytes();
-        store.set(settings.clone());
+        store.set(settings.clone(), None);
         for n in 0..300 {
             store.record(click(&format!("Key{n:03}"), 1));
         }
@@ -784,7 +799,7 @@ mod tests {
             redis_target::Locator::open(&redis.url, settings.redis_timeouts()).unwrap(),
         );
         let names = CountNames::new(&KeyScheme::default(), Layout::Plain).unwrap();
-        let store = ClickStore::new(&redis.url, reach, names, settings.clone());
+        let store = ClickStore::new(&redis.url, reach, names, settings.clone(), None);
         let letters: Vec<char> = ('a'..='z').chain('A'..='Z').collect();
         for n in 0..2000 {
             let key = format!("{}{}Key", letters[n % 52], letters[n / 52 % 52]);
@@ -844,7 +859,7 @@ mod tests {
             redis_target::Locator::open(&redis.url, settings.redis_timeouts()).unwrap(),
         );
         let names = CountNames::new(&KeyScheme::default(), Layout::Plain).unwrap();
-        let store = ClickStore::new(&redis.url, reach, names, settings.clone());
+        let store = ClickStore::new(&redis.url, reach, names, settings.clone(), None);
         let letters: Vec<char> = ('a'..='z').chain('A'..='Z').collect();
         let mut flusher = Flusher::new();
         let mut recorded = 0u64;

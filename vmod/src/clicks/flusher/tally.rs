@@ -528,7 +528,7 @@ mod tests {
         };
         let mut settings = store.settings();
         settings.queue_bytes = 6 * click(Outcome::Limited, "Key0").bytes();
-        store.set(settings.clone());
+        store.set(settings.clone(), None);
         let outcomes = [Outcome::Limited; 5].into_iter().chain([Outcome::Redirect]);
         let keys: Vec<String> = (0..6).map(|n| format!("Key{n}")).collect();
         for (key, outcome) in keys.iter().zip(outcomes) {
@@ -587,7 +587,7 @@ mod tests {
         let store = ClickStore::detached(1_000_000);
         let mut settings = store.settings();
         settings.queue_bytes = 0;
-        store.set(settings);
+        store.set(settings, None);
         for _ in 0..3 {
             store
                 .record(Click::new(Outcome::Limited, false, None, "Lm25", "", None, None).unwrap());
