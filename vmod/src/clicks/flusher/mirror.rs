@@ -132,28 +132,32 @@ mod tests {
         .unwrap()
     }
 
-    /// A store flushing to `clicks_url` that copies limited links' counts
-    /// to `links_url`.
-    fn copying_store(clicks_url: &str, links_url: &str) -> ClickStore {
-        let settings = ClickStore::detached(1000).settings();
+    fn links_pool(links_url: &str) -> Arc<RedisPool> {
         let pool = RedisPool::new(&PoolSettings {
             url: links_url,
             connect_timeout: Duration::from_millis(500),
             command_timeout: Duration::from_millis(500),
             size: 2,
-        })
-        .unwrap();
+        });
+        Arc::new(pool.unwrap())
+    }
+
+    /// A store flushing to `clicks_url` that copies limited links' counts
+    /// to `links_url`.
+    fn copying_store(clicks_url: &str, links_url: &str) -> ClickStore {
+        let settings = ClickStore::detached(1000).settings();
         let reach = Reach::Master(
             redis_target::Locator::open(clicks_url, settings.redis_timeouts()).unwrap(),
         );
         let names = CountNames::new(&KeyScheme::default(), Layout::Plain).unwrap();
-        ClickStore::new(clicks_url, reach, names, settings, Some(Arc::new(pool)))
+        ClickStore::new(clicks_url, reach, names, settings, Some(links_pool(links_url)))
     }
 
     /// With clicks in a Redis of their own (here database 0, the links in
     /// 1), a limited link's clicks stay pending until the links' Redis holds
     /// its stored people's total; the copy only grows; and while it cannot
-    /// be made, the clicks stay pending, so no lookup misses them.
+    /// be made, the clicks stay pending, so no lookup misses them, until a
+    /// later flush makes it.
     #[test]
     fn a_limited_links_clicks_settle_once_its_total_is_copied() {
         let dir = test_support::work_dir("flush-copy").unwrap();
@@ -215,6 +219,13 @@ mod tests {
         assert_eq!(get("0", "short:clicks:Qx", "99").as_deref(), Some("2"));
         assert_eq!(away.pending("Qx99"), 2, "not copied, still pending");
         assert!(away.counters.flush_failures.load(Ordering::Relaxed) > 0);
+
+        // The links' Redis back: the next flush, with no click to send,
+        // makes the copy and settles them.
+        away.set(settings.clone(), Some(links_pool(&links_url)));
+        flusher.tick(&away, &settings);
+        assert_eq!(get("1", "short:clicks:Qx", "99").as_deref(), Some("2"));
+        assert_eq!(away.pending("Qx99"), 0, "settled once copied");
         drop(redis);
         let _ = std::fs::remove_dir_all(dir);
     }

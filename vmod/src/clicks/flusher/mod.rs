@@ -258,7 +258,11 @@ impl Flusher {
             .destination
             .get_or_insert_with(|| Destination::of(store));
         if self.open.is_empty() && self.sealed.is_empty() {
-            self.copy_limits(store)?;
+            if !self.uncopied.is_empty() {
+                // Nothing to send but copies a flush before could not make.
+                destination.prepare(store, settings.flush_timeout(1))?;
+                self.copy_limits(store)?;
+            }
             return self.beat(&store.names);
         }
         if destination.prepare(store, settings.flush_timeout(1))? {
