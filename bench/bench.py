@@ -66,6 +66,9 @@ socket; BENCH_REDIS=tcp makes it use loopback TCP instead, and
 BENCH_REDIS_EXTRA adds lines to the [redis] section of the writer's
 configuration (and so to the VMOD's settings), e.g. "pool_size = 64";
 BENCH_CLICKS_EXTRA to its [clicks] section, e.g. "flush_interval_ms = 5000".
+The clicks' Redis runs at nice CLICKS_NICENESS (10), as docs/deploying.md
+advises; BENCH_CLICKS_NICE=0 runs it beside Varnish instead, to measure
+what that priority changes.
 `miss` runs paired with `miss-uncounted` (counting off) and
 `miss-cached-first` (every answer cached at its first request, as before
 the admission rule: what the rule gains) as well; for
@@ -183,6 +186,9 @@ CLICK_TOTALS_BYTES_LIMIT = 24
 # One that held what it exports would need about the difference in bytes
 # (ten times the smaller export's) more.
 EXPORT_PEAK_RATIO = 1.25
+# The clicks' Redis's niceness, as shipped (scripts/run.sh, docs/deploying.md).
+CLICKS_NICENESS = 10
+CLICKS_NICE = int(os.environ.get("BENCH_CLICKS_NICE", CLICKS_NICENESS))
 # The smaller export: the links of one owner, a tenth as many as the store's.
 EXPORT_SHARE = 10
 EXPORT_OWNER = "exporter"
@@ -383,14 +389,14 @@ def redis_stalls(port):
     return {"worst_ms": events, "aof_rewrites_so_far": rewrites}
 
 
-def start_redis(processes, name, port, persistent=True, conf="redis.conf", extra=()):
+def start_redis(processes, name, port, persistent=True, conf="redis.conf", extra=(), niceness=0):
     """The shipped configuration (`conf`: the links' or the clicks');
     `persistent=False` for a server that only measures memory: its loads
     would otherwise fill the disk's queue with synced writes that the
     scenarios' own syncs then wait behind."""
     data = WORK / name
     data.mkdir(parents=True, exist_ok=True)
-    processes.start(["redis-server", str(ROOT / "redis" / conf), "--port", str(port),
+    processes.start(["nice", "-n", str(niceness), "redis-server", str(ROOT / "redis" / conf), "--port", str(port),
                      "--dir", str(data), "--daemonize", "no",
                      "--unixsocket", str(data / "redis.sock"), "--unixsocketperm", "700",
                      *([] if persistent else ["--appendonly", "no"]), *extra], f"{name}.log")
@@ -704,7 +710,7 @@ def run(processes):
     start_redis(processes, "redis", redis_port,
                 extra=("--repl-diskless-sync-delay", "0") if replicated else ())
     # As `make run`: clicks in a Redis of their own, synced once a second.
-    start_redis(processes, "clicks", clicks_port, conf="clicks.conf")
+    start_redis(processes, "clicks", clicks_port, conf="clicks.conf", niceness=CLICKS_NICE)
     start_redis(processes, "redis-plain", plain_port, persistent=False)
     if replicated:
         replica_port = free_port()

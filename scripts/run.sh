@@ -130,9 +130,9 @@ wait_until() { # what, pid, command...
     exit 1
 }
 
-start_redis() { # what, port, configuration, data directory, variable naming the port
+start_redis() { # what, port, configuration, data directory, variable naming the port, niceness
     say "starting $1 on 127.0.0.1:$2 (data in $4)"
-    supervise "$1" redis-server "$root/redis/$3" --port "$2" --dir "$4" \
+    supervise "$1" nice -n "$6" redis-server "$root/redis/$3" --port "$2" --dir "$4" \
         --pidfile "$var_dir/run/${3%.conf}.pid" --logfile ""
     wait_until "$1 (port $2 free? set $5)" "${pids[-1]}" \
         sh -c "[ \"\$(redis-cli -p $2 ping)\" = PONG ]"
@@ -141,12 +141,14 @@ start_redis() { # what, port, configuration, data directory, variable naming the
 if [ -n "${REDIS_URL:-}" ]; then
     say "links in $redis_url (REDIS_URL): starting no Redis for them"
 else
-    start_redis "Redis for links" "$redis_port" redis.conf "$var_dir/redis" REDIS_PORT
+    start_redis "Redis for links" "$redis_port" redis.conf "$var_dir/redis" REDIS_PORT 0
 fi
 if [ -n "${CLICKS_REDIS_URL:-}" ] || [ -n "${REDIS_URL:-}" ]; then
     say "clicks in $clicks_redis_url: starting no Redis for them"
 else
-    start_redis "Redis for clicks" "$clicks_redis_port" clicks.conf "$var_dir/clicks" CLICKS_REDIS_PORT
+    # Below Varnish, as docs/deploying.md advises: answers first, counts
+    # when a core is free.
+    start_redis "Redis for clicks" "$clicks_redis_port" clicks.conf "$var_dir/clicks" CLICKS_REDIS_PORT 10
 fi
 
 # As root, varnishd compiles and runs the VCL as its own unprivileged users,
