@@ -15,21 +15,26 @@ impl Resolver {
     /// Varnish counted on it and has not stored yet. With clicks in a Redis
     /// of their own, the stored count is read from the copy the flushers
     /// keep in the links' Redis, which no flush holds up; from the clicks'
-    /// Redis only while there is no copy yet (a link limited before copies
-    /// were kept, until its next flushed click).
+    /// Redis only while there is no copy (a link limited by hand, until its
+    /// first stored click is copied).
     pub(crate) fn clicks_of(&self, space: usize, key: &str) -> Result<(u64, u64), String> {
         let clicks = &self.clicks[space];
-        // Read before the count: a flush that stores some of these clicks
-        // meanwhile can only make them counted twice (the link may answer
-        // as expired early, uncached, until that flush is answered), never
-        // not at all.
+        // Read before the count: a flush that stores or copies some of
+        // these clicks meanwhile can only make them counted twice (the link
+        // may answer as expired early, uncached, until that flush is
+        // answered), never not at all.
         let pending = clicks.pending(key);
+        let uncopied = clicks.uncopied(key);
         let slot = clicks.names.total_slot(Total::People, key);
-        let mut stored = self.stored_count(&self.pool, &slot)?;
-        if let (None, Some(click_pool)) = (stored, &self.click_pool) {
-            stored = self.stored_count(click_pool, &slot)?;
+        if let Some(copy) = self.stored_count(&self.pool, &slot)? {
+            return Ok((copy, pending));
         }
-        Ok((stored.unwrap_or(0), pending))
+        let Some(click_pool) = &self.click_pool else {
+            return Ok((0, pending));
+        };
+        let stored = self.stored_count(click_pool, &slot)?.unwrap_or(0);
+        // That total holds the clicks stored and not copied yet.
+        Ok((stored, pending.saturating_sub(uncopied)))
     }
 
     /// The count `slot` holds in `pool`'s Redis, if any.

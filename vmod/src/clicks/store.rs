@@ -215,6 +215,9 @@ pub struct ClickStore {
     /// The names counts are stored under, in the layout of `reach`.
     pub names: CountNames,
     queues: Vec<Mutex<Vec<Click>>>,
+    /// Emptied queues, their room kept, swapped in for the full ones at
+    /// each take: the workers' pushes then allocate nothing.
+    spares: Mutex<Vec<Vec<Click>>>,
     /// Bytes of the clicks in the queues, and their bound (from the newest
     /// settings, read here so that recording a click takes no lock).
     queued: AtomicUsize,
@@ -233,8 +236,22 @@ pub struct ClickStore {
     /// The links' Redis, when clicks are stored in a Redis of their own:
     /// the flusher copies the people's totals of limited links there, so
     /// that a lookup reads them where it reads the link, never behind a
-    /// flush (see `Flusher::mirror`). Set by the newest VCL.
+    /// flush (see `flusher::mirror`). Set by the newest VCL.
     mirror: Mutex<Option<Arc<RedisPool>>>,
+    /// Clicks on limited links that Redis stored and whose totals the
+    /// links' Redis has no copy of yet, by key (held in `limited` too):
+    /// kept here, not by the flusher, so that a flusher started afresh
+    /// after a panic still copies them.
+    uncopied: Mutex<HashMap<Box<str>, Uncopied>>,
+}
+
+/// A limited link's clicks stored and not yet copied to the links' Redis.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Uncopied {
+    pub clicks: u64,
+    /// The highest stored total read back for the link: a copy is raised
+    /// to no less, even if the clicks' Redis lost its last writes since.
+    pub total: u64,
 }
 
 impl ClickStore {
@@ -284,6 +301,58 @@ impl ClickStore {
         lock(&self.limited)
     }
 
+    /// Of [`Self::pending`]'s clicks on `key`, those Redis stored whose
+    /// total is not copied yet: the clicks' Redis's total holds them.
+    pub fn uncopied(&self, key: &str) -> u64 {
+        lock(&self.uncopied)
+            .get(key)
+            .map_or(0, |waiting| waiting.clicks)
+    }
+
+    /// Takes limited clicks Redis stored: settled at once without a links'
+    /// Redis to copy their totals to, else held until copied.
+    pub fn stored_limited(&self, stored: &HashMap<Box<str>, u64>) {
+        if self.mirror().is_none() {
+            return self.settle(stored);
+        }
+        let mut uncopied = lock(&self.uncopied);
+        for (key, n) in stored {
+            uncopied.entry(key.clone()).or_default().clicks += n;
+        }
+    }
+
+    /// The limited links whose totals wait to be copied.
+    pub fn waiting_copies(&self) -> Vec<(Box<str>, Uncopied)> {
+        let uncopied = lock(&self.uncopied);
+        uncopied
+            .iter()
+            .map(|(key, waiting)| (key.clone(), *waiting))
+            .collect()
+    }
+
+    /// Notes `total` read back for `key`; answers the highest read yet.
+    pub fn read_total(&self, key: &str, total: u64) -> u64 {
+        let mut uncopied = lock(&self.uncopied);
+        uncopied.get_mut(key).map_or(total, |waiting| {
+            waiting.total = waiting.total.max(total);
+            waiting.total
+        })
+    }
+
+    /// `clicks` on `key` are in its copy now: no longer pending. Without a
+    /// links' Redis any more, every waiting click is.
+    pub fn copied(&self, key: &str, clicks: u64) {
+        let mut uncopied = lock(&self.uncopied);
+        if let Some(waiting) = uncopied.get_mut(key) {
+            waiting.clicks = waiting.clicks.saturating_sub(clicks);
+            if waiting.clicks == 0 {
+                uncopied.remove(key);
+            }
+        }
+        drop(uncopied);
+        subtract_pending(&mut self.limited(), key, clicks);
+    }
+
     /// Clicks on limited links that found the queues full, by key, taken:
     /// pending until the flusher stores them in the links' totals.
     pub fn take_overflow(&self) -> HashMap<Box<str>, u64> {
@@ -294,14 +363,16 @@ impl ClickStore {
     /// holds its room in the queues' bound until [`Self::release`]d, so
     /// that clicks waiting for the flusher's backlog count in it too.
     pub fn take(&self) -> Vec<Click> {
+        let mut spares = lock(&self.spares);
         let mut taken = Vec::new();
         for queue in &self.queues {
-            let mut queue = lock(queue);
-            if taken.is_empty() {
-                std::mem::swap(&mut taken, &mut queue);
-            } else {
-                taken.append(&mut queue);
-            }
+            // Under the queue's lock only a swap, with an emptied queue of
+            // the same room: the flusher runs below the workers' priority,
+            // and may wait long for a core while it holds the lock.
+            let mut batch = spares.pop().unwrap_or_default();
+            std::mem::swap(&mut batch, &mut *lock(queue));
+            taken.append(&mut batch);
+            spares.push(batch);
         }
         taken
     }
@@ -332,6 +403,7 @@ impl ClickStore {
             reach,
             names,
             queues: (0..QUEUES).map(|_| Mutex::new(Vec::new())).collect(),
+            spares: Mutex::new(Vec::new()),
             queued: AtomicUsize::new(0),
             queued_max: AtomicUsize::new(settings.queue_bytes),
             settings: Mutex::new(settings),
@@ -339,6 +411,7 @@ impl ClickStore {
             limited: Mutex::new(HashMap::new()),
             overflow: Mutex::new(HashMap::new()),
             mirror: Mutex::new(mirror),
+            uncopied: Mutex::new(HashMap::new()),
         }
     }
 

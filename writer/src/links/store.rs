@@ -340,6 +340,11 @@ impl LinkStore {
         based_on: &str,
         new: &Stored,
     ) -> Result<bool, StoreError> {
+        // First, so that no stale copy (of a link limited, freed and
+        // limited again) ever stands beside the new limit.
+        if matches!(new, Stored::Link(record) if record.max_clicks.is_some()) {
+            self.copy_limit_count(key).await;
+        }
         let slot = self.scheme.slot(key);
         let mut connection = self.write_connection()?;
         let mut invocation = self.replace.key(&slot.hash);
@@ -352,23 +357,19 @@ impl LinkStore {
         match outcome {
             -1 => Err(StoreError::Unavailable(Unreachable::PastDeadline)),
             0 => Ok(false),
-            1 => {
-                self.replicated(&mut connection, key.as_str(), &slot.hash)
-                    .await?;
-                if matches!(new, Stored::Link(record) if record.max_clicks.is_some()) {
-                    self.copy_limit_count(key).await;
-                }
-                Ok(true)
-            }
+            1 => self
+                .replicated(&mut connection, key.as_str(), &slot.hash)
+                .await
+                .map(|()| true),
             n => Err(StoreError::Unavailable(Unreachable::UnexpectedReply(n))),
         }
     }
 
     /// With clicks in a Redis of their own, copies the people's clicks of
     /// `key`, a link with a click limit, to the links' Redis, where Varnish
-    /// reads them ([`RAISE_COUNT_SCRIPT`]). Nothing depends on it: without
-    /// the copy, Varnish reads them in the clicks' Redis until the link's
-    /// next stored click makes one.
+    /// reads them ([`RAISE_COUNT_SCRIPT`]). Failing that, removes any copy
+    /// there, which may be stale: without one, Varnish reads the clicks'
+    /// Redis, until the link's next stored click makes a copy.
     async fn copy_limit_count(&self, key: &Key) {
         if !self.clicks_apart {
             return;
@@ -391,10 +392,20 @@ impl LinkStore {
         }
         .await;
         if let Err(error) = copied {
-            log::warn!(
-                "could not copy the clicks of {key} to the links' Redis ({error}); \
-                 Varnish reads them in the clicks' Redis until its next click is stored"
-            );
+            let removed: redis::RedisResult<()> = async {
+                let mut links = self.connection.get()?;
+                redis::cmd("HDEL")
+                    .arg(&slot.hash)
+                    .arg(slot.field)
+                    .query_async(&mut links)
+                    .await
+            }
+            .await;
+            let then = match removed {
+                Ok(()) => "Varnish reads them in the clicks' Redis until its next click is stored",
+                Err(_) => "an older copy may stand until its next click is stored",
+            };
+            log::warn!("could not copy the clicks of {key} to the links' Redis ({error}); {then}");
         }
     }
 

@@ -9,44 +9,43 @@
 //! under the same names; only then are those clicks settled (no longer
 //! added as pending by lookups). A copy only grows, so flushers of several
 //! Varnish nodes may copy in any order; one that fails is tried again at
-//! the next flush, its clicks still pending meanwhile.
+//! the next flush, its clicks still pending meanwhile, and raised to no
+//! less than the highest total read for it (the store keeps both, see
+//! `ClickStore::stored_limited`, so a flusher started afresh goes on).
 
-use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 
 use shortlink_core::clicks::Total;
 use shortlink_core::Slot;
 
 use super::{Flusher, Map};
 use crate::clicks::destination::{lane_of, Lane};
-use crate::clicks::store::{self, ClickStore};
+use crate::clicks::store::ClickStore;
+
+/// Copies raised per round trip of the lookup pool: the lookups of
+/// requests queue beside them, and wait for no more than this.
+const RAISE_CHUNK: usize = 64;
 
 impl Flusher {
-    /// Takes the limited clicks of a tally Redis stored: settled at once
-    /// without a links' Redis to copy their counts to, else once copied.
-    pub(super) fn stored_limited(&mut self, limited: HashMap<Box<str>, u64>, store: &ClickStore) {
-        if store.mirror().is_none() {
-            store.settle(&limited);
-            return;
-        }
-        for (key, n) in limited {
-            store::add_pending(&mut self.uncopied, &key, n);
-        }
-    }
-
-    /// Copies the stored people's totals of the links in `uncopied` to the
-    /// links' Redis, and settles the clicks of those copied.
-    pub(super) fn copy_limits(&mut self, store: &ClickStore) -> Result<(), String> {
-        if self.uncopied.is_empty() {
-            return Ok(());
+    /// Copies the stored people's totals of the limited links waiting for
+    /// one to the links' Redis, and settles the clicks of those copied.
+    /// Fails when the clicks' Redis could not be read (its connection is
+    /// then suspect); answers the problems of single links otherwise,
+    /// whose clicks stay pending and are tried again at the next flush.
+    pub(super) fn copy_limits(&mut self, store: &ClickStore) -> Result<Vec<String>, String> {
+        let waiting = store.waiting_copies();
+        if waiting.is_empty() {
+            return Ok(Vec::new());
         }
         let Some(links) = store.mirror() else {
-            store.settle(&std::mem::take(&mut self.uncopied));
-            return Ok(());
+            for (key, uncopied) in &waiting {
+                store.copied(key, uncopied.clicks);
+            }
+            return Ok(Vec::new());
         };
         let names = &store.names;
-        let keys: Vec<Box<str>> = self.uncopied.keys().cloned().collect();
-        let slots: Vec<Slot<'_>> = (keys.iter())
-            .map(|key| names.total_slot(Total::People, key))
+        let slots: Vec<Slot<'_>> = (waiting.iter())
+            .map(|(key, _)| names.total_slot(Total::People, key))
             .collect();
         let mut by_lane: Map<Lane, Vec<usize>> = Map::default();
         for (index, slot) in slots.iter().enumerate() {
@@ -54,6 +53,7 @@ impl Flusher {
             by_lane.entry(lane).or_default().push(index);
         }
         let destination = self.destination.as_mut().ok_or("no destination")?;
+        let mut problems = Vec::new();
         let mut totals = Vec::with_capacity(slots.len());
         for (lane, indexes) in by_lane {
             let mut pipe = redis::pipe();
@@ -64,29 +64,50 @@ impl Flusher {
             }
             let replies = destination.exchange(lane, &pipe, indexes.len())?;
             for (index, reply) in indexes.into_iter().zip(replies) {
-                totals.push((index, count_of(&reply)?));
-            }
-        }
-        let counts: Vec<(Slot<'_>, u64)> = (totals.iter())
-            .map(|&(index, total)| (slots[index].clone(), total))
-            .collect();
-        let mut errors = Vec::new();
-        let mut settled = HashMap::new();
-        for (&(index, _), outcome) in totals.iter().zip(links.raise(&counts)) {
-            match outcome {
-                Ok(_) => {
-                    if let Some((key, n)) = self.uncopied.remove_entry(&keys[index]) {
-                        settled.insert(key, n);
+                match count_of(&reply) {
+                    Ok(total) => {
+                        let highest = store.read_total(&waiting[index].0, total);
+                        totals.push((slots[index].clone(), highest, index));
                     }
+                    Err(problem) => problems.push(format!(
+                        "reading {} {} in the clicks' Redis: {problem}",
+                        slots[index].hash, slots[index].field
+                    )),
                 }
-                Err(error) => errors.push(format!(
-                    "copying the click count {} {} to the links' Redis: {error}",
-                    slots[index].hash, slots[index].field
-                )),
             }
         }
-        store.settle(&settled);
-        errors.into_iter().next().map_or(Ok(()), Err)
+        for chunk in totals.chunks(RAISE_CHUNK) {
+            let counts: Vec<(Slot<'_>, u64)> = (chunk.iter())
+                .map(|(slot, total, _)| (slot.clone(), *total))
+                .collect();
+            for ((slot, _, index), outcome) in chunk.iter().zip(links.raise(&counts)) {
+                match outcome {
+                    Ok(_) => store.copied(&waiting[*index].0, waiting[*index].1.clicks),
+                    Err(error) => problems.push(format!(
+                        "copying the click count {} {} to the links' Redis: {error}",
+                        slot.hash, slot.field
+                    )),
+                }
+            }
+        }
+        Ok(problems)
+    }
+
+    /// Counts copies that failed as a flush failure, and logs the first
+    /// problem of an outage once, not at every flush.
+    pub(super) fn report_copies(&mut self, problems: Vec<String>, store: &ClickStore) {
+        let Some(first) = problems.into_iter().next() else {
+            self.copy_reported = None;
+            return;
+        };
+        store
+            .counters
+            .flush_failures
+            .fetch_add(1, Ordering::Relaxed);
+        if self.copy_reported.as_ref() != Some(&first) {
+            eprintln!("shortlink: copying click limits' counts failed, will retry: {first}");
+            self.copy_reported = Some(first);
+        }
     }
 }
 
@@ -150,14 +171,20 @@ mod tests {
             redis_target::Locator::open(clicks_url, settings.redis_timeouts()).unwrap(),
         );
         let names = CountNames::new(&KeyScheme::default(), Layout::Plain).unwrap();
-        ClickStore::new(clicks_url, reach, names, settings, Some(links_pool(links_url)))
+        ClickStore::new(
+            clicks_url,
+            reach,
+            names,
+            settings,
+            Some(links_pool(links_url)),
+        )
     }
 
     /// With clicks in a Redis of their own (here database 0, the links in
     /// 1), a limited link's clicks stay pending until the links' Redis holds
     /// its stored people's total; the copy only grows; and while it cannot
-    /// be made, the clicks stay pending, so no lookup misses them, until a
-    /// later flush makes it.
+    /// be made, the clicks stay pending, so no lookup misses them, even
+    /// across a flusher started afresh, until a later flush makes it.
     #[test]
     fn a_limited_links_clicks_settle_once_its_total_is_copied() {
         let dir = test_support::work_dir("flush-copy").unwrap();
@@ -220,12 +247,26 @@ mod tests {
         assert_eq!(away.pending("Qx99"), 2, "not copied, still pending");
         assert!(away.counters.flush_failures.load(Ordering::Relaxed) > 0);
 
-        // The links' Redis back: the next flush, with no click to send,
-        // makes the copy and settles them.
+        assert_eq!(
+            away.uncopied("Qx99"),
+            2,
+            "stored, in the clicks' Redis's total"
+        );
+
+        // A flusher that gives up after a panic leaves them to the next
+        // one; the clicks' Redis loses a write meanwhile; then the links'
+        // Redis is back: the next flush, with no click to send, copies the
+        // highest total read, and settles them.
+        flusher.abandon(&away);
+        let mut flusher = Flusher::new();
+        let (): () = redis
+            .query(&["HSET", "short:clicks:Qx", "99", "1"])
+            .unwrap();
         away.set(settings.clone(), Some(links_pool(&links_url)));
         flusher.tick(&away, &settings);
         assert_eq!(get("1", "short:clicks:Qx", "99").as_deref(), Some("2"));
         assert_eq!(away.pending("Qx99"), 0, "settled once copied");
+        assert_eq!(away.uncopied("Qx99"), 0);
         drop(redis);
         let _ = std::fs::remove_dir_all(dir);
     }

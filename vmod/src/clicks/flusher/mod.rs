@@ -167,9 +167,9 @@ struct Flusher {
     /// uncounted); forgotten past [`SEALED_VISITORS_MAX`], and after a new
     /// connection or a failure: the Redis it reaches may have lost them.
     sealed_visitors: Set<u64>,
-    /// Clicks on limited links Redis stored whose people's totals are not
-    /// yet copied to the links' Redis, by key (see [`mirror`]).
-    uncopied: HashMap<Box<str>, u64>,
+    /// The last problem copying limited links' totals reported, so that an
+    /// outage is logged once, not every second (see [`mirror`]).
+    copy_reported: Option<String>,
     reported: Option<String>,
 }
 
@@ -192,7 +192,7 @@ impl Flusher {
             next_tally: 0,
             salts: HashMap::new(),
             sealed_visitors: Set::default(),
-            uncopied: HashMap::new(),
+            copy_reported: None,
             reported: None,
         }
     }
@@ -248,7 +248,6 @@ impl Flusher {
             lost += tally.clicks;
             store.settle(&tally.limited);
         }
-        store.settle(&std::mem::take(&mut self.uncopied));
         store.counters.dropped.fetch_add(lost, Ordering::Relaxed);
     }
     /// Seals the open tally and sends every sealed batch, each lane's in
@@ -258,10 +257,13 @@ impl Flusher {
             .destination
             .get_or_insert_with(|| Destination::of(store));
         if self.open.is_empty() && self.sealed.is_empty() {
-            if !self.uncopied.is_empty() {
+            if !store.waiting_copies().is_empty() {
                 // Nothing to send but copies a flush before could not make.
-                destination.prepare(store, settings.flush_timeout(1))?;
-                self.copy_limits(store)?;
+                if destination.prepare(store, settings.flush_timeout(1))? {
+                    self.sealed_visitors.clear();
+                }
+                let problems = self.copy_limits(store)?;
+                self.report_copies(problems, store);
             }
             return self.beat(&store.names);
         }
@@ -338,8 +340,9 @@ impl Flusher {
             }
         }
         self.forget_applied(&applied, store);
-        if let Err(error) = self.copy_limits(store) {
-            errors.push(error);
+        match self.copy_limits(store) {
+            Ok(problems) => self.report_copies(problems, store),
+            Err(error) => errors.push(error),
         }
         if waiting && errors.is_empty() {
             // Not seen: the lane's earlier batch went nowhere this time.
@@ -457,8 +460,8 @@ impl Flusher {
             stored_limited.push(std::mem::take(&mut tally.limited));
             false
         });
-        for limited in stored_limited {
-            self.stored_limited(limited, store);
+        for limited in &stored_limited {
+            store.stored_limited(limited);
         }
         store.counters.flushed.fetch_add(flushed, Ordering::Relaxed);
     }
