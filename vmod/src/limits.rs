@@ -8,7 +8,7 @@ use shortlink_core::clicks::Total;
 use shortlink_core::Slot;
 
 use crate::backend::Resolver;
-use crate::lookups::RedisPool;
+use crate::lookups::{count_in, RedisPool};
 
 impl Resolver {
     /// People's clicks on `key` stored in Redis, and the clicks this
@@ -42,16 +42,12 @@ impl Resolver {
         self.stats.lookups.fetch_add(1, Ordering::Relaxed);
         match pool.hget(slot) {
             Ok(None) => Ok(None),
-            Ok(Some(value)) => std::str::from_utf8(&value)
-                .ok()
-                .and_then(|count| count.parse::<u64>().ok())
-                .map(Some)
-                .ok_or_else(|| {
-                    format!(
-                        "HGET {} {}: the click count is not a number",
-                        slot.hash, slot.field
-                    )
-                }),
+            Ok(Some(value)) => count_in(&value).map(Some).ok_or_else(|| {
+                format!(
+                    "HGET {} {}: the click count is not a number",
+                    slot.hash, slot.field
+                )
+            }),
             Err(error) => Err(self.failed(slot, &error)),
         }
     }

@@ -160,6 +160,11 @@ pub(crate) trait Exchange: Send {
     /// stopped halfway through an exchange.
     fn forget_connections(&mut self);
 }
+/// A count as Redis keeps it (decimal digits), if the bytes are one.
+pub(crate) fn count_in(bytes: &[u8]) -> Option<u64> {
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
 /// What one `HGET` reply means for its lookup.
 pub(crate) fn hget_reply(reply: redis::Value) -> Outcome {
     match reply {

@@ -21,6 +21,7 @@ use shortlink_core::Slot;
 use super::{Flusher, Map};
 use crate::clicks::destination::{lane_of, Lane};
 use crate::clicks::store::ClickStore;
+use crate::lookups::{count_in, hget_reply};
 
 /// Copies raised per round trip of the lookup pool: the lookups of
 /// requests queue beside them, and wait for no more than this.
@@ -113,15 +114,12 @@ impl Flusher {
 
 /// A total as the clicks' Redis answers it: none yet is 0.
 fn count_of(reply: &redis::Value) -> Result<u64, String> {
-    match reply {
-        redis::Value::Nil => Ok(0),
-        redis::Value::BulkString(bytes) => std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|count| count.parse().ok())
-            .ok_or_else(|| format!("a click total is not a number: {bytes:?}")),
-        other => Err(format!(
-            "unexpected reply to HGET of a click total: {other:?}"
-        )),
+    match hget_reply(reply.clone()) {
+        Ok(None) => Ok(0),
+        Ok(Some(bytes)) => {
+            count_in(&bytes).ok_or_else(|| format!("a click total is not a number: {bytes:?}"))
+        }
+        Err(error) => Err(error.to_string()),
     }
 }
 
