@@ -427,9 +427,18 @@ def varnishstat_every(workdir, pattern):
     a VMOD object's counters are named for the object, so an object of the
     same name in each loaded VCL has counters of its own under one name,
     which `varnishstat` lists once each and a dict would keep the last of."""
-    document = json.loads(subprocess.run(
-        ["varnishstat", "-n", str(workdir), "-j", "-f", pattern],
-        capture_output=True, text=True).stdout or "[]", object_pairs_hook=list)
+    # A varnishstat that answers nothing (Varnish busy restarting, or the
+    # machine stalled) must not read as zeros: a request count of 0 taken
+    # after a run would make its clicks look counted twice.
+    for _ in range(10):
+        result = subprocess.run(["varnishstat", "-n", str(workdir), "-j", "-f", pattern],
+                                capture_output=True, text=True)
+        if result.returncode == 0 and result.stdout.strip():
+            break
+        time.sleep(0.5)
+    else:
+        raise SystemExit(f"bench: varnishstat -f {pattern} answered nothing: {result.stderr.strip()}")
+    document = json.loads(result.stdout, object_pairs_hook=list)
     counters = dict(document).get("counters", [])
     return [(name, dict(fields).get("value", 0)) for name, fields in counters]
 
