@@ -56,7 +56,12 @@ pub fn check_key(pattern: &str, path: &str, min: usize, context: &dyn Fn() -> St
     ];
     for key in &good {
         let url = format!("{path}{key}");
-        for asked in [url.clone(), format!("{url}?x=1"), format!("{url}?"), format!("{url}#f")] {
+        for asked in [
+            url.clone(),
+            format!("{url}?x=1"),
+            format!("{url}?"),
+            format!("{url}#f"),
+        ] {
             assert!(
                 regex.is_match(&asked),
                 "{pattern:?} refuses {asked:?}\n{}",
@@ -99,7 +104,11 @@ pub fn check_bare(pattern: &str, path: &str, context: &dyn Fn() -> String) {
             context()
         );
     }
-    for url in [format!("{path}Lm25"), format!("{path}Lm25?x"), format!("/x{path}")] {
+    for url in [
+        format!("{path}Lm25"),
+        format!("{path}Lm25?x"),
+        format!("/x{path}"),
+    ] {
         assert!(
             !regex.is_match(&url),
             "{pattern:?} accepts {url:?}\n{}",

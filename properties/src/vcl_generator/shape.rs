@@ -206,7 +206,8 @@ impl DomainShape {
 
 impl Shape {
     /// Only fields every version of the configuration has: the others keep
-    /// their defaults.
+    /// their defaults. One long list of fields, as the file has them.
+    #[allow(clippy::too_many_lines)]
     pub fn render(&self) -> String {
         fn put<T: Into<i64>>(table: &mut toml::Table, key: &str, value: Option<T>) {
             if let Some(value) = value {
