@@ -1009,6 +1009,10 @@ def run(processes):
         def paired_run(pair):
             varnishadm(workdir, "vcl.use", pair[1])
             counts = pair[2:] == (True,)
+            # A run on a VCL that counts nothing stores nothing: were it
+            # counted after all (a VCL not switched), the exactness check
+            # would read its clicks as counted twice.
+            must_store_none = not counts and counted and clicks_in == "requests"
             if counts:
                 # A paired VCL that counts (lookup-synth) is a limit, not
                 # one of the answers the exactness check holds to 0 lost:
@@ -1021,13 +1025,10 @@ def run(processes):
             if counts:
                 # After prepared(): a restart makes a new flusher thread.
                 cpu_before = click_pipeline_cpu(clicks_port)
-            elif counted and clicks_in == "requests":
-                # A run on a VCL that counts nothing stores nothing: were
-                # it counted after all (a VCL not switched), the exactness
-                # check would read its clicks as counted twice.
+            elif must_store_none:
                 stored_before = stored_clicks(clicks_port)
             figures = measure()
-            if not counts and counted and clicks_in == "requests":
+            if must_store_none:
                 time.sleep(FLUSH_WAIT)
                 stray = stored_clicks(clicks_port) - stored_before
                 if stray:
