@@ -9,7 +9,7 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Arbitrary;
 use shortlink_core::rules::{choose, target_of, Chosen, Country, RequestVisit};
 use shortlink_core::{Stored, ValidUrl};
 
@@ -32,7 +32,7 @@ struct Delivery<'a> {
 ///
 /// When the input breaks one of the properties above: the panic says which.
 pub fn check(data: &[u8]) {
-    let Ok(delivery) = Delivery::arbitrary_take_rest(Unstructured::new(data)) else {
+    let Some(delivery) = crate::decode::<Delivery>(data) else {
         return;
     };
     let country = delivery

@@ -9,7 +9,6 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use arbitrary::{Arbitrary, Unstructured};
 use shortlink_core::{escape_html, Expiry, Stored};
 use shortlink_writer::links::validate::format_expiry;
 
@@ -19,7 +18,7 @@ use shortlink_writer::links::validate::format_expiry;
 ///
 /// When the input breaks one of the properties above: the panic says which.
 pub fn check(data: &[u8]) {
-    let Ok(value) = <&str>::arbitrary_take_rest(Unstructured::new(data)) else {
+    let Some(value) = crate::decode::<&str>(data) else {
         return;
     };
     let Ok(stored) = Stored::parse(value) else {

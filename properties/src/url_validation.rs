@@ -7,7 +7,6 @@
 
 use std::sync::LazyLock;
 
-use arbitrary::{Arbitrary, Unstructured};
 use shortlink_core::{check_redirect_target, digest_key, escape_html, MAX_TARGET_LEN};
 use shortlink_writer::config::Settings;
 use shortlink_writer::links::validate::normalize_url;
@@ -35,7 +34,7 @@ static SETTINGS: LazyLock<Vec<Settings>> = LazyLock::new(|| {
 ///
 /// When the input breaks one of the properties above: the panic says which.
 pub fn check(data: &[u8]) {
-    let Ok(input) = <&str>::arbitrary_take_rest(Unstructured::new(data)) else {
+    let Some(input) = crate::decode::<&str>(data) else {
         return;
     };
     for settings in SETTINGS.iter() {

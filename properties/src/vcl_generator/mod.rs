@@ -23,7 +23,6 @@ mod sites;
 
 use std::sync::LazyLock;
 
-use arbitrary::{Arbitrary, Unstructured};
 use regex::Regex;
 use shortlink_writer::config::{Config, Settings};
 use shortlink_writer::varnish::vcl;
@@ -47,7 +46,7 @@ pub fn check(data: &[u8]) {
             check_config(config, text);
         }
     }
-    if let Ok(shape) = Shape::arbitrary_take_rest(Unstructured::new(data)) {
+    if let Some(shape) = crate::decode::<Shape>(data) {
         let text = shape.render();
         match toml::from_str::<Config>(&text) {
             Ok(config) => check_config(config, &text),
