@@ -18,10 +18,10 @@
 //! are they dropped and counted as dropped.
 //!
 //! Every flush seals every link's totals; a link's history (days, hours,
-//! minutes, details, visitors) at the first two seals of a round of five
+//! minutes, details, visitors) at the first two seals of a round of ten
 //! that find it clicked, and then at the round's last, whole seal
 //! (`pace`). A link clicked at every flush costs Redis one field a flush,
-//! and its history two flushes in five.
+//! and its history three flushes in ten.
 //!
 //! Here: the flusher's state and its I/O (the script loaded, the batches
 //! sent to the nodes serving their lanes, the answers taken, the heartbeat,
