@@ -17,7 +17,7 @@ use super::Map;
 /// interval (1 s), and a tally sealed at every flush while history waits,
 /// a hot link's history reaches Redis within 10 s, which is also what a
 /// crash of Varnish may lose of it; its totals within one interval, as
-/// before. Ten rather than five took a fifth to a third off the click
+/// before. Ten rather than five took a quarter to a third off the click
 /// pipeline's CPU per click of `hit` (ADR 0025).
 pub(super) const HISTORY_EVERY: u32 = 10;
 
