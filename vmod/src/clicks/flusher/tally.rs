@@ -286,6 +286,22 @@ pub(super) fn add_dated<T: PartialEq>(counts: &mut Dated<T>, at: T, entries: &mu
     }
 }
 
+/// Bytes of clicks taken out of the store's queue bound, given back to it
+/// when dropped: once a tally rather than once a click, since every worker
+/// writes that counter as it records a click and each write of the
+/// flusher's moved its line between the cores; and on a panic too, so that
+/// what was tallied leaves the bound.
+struct Released<'s> {
+    store: &'s ClickStore,
+    bytes: usize,
+}
+
+impl Drop for Released<'_> {
+    fn drop(&mut self) {
+        self.store.release(self.bytes);
+    }
+}
+
 pub(super) const fn total_slot(total: Total) -> usize {
     match total {
         Total::People => 0,
@@ -298,9 +314,10 @@ impl Flusher {
     /// Tallies the waiting clicks (`Flusher::carried`) in order while the
     /// backlog has room, and answers how many it took; the others wait for
     /// room, still in the store's queue bound, rather than being dropped.
-    /// A click leaves the queue bound, and a limited one is held by the
-    /// tally, as it is taken, so that a panic abandoning the tally finds
-    /// each click in one place: waiting, or tallied.
+    /// A limited click is held by the tally as it is taken, and the
+    /// clicks taken leave the queue bound when the tally ends, even by a
+    /// panic, so that a panic abandoning the tally finds each click in one
+    /// place: waiting, or tallied.
     pub(super) fn tally(&mut self, settings: &CountSettings, store: &ClickStore) -> usize {
         if self.carried.is_empty() {
             return 0;
@@ -336,6 +353,7 @@ impl Flusher {
             limited,
         } = &mut self.open;
         let mut taken = 0;
+        let mut released = Released { store, bytes: 0 };
         // Past the backlog's room the rest wait, in order, for Redis to
         // take what is sealed.
         while *entries < room {
@@ -343,7 +361,7 @@ impl Flusher {
                 break;
             };
             taken += 1;
-            store.release(click.bytes());
+            released.bytes += click.bytes();
             if click.outcome == Outcome::Limited {
                 add_pending(limited, click.key(), 1);
             }
