@@ -49,7 +49,10 @@
 //!   by hand as an operator would; `${redis_cli_clicks}`: the same on
 //!   database 1, where `${vcl_clicks_apart}` stores clicks;
 //! - `${redisctl}`: a command that hangs, kills and restarts it
-//!   (`start|stop|cont|kill`, see `src/bin/redisctl.rs`).
+//!   (`start|stop|cont|kill`, see `src/bin/redisctl.rs`);
+//! - `${until}`: `${until} SECONDS COMMAND EXPECTED` runs the shell command
+//!   until it prints `EXPECTED`, for at most `SECONDS`, and prints what it
+//!   printed last (`until.sh`): how a test waits for the click flusher.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -290,7 +293,14 @@ impl Setup {
             let file = self.generate_vcl(redis, name, (config.0, &sections), args)?;
             macros.push((name.to_owned(), file.display().to_string()));
         }
-        macros.extend([
+        macros.extend(self.command_macros(redis));
+        Ok(macros)
+    }
+
+    /// The macros besides the VCLs: varnishd's arguments, the suite's Redis
+    /// and the commands that reach it.
+    fn command_macros(&self, redis: &Redis) -> Vec<(String, String)> {
+        vec![
             ("varnishd_args".into(), self.varnishd_args.clone()),
             ("redis_url".into(), redis.url.clone()),
             ("redis_port".into(), redis.port.to_string()),
@@ -309,8 +319,14 @@ impl Setup {
                 "redisctl".into(),
                 format!("{REDISCTL} {}", redis.config().display()),
             ),
-        ]);
-        Ok(macros)
+            (
+                "until".into(),
+                format!(
+                    "sh {}",
+                    repo_root().join("varnish-tests/until.sh").display()
+                ),
+            ),
+        ]
     }
 }
 
