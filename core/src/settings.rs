@@ -393,17 +393,17 @@ bounded_count! {
 }
 
 bounded_count! {
-    /// Most MiB of clicks waiting for the flusher, each taken at its size
-    /// and its text's (key, user agent cut to a few hundred bytes, referrer
-    /// host); past it, further clicks are dropped and counted as dropped.
+    /// Most MiB of clicks waiting for the flusher, each taken at twice its
+    /// size and its text's (key, user agent cut to a few hundred bytes,
+    /// referrer host); past it, further clicks are dropped and counted as dropped.
     /// The flusher takes them every flush interval, and leaves those its
     /// backlog has no room for counted here, so this bounds what a slow
     /// flush, a pipeline behind, or a flood of long headers holds at once.
     ClickQueueMb, SettingError::ClickQueueMb, 1..=65_536,
-    /// 256 MiB: some 1.2 million clicks of browsers, four times the clicks
+    /// 256 MiB: some 740,000 clicks of browsers, 2.8 times the clicks
     /// whose bound (2^18) dropped 6 to 17 % of `make bench`'s clicks on a
-    /// saturated machine; 312,000 clicks of the longest headers kept (860
-    /// bytes each).
+    /// saturated machine; 165,000 clicks of the longest headers kept
+    /// (1,624 bytes each, counted twice for the queues' room).
     default 256
 }
 

@@ -44,8 +44,9 @@ impl redirector {
         } else {
             return;
         };
-        // Borrowed from the request: the click's own copy is its only
-        // allocation on this path.
+        // Borrowed from the request, and copied into a queue's buffers:
+        // nothing is allocated on this path but for a header that is not
+        // UTF-8 or a referrer host in capitals.
         let url = req.url();
         let url = text(url.as_ref().map(AsRef::as_ref));
         let key = key_of(&url);
@@ -73,7 +74,7 @@ impl redirector {
             clicks::referrer_host(&referrer).as_deref(),
             target,
         ) {
-            self.clicks[space].record(click);
+            self.clicks[space].record(&click);
         }
     }
 

@@ -186,8 +186,8 @@ mod shortlink {
             #[default(1000000)]
             click_backlog: i64,
             /// Most MiB of clicks waiting for the flusher, queued or past the
-            /// backlog, each at its size and its text's (key, user agent cut
-            /// to 256 bytes, referrer host: at most 860 bytes); past it
+            /// backlog, each at twice its size and its text's (key, user
+            /// agent cut to 256 bytes, referrer host: at most 1,624 bytes); past it
             /// clicks are dropped and counted in `clicks_dropped`, but a
             /// click on a link with a click limit still counts against it.
             /// 1 to 65536.

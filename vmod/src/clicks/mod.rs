@@ -1,8 +1,8 @@
 //! Counting every answer Varnish delivers for a link, cache hits included,
 //! without a Redis call on the request path.
 //!
-//! A worker records a click into one of a few queues of its store
-//! (`store`) and goes on; a flusher thread (`flusher`) takes the queues at
+//! A worker records a click (`click`) into one of a few queues of its
+//! store (`store`) and goes on; a flusher thread (`flusher`) takes the queues at
 //! every flush interval, classifies the clicks (`visitor`), tallies them,
 //! and sends the tallies to Redis in one pipelined round trip per node
 //! (`destination`: the master, or a cluster's nodes). The queues, the
@@ -10,6 +10,7 @@
 //! and key scheme, which outlives the VCL that made it: a reload finds the
 //! same store, pending counts and all. Here: the stores of the process.
 
+mod click;
 mod destination;
 mod flusher;
 mod store;
@@ -24,7 +25,8 @@ use store::Reach;
 
 use crate::lookups::RedisPool;
 
-pub use store::{Click, ClickStore, CountSettings, Outcome};
+pub use click::{Click, Outcome};
+pub use store::{ClickStore, CountSettings};
 pub use visitor::{referrer_host, Countries};
 
 /// Every store of the process; never emptied, so a store outlives every

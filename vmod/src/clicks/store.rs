@@ -3,14 +3,13 @@
 //! it (settings, counters, clicks pending on limited links).
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use shortlink_core::clicks::{ClickTime, CountNames};
-use shortlink_core::rules::Chosen;
+use shortlink_core::clicks::CountNames;
 
+use super::click::{Click, Clicks, Outcome};
 use crate::lookups::RedisPool;
 #[cfg(test)]
 use shortlink_core::{clicks::Layout, KeyScheme};
@@ -18,130 +17,15 @@ use shortlink_core::{clicks::Layout, KeyScheme};
 /// Queues clicks are spread over, so workers seldom wait for each other.
 const QUEUES: usize = 16;
 
+/// Most room an emptied queue may keep for later takes: a second's clicks
+/// of a busy Varnish's queue (some 1,300 clicks of browsers a queue at
+/// 20,000 clicks a second) fit, so such a queue seldom grows again.
+const SPARE_ROOM_MAX: usize = 1024 * 1024;
+
 /// Time a flush may take per batch: a batch is at most a few thousand
 /// script arguments, a few milliseconds of Redis's time when it has a core
 /// of its own, tens when Varnish and its clients hold both.
 const BATCH_WAIT: Duration = Duration::from_millis(100);
-
-/// Most bytes of a user agent kept: enough to classify any real one (uap's
-/// rules match near the start; browsers send 100 to 200 bytes), and it
-/// keeps a click's text, with a key and a referrer host, under 800 bytes.
-pub const AGENT_MAX: usize = 256;
-
-/// What a counted answer was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// The link's redirect.
-    Redirect,
-    /// The redirect of a link with a click limit: its clicks are also held
-    /// as pending until Redis has them (see [`ClickStore::pending`]).
-    Limited,
-    /// A 410, or an expired link's redirect to its fallback.
-    Gone,
-}
-
-/// One answer as the request path records it: one allocation, no parsing
-/// beyond the referrer's host. Copied only by tests, which tally copies
-/// of the clicks they make.
-#[derive(Debug)]
-#[cfg_attr(test, derive(Clone))]
-pub struct Click {
-    pub at: ClickTime,
-    pub outcome: Outcome,
-    /// `HEAD` requests are counted as bots: people's browsers `GET`.
-    pub head: bool,
-    pub client: Option<IpAddr>,
-    /// The key, the user agent and the referrer's host, one after another.
-    text: Box<str>,
-    key_len: u8,
-    agent_len: u16,
-    /// The target a link with rules or a split sent it to, packed (see
-    /// [`pack_target`]) into what the struct's padding had room for.
-    target: u8,
-}
-
-/// `target` in a byte: 0 for none, rules from 1, split targets from 65,
-/// 255 for the link's own URL.
-fn pack_target(target: Option<Chosen>) -> u8 {
-    let number = |n: usize, base: u8| u8::try_from(n).map_or(0, |n| base.saturating_add(n));
-    match target {
-        None => 0,
-        Some(Chosen::Rule(n)) => number(n, 0),
-        Some(Chosen::Split(n)) => number(n, 64),
-        Some(Chosen::Url) => 255,
-    }
-}
-
-fn unpack_target(byte: u8) -> Option<Chosen> {
-    match byte {
-        0 => None,
-        255 => Some(Chosen::Url),
-        1..=64 => Some(Chosen::Rule(usize::from(byte))),
-        _ => Some(Chosen::Split(usize::from(byte - 64))),
-    }
-}
-
-impl Click {
-    pub fn new(
-        outcome: Outcome,
-        head: bool,
-        client: Option<IpAddr>,
-        key: &str,
-        user_agent: &str,
-        referrer_host: Option<&str>,
-        target: Option<Chosen>,
-    ) -> Option<Self> {
-        let key_len = u8::try_from(key.len()).ok()?;
-        let mut cut = user_agent.len().min(AGENT_MAX);
-        while !user_agent.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let user_agent = &user_agent[..cut];
-        let referrer = referrer_host.unwrap_or_default();
-        let mut text = String::with_capacity(key.len() + user_agent.len() + referrer.len());
-        text.push_str(key);
-        text.push_str(user_agent);
-        text.push_str(referrer);
-        Some(Self {
-            at: ClickTime::now(),
-            outcome,
-            head,
-            client,
-            text: text.into_boxed_str(),
-            key_len,
-            agent_len: u16::try_from(user_agent.len()).ok()?,
-            target: pack_target(target),
-        })
-    }
-
-    /// The target a link with rules or a split sent this click to.
-    pub fn target(&self) -> Option<Chosen> {
-        unpack_target(self.target)
-    }
-
-    /// What the click takes in a queue: its own size twice (a queue's
-    /// vector grows by doubling, so up to half of it is room not yet
-    /// used) and its text's, at most 860 bytes. The queues' bound
-    /// ([`CountSettings::queue_bytes`]) counts this.
-    pub fn bytes(&self) -> usize {
-        2 * size_of::<Self>() + self.text.len()
-    }
-
-    pub fn key(&self) -> &str {
-        &self.text[..usize::from(self.key_len)]
-    }
-
-    pub fn user_agent(&self) -> &str {
-        let start = usize::from(self.key_len);
-        &self.text[start..start + usize::from(self.agent_len)]
-    }
-
-    /// The referrer's host, or `None` for a click without one.
-    pub fn referrer(&self) -> Option<&str> {
-        let rest = &self.text[usize::from(self.key_len) + usize::from(self.agent_len)..];
-        (!rest.is_empty()).then_some(rest)
-    }
-}
 
 /// How a store counts, from the newest VCL that uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,8 +100,8 @@ pub struct ClickStore {
     pub names: CountNames,
     queues: Vec<Queue>,
     /// Emptied queues, their room kept, swapped in for the full ones at
-    /// each take: the workers' pushes then allocate nothing.
-    spares: Mutex<Vec<Vec<Click>>>,
+    /// each take: the workers' pushes then seldom allocate.
+    spares: Mutex<Vec<Clicks>>,
     /// Bytes of the clicks in the queues, and their bound (from the newest
     /// settings, read here so that recording a click takes no lock).
     queued: AtomicUsize,
@@ -257,7 +141,7 @@ pub struct Uncopied {
 impl ClickStore {
     /// Records `click`, or counts it dropped when the queues are full: but
     /// a click on a link with a click limit is still counted against it.
-    pub fn record(&self, click: Click) {
+    pub fn record(&self, click: &Click<'_>) {
         let bytes = click.bytes();
         let max = self.queued_max.load(Ordering::Relaxed);
         if self.queued.fetch_add(bytes, Ordering::Relaxed) + bytes > max {
@@ -356,22 +240,41 @@ impl ClickStore {
         std::mem::take(&mut *lock(&self.overflow))
     }
 
-    /// Every click recorded so far, taken out of the queues; each still
-    /// holds its room in the queues' bound until [`Self::release`]d, so
-    /// that clicks waiting for the flusher's backlog count in it too.
-    pub fn take(&self) -> Vec<Click> {
+    /// Every click recorded so far, taken out of the queues, a queue's
+    /// clicks at a time; each still holds its room in the queues' bound
+    /// until [`Self::release`]d, so that clicks waiting for the flusher's
+    /// backlog count in it too. Give the emptied queues back
+    /// ([`Self::recycle`]).
+    pub fn take(&self) -> Vec<Clicks> {
         let mut spares = lock(&self.spares);
         let mut taken = Vec::new();
         for queue in &self.queues {
-            // Under the queue's lock only a swap, with an emptied queue of
-            // the same room: the flusher runs below the workers' priority,
-            // and may wait long for a core while it holds the lock.
-            let mut batch = spares.pop().unwrap_or_default();
-            std::mem::swap(&mut batch, &mut *lock(&queue.0));
-            taken.append(&mut batch);
-            spares.push(batch);
+            // Under the queue's lock only a swap, with an emptied queue
+            // that has room: the flusher runs below the workers' priority,
+            // and may wait long for a core while it holds the lock. A queue
+            // no worker recorded into keeps its own, so that the spares'
+            // room goes to the queues in use.
+            let mut queue = lock(&queue.0);
+            if !queue.is_empty() {
+                let mut batch = spares.pop().unwrap_or_default();
+                std::mem::swap(&mut batch, &mut *queue);
+                taken.push(batch);
+            }
         }
         taken
+    }
+
+    /// Takes back queues the flusher has emptied, for later takes: up to
+    /// two for each queue, none of more than [`SPARE_ROOM_MAX`] bytes of
+    /// room, so that what a burst made them grow is let go.
+    pub fn recycle(&self, emptied: impl IntoIterator<Item = Clicks>) {
+        let mut spares = lock(&self.spares);
+        for mut queue in emptied {
+            if spares.len() < 2 * QUEUES && queue.room() <= SPARE_ROOM_MAX {
+                queue.clear();
+                spares.push(queue);
+            }
+        }
     }
 
     /// Takes `bytes` of clicks ([`Click::bytes`]) out of the queues'
@@ -382,7 +285,7 @@ impl ClickStore {
 
     /// Counts `clicks` made elsewhere in the queues' bound, as if recorded.
     #[cfg(test)]
-    pub fn hold(&self, clicks: &[Click]) {
+    pub fn hold(&self, clicks: &[Click<'_>]) {
         let bytes: usize = clicks.iter().map(Click::bytes).sum();
         self.queued.fetch_add(bytes, Ordering::Relaxed);
     }
@@ -467,7 +370,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// 128 bytes: x86 fetches lines in pairs.
 #[repr(align(128))]
 #[derive(Default)]
-struct Queue(Mutex<Vec<Click>>);
+struct Queue(Mutex<Clicks>);
 
 /// The queue this worker thread records into, picked by the address of
 /// its thread's descriptor (`pthread_self`): a thread-local would cost a
@@ -502,27 +405,18 @@ pub(crate) fn subtract_pending(pending: &mut HashMap<Box<str>, u64>, key: &str, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clicks::click::AGENT_MAX;
 
-    #[test]
-    fn a_click_keeps_its_parts_apart() {
-        let click = Click::new(
-            Outcome::Redirect,
-            false,
-            None,
-            "Lm25",
-            "Firefox",
-            Some("example.org"),
-            None,
-        )
-        .unwrap();
-        assert_eq!(
-            (click.key(), click.user_agent(), click.referrer()),
-            ("Lm25", "Firefox", Some("example.org"))
-        );
-        let long_agent = "é".repeat(AGENT_MAX);
-        let click = Click::new(Outcome::Gone, true, None, "Lm25", &long_agent, None, None).unwrap();
-        assert!(click.user_agent().len() <= AGENT_MAX);
-        assert_eq!(click.referrer(), None);
+    fn clicks_in(taken: &[Clicks]) -> usize {
+        taken.iter().map(Clicks::len).sum()
+    }
+
+    fn bytes_in(taken: &[Clicks]) -> usize {
+        taken
+            .iter()
+            .flat_map(Clicks::iter)
+            .map(|click| click.bytes())
+            .sum()
     }
 
     /// Threads record into queues spread by their identity, each always
@@ -560,24 +454,24 @@ mod tests {
             .queued_max
             .store(2 * click().bytes(), Ordering::Relaxed);
         for _ in 0..3 {
-            store.record(click());
+            store.record(&click());
         }
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 1);
         let taken = store.take();
-        assert_eq!(taken.len(), 2);
-        store.record(click());
+        assert_eq!(clicks_in(&taken), 2);
+        store.record(&click());
         assert_eq!(
             store.counters.dropped.load(Ordering::Relaxed),
             2,
             "taken, not released"
         );
-        store.release(taken.iter().map(Click::bytes).sum());
-        store.record(click());
-        assert_eq!(store.take().len(), 1, "room again once released");
+        store.release(bytes_in(&taken));
+        store.record(&click());
+        assert_eq!(clicks_in(&store.take()), 1, "room again once released");
     }
 
     /// Clicks with the longest headers a request may carry fill the queues
-    /// in bytes, not in clicks: a 1 MiB bound keeps some 1,300 of them.
+    /// in bytes, not in clicks: a 1 MiB bound keeps some 650 of them.
     #[test]
     fn the_queues_are_bounded_in_bytes() {
         let mut store = ClickStore::detached(1000);
@@ -601,19 +495,115 @@ mod tests {
             .unwrap()
         };
         let largest = click().bytes();
-        assert_eq!(largest, 2 * size_of::<Click>() + 255 + AGENT_MAX + 253);
+        assert_eq!(largest, 1624, "docs quote it");
+        assert_eq!(click().user_agent().len(), AGENT_MAX);
         for _ in 0..10_000 {
-            store.record(click());
+            store.record(&click());
         }
-        let kept = store.take();
-        assert!(kept.len() * largest <= bound.bytes());
-        assert_eq!(kept.len(), bound.bytes() / largest);
+        let kept = clicks_in(&store.take());
+        assert_eq!(kept, bound.bytes() / largest);
         assert_eq!(
-            kept.len() as u64 + store.counters.dropped.load(Ordering::Relaxed),
+            kept as u64 + store.counters.dropped.load(Ordering::Relaxed),
             10_000
         );
-        store.release(kept.iter().map(Click::bytes).sum());
+        store.release(kept * largest);
         assert_eq!(*store.queued.get_mut(), 0);
+    }
+
+    /// Queues the flusher has read go back to the store, emptied and their
+    /// room kept, for later takes; but no more than two for each queue,
+    /// and none a burst made grow past [`SPARE_ROOM_MAX`].
+    #[test]
+    fn read_queues_are_kept_for_later_takes_within_bounds() {
+        let store = ClickStore::detached(1000);
+        let agent = "A".repeat(AGENT_MAX);
+        let click = Click::new(Outcome::Redirect, false, None, "Lm25", &agent, None, None).unwrap();
+        let filled = |clicks: usize| -> Clicks { std::iter::repeat_n(click, clicks).collect() };
+        let burst = filled(2 * SPARE_ROOM_MAX / click.bytes());
+        assert!(burst.room() > SPARE_ROOM_MAX);
+        store.recycle([burst]);
+        assert!(lock(&store.spares).is_empty(), "too large to keep");
+        store.recycle((0..3 * QUEUES).map(|_| filled(10)));
+        let spares = lock(&store.spares);
+        assert_eq!(spares.len(), 2 * QUEUES);
+        assert!(spares
+            .iter()
+            .all(|spare| spare.is_empty() && spare.room() > 0));
+        drop(spares);
+        store.record(&click);
+        assert_eq!(clicks_in(&store.take()), 1);
+        assert_eq!(
+            lock(&store.spares).len(),
+            2 * QUEUES - 1,
+            "one in its queue's place"
+        );
+    }
+
+    /// Counts the allocations of the thread that makes them, for
+    /// [`recording_a_click_allocates_nothing_once_the_queues_have_room`]:
+    /// the unit tests' allocator is the system's, counted.
+    struct CountingAllocator;
+
+    thread_local! {
+        static ALLOCATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    fn count_allocation() {
+        // Not while the thread is being torn down.
+        let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+    }
+
+    // SAFETY: every call is handed to the system allocator as it came.
+    unsafe impl std::alloc::GlobalAlloc for CountingAllocator {
+        unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+            count_allocation();
+            unsafe { std::alloc::System.alloc(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+            unsafe { std::alloc::System.dealloc(ptr, layout) }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+            count_allocation();
+            unsafe { std::alloc::System.realloc(ptr, layout, size) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+    /// The request path's part of counting allocates nothing: a click is
+    /// copied into its queue's buffers, which the flusher gives back
+    /// emptied with their room, so that from the third flush on a steady
+    /// flow of clicks is recorded without a call to the allocator.
+    #[test]
+    fn recording_a_click_allocates_nothing_once_the_queues_have_room() {
+        let store = ClickStore::detached(1000);
+        let agent = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
+        let allocations: Vec<usize> = (0..4)
+            .map(|_| {
+                let before = ALLOCATIONS.with(std::cell::Cell::get);
+                for n in 0..5000 {
+                    let key = if n % 2 == 0 { "Lm25" } else { "Lm26" };
+                    let referrer = (n % 3 == 0).then_some("news.example.com");
+                    let click =
+                        Click::new(Outcome::Redirect, false, None, key, agent, referrer, None);
+                    store.record(&click.unwrap());
+                }
+                let recorded = ALLOCATIONS.with(std::cell::Cell::get) - before;
+                let taken = store.take();
+                store.release(bytes_in(&taken));
+                store.recycle(taken);
+                recorded
+            })
+            .collect();
+        assert!(allocations[0] > 0, "the first flush's queues grow");
+        assert_eq!(
+            allocations[2..],
+            [0, 0],
+            "allocations at each flush: {allocations:?}"
+        );
     }
 
     /// A click on a link with a click limit that finds the queues full is
@@ -624,9 +614,9 @@ mod tests {
         let store = ClickStore::detached(1000);
         store.queued_max.store(0, Ordering::Relaxed);
         let click = |outcome| Click::new(outcome, false, None, "Lm25", "", None, None).unwrap();
-        store.record(click(Outcome::Limited));
-        store.record(click(Outcome::Limited));
-        store.record(click(Outcome::Redirect));
+        store.record(&click(Outcome::Limited));
+        store.record(&click(Outcome::Limited));
+        store.record(&click(Outcome::Redirect));
         assert!(store.take().is_empty());
         assert_eq!(store.pending("Lm25"), 2, "held against the limit");
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 1);
@@ -641,10 +631,10 @@ mod tests {
     fn limited_clicks_are_pending_until_settled() {
         let store = ClickStore::detached(1000);
         let click = |outcome, key| Click::new(outcome, false, None, key, "", None, None).unwrap();
-        store.record(click(Outcome::Limited, "Lm25"));
-        store.record(click(Outcome::Limited, "Lm25"));
-        store.record(click(Outcome::Redirect, "Lm25"));
-        store.record(click(Outcome::Limited, "Other"));
+        store.record(&click(Outcome::Limited, "Lm25"));
+        store.record(&click(Outcome::Limited, "Lm25"));
+        store.record(&click(Outcome::Redirect, "Lm25"));
+        store.record(&click(Outcome::Limited, "Other"));
         assert_eq!(store.pending("Lm25"), 2);
         store.settle(&HashMap::from([(Box::from("Lm25"), 1)]));
         assert_eq!(store.pending("Lm25"), 1);

@@ -370,9 +370,10 @@ impl Flusher {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clicks::click::{Click, Outcome};
     use crate::clicks::flusher::pace::{Pace, HISTORY_EVERY, HISTORY_SEALS};
     use crate::clicks::flusher::tests::{click, tally_clicks, FIREFOX};
-    use crate::clicks::store::{Click, ClickStore, Outcome};
+    use crate::clicks::store::ClickStore;
     use redis_target::cluster::key_slot;
     use shortlink_core::clicks::Layout;
     use std::collections::BTreeMap;
@@ -392,12 +393,7 @@ mod tests {
     /// but for their visitor, sealed already.
     #[test]
     fn a_sealed_tally_starts_the_next_flush_empty() {
-        let store = ClickStore::detached(1_000_000);
-        let mut flusher = Flusher::new();
-        flusher
-            .salts
-            .insert(ClickTime::now().day(), "salt".to_owned());
-        let referred = |key: &str| {
+        fn referred(key: &str) -> Click<'_> {
             let address = IpAddr::from([192, 0, 2, 7]);
             Click::new(
                 Outcome::Redirect,
@@ -409,10 +405,14 @@ mod tests {
                 None,
             )
             .unwrap()
-        };
-        let clicks: Vec<Click> = (0..50)
-            .map(|n| referred(&format!("Key{}", n % 20)))
-            .collect();
+        }
+        let store = ClickStore::detached(1_000_000);
+        let mut flusher = Flusher::new();
+        flusher
+            .salts
+            .insert(ClickTime::now().day(), "salt".to_owned());
+        let keys: Vec<String> = (0..50).map(|n| format!("Key{}", n % 20)).collect();
+        let clicks: Vec<Click> = keys.iter().map(|key| referred(key)).collect();
         let mut sealed_flushes = Vec::new();
         for _ in 0..2 {
             // A new round each time: no link's history waits.
@@ -571,11 +571,11 @@ mod tests {
         let mut flusher = Flusher::new();
         // 3,000 links of as many heads (split 2).
         let letters: Vec<char> = ('a'..='z').chain('A'..='Z').chain('0'..='9').collect();
-        let clicks: Vec<Click> = (0..3000)
-            .map(|n| {
-                let key = format!("{}{}Key", letters[n % 62], letters[n / 62]);
-                click(&key, u8::try_from(n % 200).unwrap())
-            })
+        let keys: Vec<String> = (0..3000)
+            .map(|n| format!("{}{}Key", letters[n % 62], letters[n / 62]))
+            .collect();
+        let clicks: Vec<Click> = (keys.iter().enumerate())
+            .map(|(n, key)| click(key, u8::try_from(n % 200).unwrap()))
             .collect();
         tally_clicks(&mut flusher, &clicks, &store);
         flusher

@@ -134,10 +134,11 @@ mod tests {
 
     use super::super::tests::FIREFOX;
     use super::super::Flusher;
-    use crate::clicks::store::{Click, ClickStore, Outcome, Reach};
+    use crate::clicks::click::{Click, Outcome};
+    use crate::clicks::store::{ClickStore, Reach};
     use crate::lookups::{PoolSettings, RedisPool};
 
-    fn limited_click(key: &str) -> Click {
+    fn limited_click(key: &str) -> Click<'_> {
         let client = std::net::IpAddr::from([192, 0, 2, 7]);
         Click::new(
             Outcome::Limited,
@@ -202,7 +203,7 @@ mod tests {
         let settings = store.settings();
         let mut flusher = Flusher::new();
         for _ in 0..3 {
-            store.record(limited_click("Lm25"));
+            store.record(&limited_click("Lm25"));
         }
         assert_eq!(store.pending("Lm25"), 3);
         flusher.tick(&store, &settings);
@@ -225,7 +226,7 @@ mod tests {
             .arg(10)
             .query(&mut links)
             .unwrap();
-        store.record(limited_click("Lm25"));
+        store.record(&limited_click("Lm25"));
         flusher.tick(&store, &settings);
         assert_eq!(get("0", "short:clicks:Lm", "25").as_deref(), Some("4"));
         assert_eq!(
@@ -238,8 +239,8 @@ mod tests {
         // The links' Redis away: the clicks are stored, and stay pending.
         let away = copying_store(&redis.url, "redis://127.0.0.1:1/0");
         let mut flusher = Flusher::new();
-        away.record(limited_click("Qx99"));
-        away.record(limited_click("Qx99"));
+        away.record(&limited_click("Qx99"));
+        away.record(&limited_click("Qx99"));
         flusher.tick(&away, &settings);
         assert_eq!(get("0", "short:clicks:Qx", "99").as_deref(), Some("2"));
         assert_eq!(away.pending("Qx99"), 2, "not copied, still pending");

@@ -32,6 +32,7 @@
 
 mod args;
 mod batches;
+mod carried;
 mod encoding;
 mod mirror;
 mod pace;
@@ -45,12 +46,14 @@ use std::time::{Duration, Instant};
 use shortlink_core::clicks::{ClickTime, CountNames, Day, MAX_DETAIL_FIELDS};
 
 use batches::{Answer, Batch, LaneNumbers, SealedTally, Share};
+use carried::Carried;
 use encoding::BATCH_ARGS;
 use pace::Pace;
 use tally::Tally;
 
+use crate::clicks::click::{Clicks, Outcome};
 use crate::clicks::destination::{lane_of, Destination, Lane, Node};
-use crate::clicks::store::{self, Click, ClickStore, CountSettings, Outcome};
+use crate::clicks::store::{self, ClickStore, CountSettings};
 use crate::clicks::visitor::{Agents, Countries};
 use crate::now_ms;
 
@@ -154,7 +157,7 @@ struct Flusher {
     /// count in the store's queue bound, so a pipeline behind keeps them
     /// in the memory the queues are given, and drops a click only once
     /// the queues are full too.
-    carried: VecDeque<Click>,
+    carried: Carried,
     sealed: VecDeque<Batch>,
     lanes: HashMap<Lane, LaneNumbers>,
     tallies: HashMap<u64, SealedTally>,
@@ -185,7 +188,7 @@ impl Flusher {
             script,
             open: Tally::default(),
             pace: Pace::default(),
-            carried: VecDeque::new(),
+            carried: Carried::default(),
             sealed: VecDeque::new(),
             lanes: HashMap::new(),
             tallies: HashMap::new(),
@@ -201,12 +204,14 @@ impl Flusher {
         let taken = store.take();
         let overflow = store.take_overflow();
         let counters = &store.counters;
+        let clicks: usize = taken.iter().map(Clicks::len).sum();
         counters.counted.fetch_add(
-            taken.len() as u64 + overflow.values().sum::<u64>(),
+            clicks as u64 + overflow.values().sum::<u64>(),
             Ordering::Relaxed,
         );
         self.carried.extend(taken);
         self.tally(settings, store);
+        store.recycle(self.carried.take_emptied());
         self.tally_overflow(overflow, store);
         match self.send(store, settings) {
             Ok(()) => self.reported = None,
@@ -236,12 +241,13 @@ impl Flusher {
         let mut lost = self.open.clicks + self.carried.len() as u64;
         store.settle(&self.open.limited);
         let mut carried_limited = HashMap::new();
-        for click in self.carried.drain(..) {
+        for click in self.carried.drain() {
             store.release(click.bytes());
             if click.outcome == Outcome::Limited {
                 store::add_pending(&mut carried_limited, click.key(), 1);
             }
         }
+        store.recycle(self.carried.take_emptied());
         store.settle(&carried_limited);
         self.sealed.clear();
         for (_, tally) in self.tallies.drain() {
@@ -548,7 +554,8 @@ fn random_bytes() -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clicks::store::{Click, Outcome, Reach};
+    use crate::clicks::click::Click;
+    use crate::clicks::store::Reach;
     use shortlink_core::clicks::Layout;
     use shortlink_core::KeyScheme;
     use std::collections::BTreeMap;
@@ -561,15 +568,17 @@ mod tests {
     /// held in its queues' bound, waiting, then tallied while there is room.
     pub(super) fn tally_clicks(
         flusher: &mut Flusher,
-        clicks: &[Click],
+        clicks: &[Click<'_>],
         store: &ClickStore,
     ) -> usize {
         store.hold(clicks);
-        flusher.carried.extend(clicks.iter().cloned());
+        flusher
+            .carried
+            .extend([clicks.iter().copied().collect::<Clicks>()]);
         flusher.tally(&store.settings(), store)
     }
 
-    pub(super) fn click(key: &str, client: u8) -> Click {
+    pub(super) fn click(key: &str, client: u8) -> Click<'_> {
         let address = IpAddr::from([192, 0, 2, client]);
         Click::new(
             Outcome::Redirect,
@@ -593,7 +602,7 @@ mod tests {
         settings.queue_bytes = 300 * click("Key000", 1).bytes();
         store.set(settings.clone(), None);
         for n in 0..300 {
-            store.record(click(&format!("Key{n:03}"), 1));
+            store.record(&click(&format!("Key{n:03}"), 1));
         }
         let mut flusher = Flusher::new();
         let counter = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
@@ -609,7 +618,7 @@ mod tests {
         // ones left room for as many.
         let tallied = 300 - flusher.carried.len() as u64;
         for n in 300..600 {
-            store.record(click(&format!("Key{n:03}"), 1));
+            store.record(&click(&format!("Key{n:03}"), 1));
         }
         assert_eq!(counter(&store.counters.dropped), 300 - tallied);
     }
@@ -813,7 +822,7 @@ mod tests {
             let client = IpAddr::from([192, 0, 2, u8::try_from(n % 250).unwrap()]);
             let referrer = format!("r{n}.example");
             store.record(
-                Click::new(
+                &Click::new(
                     Outcome::Redirect,
                     false,
                     Some(client),
@@ -876,7 +885,7 @@ mod tests {
                 let agent = if n % 3 == 0 { "curl/8.0" } else { FIREFOX };
                 let client = IpAddr::from([192, 0, 2, u8::try_from(n % 250).unwrap()]);
                 store.record(
-                    Click::new(
+                    &Click::new(
                         Outcome::Redirect,
                         false,
                         Some(client),

@@ -14,7 +14,8 @@ use shortlink_core::rules::Chosen;
 use shortlink_core::{Key, KeyScheme};
 
 use super::{Flusher, Map, Set};
-use crate::clicks::store::{add_pending, subtract_pending, ClickStore, CountSettings, Outcome};
+use crate::clicks::click::Outcome;
+use crate::clicks::store::{add_pending, subtract_pending, ClickStore, CountSettings};
 use crate::clicks::visitor::{Agent, Agents, Countries};
 
 /// Clicks waiting to be sealed, gathered per link: a click costs one
@@ -439,8 +440,8 @@ impl Flusher {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clicks::click::Click;
     use crate::clicks::flusher::tests::{click, tally_clicks, FIREFOX};
-    use crate::clicks::store::Click;
     use std::collections::BTreeMap;
 
     #[test]
@@ -467,7 +468,8 @@ mod tests {
     fn a_full_backlog_leaves_clicks_for_later() {
         let store = ClickStore::detached(1000);
         let mut flusher = Flusher::new();
-        let clicks: Vec<Click> = (0..1000).map(|n| click(&format!("Key{n}"), 1)).collect();
+        let keys: Vec<String> = (0..1000).map(|n| format!("Key{n}")).collect();
+        let clicks: Vec<Click> = keys.iter().map(|key| click(key, 1)).collect();
         let taken = tally_clicks(&mut flusher, &clicks, &store);
         assert!(taken < 1000, "1000 links tally far more than 1000 entries");
         assert_eq!(flusher.open.clicks, taken as u64, "a prefix, in order");
@@ -486,7 +488,8 @@ mod tests {
     fn past_half_the_backlog_clicks_count_without_details() {
         let store = ClickStore::detached(2000);
         let mut flusher = Flusher::new();
-        let clicks: Vec<Click> = (0..200).map(|n| click(&format!("Ky{n:03}"), 1)).collect();
+        let keys: Vec<String> = (0..200).map(|n| format!("Ky{n:03}")).collect();
+        let clicks: Vec<Click> = keys.iter().map(|key| click(key, 1)).collect();
         tally_clicks(&mut flusher, &clicks, &store);
         let without = store.counters.without_details.load(Ordering::Relaxed);
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 0);
@@ -539,18 +542,18 @@ mod tests {
     /// room in the queues' bound.
     #[test]
     fn limited_clicks_left_for_later_stay_held() {
-        let store = ClickStore::detached(1);
-        let address = IpAddr::from([192, 0, 2, 1]);
-        let click = |outcome, key: &str| {
+        fn click(outcome: Outcome, key: &str) -> Click<'_> {
+            let address = IpAddr::from([192, 0, 2, 1]);
             Click::new(outcome, false, Some(address), key, FIREFOX, None, None).unwrap()
-        };
+        }
+        let store = ClickStore::detached(1);
         let mut settings = store.settings();
         settings.queue_bytes = 6 * click(Outcome::Limited, "Key0").bytes();
         store.set(settings.clone(), None);
         let outcomes = [Outcome::Limited; 5].into_iter().chain([Outcome::Redirect]);
         let keys: Vec<String> = (0..6).map(|n| format!("Key{n}")).collect();
         for (key, outcome) in keys.iter().zip(outcomes) {
-            store.record(click(outcome, key));
+            store.record(&click(outcome, key));
         }
         let mut flusher = Flusher::new();
         flusher.carried.extend(store.take());
@@ -565,7 +568,7 @@ mod tests {
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 6);
         // All their room is free again.
         for key in &keys {
-            store.record(click(Outcome::Redirect, key));
+            store.record(&click(Outcome::Redirect, key));
         }
         assert_eq!(store.counters.dropped.load(Ordering::Relaxed), 6);
     }
@@ -576,7 +579,8 @@ mod tests {
     fn clicks_left_for_later_are_tallied_once_there_is_room() {
         let store = ClickStore::detached(1000);
         let mut flusher = Flusher::new();
-        let clicks: Vec<Click> = (0..300).map(|n| click(&format!("Key{n:03}"), 1)).collect();
+        let keys: Vec<String> = (0..300).map(|n| format!("Key{n:03}")).collect();
+        let clicks: Vec<Click> = keys.iter().map(|key| click(key, 1)).collect();
         let mut taken = vec![tally_clicks(&mut flusher, &clicks, &store)];
         let mut tallied_keys: Vec<String> = Vec::new();
         while !flusher.carried.is_empty() {
@@ -607,8 +611,9 @@ mod tests {
         settings.queue_bytes = 0;
         store.set(settings, None);
         for _ in 0..3 {
-            store
-                .record(Click::new(Outcome::Limited, false, None, "Lm25", "", None, None).unwrap());
+            store.record(
+                &Click::new(Outcome::Limited, false, None, "Lm25", "", None, None).unwrap(),
+            );
         }
         let mut flusher = Flusher::new();
         flusher.tally_overflow(store.take_overflow(), &store);
