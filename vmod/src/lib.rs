@@ -386,7 +386,7 @@ mod shortlink {
         /// as an answer for a gone link; anything else (404, 503) is not
         /// counted. Nothing is sent to Redis here: counts are gathered in
         /// memory and sent every `flush_interval` (a hot link's history at
-        /// three flushes in ten) by a thread that reads the agent, referrer and
+        /// two flushes in ten) by a thread that reads the agent, referrer and
         /// country. Pass `client.ip`; it is only hashed, with a salt that
         /// changes daily, to count unique visitors, never stored. A click
         /// on a link with rules or a split counts under the target chosen.

@@ -21,7 +21,7 @@
 //! minutes, details, visitors) at the first two seals of a round of ten
 //! that find it clicked, and then at the round's last, whole seal
 //! (`pace`). A link clicked at every flush costs Redis one field a flush,
-//! and its history three flushes in ten.
+//! and its history two flushes in ten.
 //!
 //! Here: the flusher's state and its I/O (the script loaded, the batches
 //! sent to the nodes serving their lanes, the answers taken, the heartbeat,

@@ -3,11 +3,12 @@
 //! history (days, hours, minutes, details, visitors) goes with them at the
 //! first [`HISTORY_SEALS`] seals that find the link clicked in a round, and
 //! waits, summed, for the round's end after that: a round lasts
-//! [`HISTORY_EVERY`] seals, the last of them whole. A link clicked every
-//! second then costs the clicks' Redis one field a flush and its history
-//! three flushes in ten, where it cost about ten calls every flush; a link
-//! clicked in one burst (even one a flush cuts in two), as the long tail's
-//! are, is sealed whole at once as before.
+//! [`HISTORY_EVERY`] seals, the last of them whole, which counts as the
+//! first of the next round's. A link clicked every second then costs the
+//! clicks' Redis one field a flush and its history two flushes in ten
+//! (three in the round its clicks start), where it cost about ten calls
+//! every flush; a link clicked in one burst (even one a flush cuts in
+//! two), as the long tail's are, is sealed whole at once as before.
 
 use std::hash::BuildHasher as _;
 
