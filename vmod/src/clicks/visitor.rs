@@ -116,11 +116,12 @@ impl Countries {
             .map_err(|e| format!("GeoIP database {path}: {e}"))
     }
 
-    /// The ISO 3166 code of `address`'s country, if the database knows it.
-    pub fn country(&self, address: IpAddr) -> Option<String> {
+    /// The ISO 3166 code of `address`'s country, if the database knows it,
+    /// borrowed from the database: the flusher asks this for each click.
+    pub fn country(&self, address: IpAddr) -> Option<&str> {
         let found = self.reader.lookup(address).ok()?;
         found
-            .decode_path::<String>(&[
+            .decode_path::<&str>(&[
                 maxminddb::PathElement::Key("country"),
                 maxminddb::PathElement::Key("iso_code"),
             ])

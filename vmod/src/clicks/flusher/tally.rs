@@ -400,7 +400,7 @@ impl Flusher {
             }
             let country = countries.and_then(|c| click.client.and_then(|ip| c.country(ip)));
             let referrer = click.referrer().unwrap_or("(none)");
-            let source = names.source(&agent, referrer, country.as_deref(), click.target());
+            let source = names.source(&agent, referrer, country, click.target());
             link.add_person(click.at, source, click.client, entries);
         }
         (store.counters.without_details).fetch_add(without_details, Ordering::Relaxed);
