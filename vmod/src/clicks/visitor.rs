@@ -132,15 +132,8 @@ impl Countries {
     /// `address`'s country as a rule names it, read without a copy: the
     /// request path asks this for a link with a country rule.
     pub fn country_code(&self, address: IpAddr) -> Option<shortlink_core::rules::Country> {
-        let found = self.reader.lookup(address).ok()?;
-        let code = found
-            .decode_path::<&str>(&[
-                maxminddb::PathElement::Key("country"),
-                maxminddb::PathElement::Key("iso_code"),
-            ])
-            .ok()
-            .flatten()?;
-        shortlink_core::rules::Country::parse(code)
+        self.country(address)
+            .and_then(shortlink_core::rules::Country::parse)
     }
 }
 
