@@ -135,6 +135,20 @@ if [ "$purpose" = test ]; then
     fi
 fi
 
+# Shlink's published SDK drives the writer's Shlink API in the integration
+# suite: pinned by writer/tests/shlink/package-lock.json, installed beside
+# the test that imports it, again whenever the lock file changes.
+if [ "$purpose" = test ]; then
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    sdk=$root/writer/tests/shlink
+    if ! cmp -s "$sdk/package-lock.json" "$sdk/node_modules/.installed-lock.json"; then
+        command -v npm >/dev/null || { say "npm not found: install Node.js 18 or newer with npm"; exit 1; }
+        say "installing Shlink's SDK for the tests into $sdk/node_modules"
+        npm ci --prefix "$sdk" --no-audit --no-fund --loglevel=error >/dev/null
+        cp "$sdk/package-lock.json" "$sdk/node_modules/.installed-lock.json"
+    fi
+fi
+
 if ! command -v cargo >/dev/null; then
     say "cargo not found: install a Rust toolchain (https://rustup.rs), then run this again"
     exit 1

@@ -334,6 +334,19 @@ impl KeyScheme {
         )
     }
 
+    /// The Redis hash and field holding what the writer knows of `key`'s
+    /// link beside its value (when it was created, its title and tags):
+    /// `<prefix>meta:<head>`, field `<rest>`. Varnish never reads it, and
+    /// `:` is no key character, so it never names a link's hash.
+    #[must_use]
+    pub fn meta_slot<'k>(&self, key: &'k Key) -> Slot<'k> {
+        let (head, field) = self.split_key(&key.0);
+        Slot {
+            hash: format!("{}meta:{head}", self.prefix),
+            field,
+        }
+    }
+
     /// The owner whose index is named `name`: `None` inside for the index
     /// of links created without a token, `Err` for a name that is no index.
     pub fn index_owner(&self, name: &str) -> Result<Option<Owner>, RecordError> {
@@ -590,6 +603,15 @@ mod tests {
         assert_eq!(scheme.index_owner("short:@"), Ok(None));
         assert!(scheme.index_owner("short:Lm").is_err());
         assert!(scheme.locate("@alice").is_err());
+    }
+
+    #[test]
+    fn a_links_details_live_beside_it_never_in_a_links_hash() {
+        let scheme = KeyScheme::default();
+        let key = scheme.key("Lm25").unwrap();
+        let meta = scheme.meta_slot(&key);
+        assert_eq!((meta.hash.as_str(), meta.field), ("short:meta:Lm", "25"));
+        assert!(scheme.locate("meta:Lm25").is_err());
     }
 
     #[test]

@@ -72,6 +72,7 @@ fn main() -> ExitCode {
                 domain: domain.as_deref(),
                 rules: &rules,
                 split: &split,
+                ..NewLink::default()
             };
             with_shortener(settings, |shortener| async move {
                 cli::links::add(&shortener, &new).await

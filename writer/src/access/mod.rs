@@ -206,6 +206,12 @@ impl Gatekeeper {
         self.tokens.identify(token).ok_or(Refusal::TokenInvalid)
     }
 
+    /// Who holds `token`, sent some other way than as a bearer token (as
+    /// Shlink's `X-Api-Key`): the same tokens, owners and limits.
+    pub fn identify_key(&self, token: &str) -> Result<Identity, Refusal> {
+        self.tokens.identify(token).ok_or(Refusal::TokenInvalid)
+    }
+
     /// The form token for the browser holding `cookie`.
     pub fn form_token(&self, cookie: &str) -> String {
         self.form.form_token(cookie)

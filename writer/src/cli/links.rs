@@ -73,6 +73,7 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
                 ),
                 rules: replaced(!rules.is_empty(), no_rules).map(|()| rules.as_slice()),
                 split: replaced(!split.is_empty(), no_split).map(|()| split.as_slice()),
+                ..Change::default()
             };
             let written = shortener
                 .edit(&operator(), domain, &key, &change, if_match.as_deref())

@@ -52,7 +52,6 @@ pub fn serve(settings: Settings) -> Result<(), String> {
     }
     check_store(&settings);
     let listen = settings.config.listen;
-    let max_body_bytes = settings.config.max_body_bytes;
     let guard = web::Data::new(Gatekeeper::new(&settings)?);
     let metrics = web::Data::new(Metrics::new());
     actix_web::rt::System::new().block_on(async move {
@@ -83,7 +82,7 @@ pub fn serve(settings: Settings) -> Result<(), String> {
                     access_log,
                     middleware::Logger::new("%a \"%r\" %s %b %Dms"),
                 ))
-                .configure(|config| routes::routes(config, max_body_bytes))
+                .configure(|config| routes::routes(config, &settings))
         })
         .bind(listen)
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?

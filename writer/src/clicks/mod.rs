@@ -54,3 +54,36 @@ impl ClickReader {
             .map(|lag| lag as f64 / 1000.0))
     }
 }
+
+/// A link's click totals: redirects delivered to people and to bots.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub people: u64,
+    pub bots: u64,
+}
+
+impl ClickReader {
+    /// The totals of each of `keys`, in one round trip.
+    pub async fn totals(&self, keys: &[&str]) -> RedisResult<Vec<Totals>> {
+        use shortlink_core::clicks::Total;
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for key in keys {
+            for total in [Total::People, Total::Bots] {
+                let slot = self.names.total_slot(total, key);
+                pipe.hget(slot.hash, slot.field);
+            }
+        }
+        let mut connection = self.connection.get()?;
+        let counts: Vec<Option<u64>> = pipe.query_async(&mut connection).await?;
+        Ok(counts
+            .chunks(2)
+            .map(|pair| Totals {
+                people: pair[0].unwrap_or(0),
+                bots: pair.get(1).copied().flatten().unwrap_or(0),
+            })
+            .collect())
+    }
+}

@@ -168,7 +168,7 @@ pub struct VarnishConfig {
     pub robots_txt: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AccessConfig {
     /// Bearer tokens that may create links without a rate limit. Required
@@ -176,6 +176,21 @@ pub struct AccessConfig {
     pub tokens: Vec<AccessToken>,
     /// Refuse link creation without a token even on loopback.
     pub require_token: bool,
+    /// Origins whose pages may call Shlink's API (`/rest`) from a browser
+    /// (`https://app.shlink.io`); `*`: any. Those routes take no cookie,
+    /// only the key a page sends, so any origin can do no more than that
+    /// key may.
+    pub cors_origins: Vec<String>,
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        Self {
+            tokens: Vec::new(),
+            require_token: false,
+            cors_origins: vec!["*".to_owned()],
+        }
+    }
 }
 
 /// A bearer token from the configuration, with the name its links record

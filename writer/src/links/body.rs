@@ -4,6 +4,7 @@ use serde::Serialize;
 use shortlink_core::ClickLimit;
 use utoipa::ToSchema;
 
+use crate::links::details::LinkDetails;
 use crate::links::rules::{bodies_of, RuleBody, SplitBody};
 use crate::links::shortener::Shortener;
 use crate::links::store::Link;
@@ -61,6 +62,23 @@ pub struct LinkBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(required = false)]
     split: Option<Vec<SplitBody>>,
+    /// When the writer created it (RFC 3339, UTC); `null` for a link
+    /// written by hand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, required = false)]
+    created_at: Option<Option<String>>,
+    /// What it is called in listings; `null`: no title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, required = false)]
+    title: Option<Option<String>>,
+    /// The words it is found by (`[]`: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    tags: Option<Vec<String>>,
+    /// Whether crawlers may follow it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    crawlable: Option<bool>,
     /// Set when the change was stored but Varnish could not be told.
     #[serde(skip_serializing_if = "Option::is_none")]
     warning: Option<String>,
@@ -100,8 +118,27 @@ impl LinkBody {
             forward_query: None,
             rules: None,
             split: None,
+            created_at: None,
+            title: None,
+            tags: None,
+            crawlable: None,
             warning: None,
         }
+    }
+
+    /// With the link's details: for whoever sees every field.
+    #[must_use]
+    pub fn detailed(mut self, details: &LinkDetails) -> Self {
+        self.created_at = Some(
+            details
+                .created
+                .and_then(|unix| shortlink_core::Expiry::try_from(unix).ok())
+                .map(format_expiry),
+        );
+        self.title = Some(details.title.as_ref().map(|t| t.as_str().to_owned()));
+        self.tags = Some(details.tags.iter().map(ToString::to_string).collect());
+        self.crawlable = Some(details.crawlable);
+        self
     }
 
     /// With the warning a stored change left, if any.

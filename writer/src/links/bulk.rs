@@ -48,6 +48,12 @@ pub struct Row {
     /// Rules choosing a target per request, and the weighted split.
     pub rules: Vec<RuleBody>,
     pub split: Vec<SplitBody>,
+    /// What the link is called in listings.
+    pub title: Option<String>,
+    /// Words it is found by.
+    pub tags: Vec<String>,
+    /// Whether crawlers may follow it.
+    pub crawlable: bool,
 }
 
 impl Row {
@@ -62,6 +68,10 @@ impl Row {
             domain: self.domain.as_deref(),
             rules: &self.rules,
             split: &self.split,
+            title: self.title.as_deref(),
+            tags: &self.tags,
+            crawlable: self.crawlable,
+            key_length: None,
         }
     }
 }
@@ -616,6 +626,7 @@ mod tests {
                         weight: 5,
                         url: "https://b.example/".into(),
                     }],
+                    ..Row::default()
                 })
             )
         );

@@ -9,6 +9,7 @@
 //! | `store.rs` | the links in Redis, with its scripts (`claim.lua`, `replace.lua`, `index.lua`, and `deadline.lua` before the first two) |
 //! | `bulk.rs` | many links at once: rows, CSV, their outcomes |
 //! | `export.rs` | the links written out as CSV or JSON lines |
+//! | `details.rs` | what the writer keeps of a link beside its value: created, title, tags, crawlable |
 //! | `body.rs` | a link as the API and the JSON-lines export show it |
 //! | `rules.rs` | a link's rules and split as people give them, checked into the core's `Targeting`, and back |
 //!
@@ -17,6 +18,7 @@
 
 pub mod body;
 pub mod bulk;
+pub mod details;
 pub mod error;
 pub mod export;
 pub mod rules;

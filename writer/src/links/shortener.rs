@@ -16,21 +16,27 @@ use shortlink_core::{Expiry, Key, Owner, Record, Stored, ValidUrl};
 use crate::access::{Caller, Identity};
 use crate::clicks::TrendingCache;
 use crate::config::{Domain, Settings};
-use crate::links::rules::{rules_of, split_of, RuleBody, SplitBody};
+use crate::links::details::{tags_of, LinkDetails, Title};
+use crate::links::rules::{rules_of, split_of};
 use crate::links::store::{Current, Inserted, Link, LinkStore, StoreError};
 use crate::links::validate::{
-    check_click_limit, check_custom_key, normalize_expired_url, normalize_url, parse_expiry, Field,
-    Invalid,
+    check_click_limit, check_custom_key, check_key_length, normalize_expired_url, normalize_url,
+    parse_expiry, Field, Invalid,
 };
 use crate::varnish::purge::{Nodes, Route};
 use crate::varnish::purge_queue::{PurgeQueue, RETRY_INTERVAL};
 
+mod catalog;
 mod clicks;
+mod details;
 mod listing;
+mod request;
 
 pub use crate::links::error::ShortenError;
+pub use catalog::{Entry, TagError, TagStats};
 pub use clicks::{WarmError, Warmed};
 pub use listing::{ListQuery, Listing};
+pub use request::{Change, NewLink};
 
 /// How often an edit without `If-Match` is tried again when another change
 /// came between its read and its write.
@@ -53,44 +59,6 @@ fn check_limit(limit: usize) -> Result<(), Invalid> {
 
 /// Links listed (or ranked) when the request names no limit.
 pub const DEFAULT_PAGE: usize = 20;
-
-/// A link to create, as submitted.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NewLink<'a> {
-    pub url: &'a str,
-    /// A custom key; empty or `None` for a generated one.
-    pub key: Option<&'a str>,
-    pub expires_at: Option<&'a str>,
-    pub expired_url: Option<&'a str>,
-    /// The most people's clicks it answers.
-    pub max_clicks: Option<u64>,
-    /// Forward the request's query string to the target (`Some(true)`),
-    /// never (`Some(false)`), or as its domain does (`None`).
-    pub forward_query: Option<bool>,
-    /// The short domain, by its name or an alias; `None` or empty: the
-    /// default domain.
-    pub domain: Option<&'a str>,
-    /// Rules choosing a target per request; the first that matches wins.
-    pub rules: &'a [RuleBody],
-    /// Weighted targets for the visitors no rule took.
-    pub split: &'a [SplitBody],
-}
-
-/// A change to a link, as submitted: `None` leaves a part as it is;
-/// `Some(None)` removes an expiry, an expired URL or a click limit.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Change<'a> {
-    pub url: Option<&'a str>,
-    pub expires_at: Option<Option<&'a str>>,
-    pub expired_url: Option<Option<&'a str>>,
-    pub max_clicks: Option<Option<u64>>,
-    /// `Some(None)`: as the link's domain does.
-    pub forward_query: Option<Option<bool>>,
-    /// New rules, all of them; `Some(&[])` removes them.
-    pub rules: Option<&'a [RuleBody]>,
-    /// A new split, all of it; `Some(&[])` removes it.
-    pub split: Option<&'a [SplitBody]>,
-}
 
 /// The outcome of a change, and whether Varnish forgot the old answer: if
 /// not, it may serve that for up to its TTL.
@@ -178,6 +146,11 @@ impl Shortener {
         (self.default_store().purge_queue(), Arc::clone(&self.nodes))
     }
 
+    /// Whether the links' store answers.
+    pub async fn ping(&self) -> Result<(), ShortenError> {
+        Ok(self.default_store().ping().await?)
+    }
+
     /// How many purges wait in the queue for their node.
     pub async fn queued_purges(&self) -> Result<u64, StoreError> {
         Ok(self.default_store().purge_queue().queued().await?)
@@ -222,11 +195,18 @@ impl Shortener {
         let domain = self.domain(new.domain)?;
         let store = self.store(domain);
         let (record, key) = self.record_of(new, owner)?;
+        let details = LinkDetails {
+            created: Some(unix_now()),
+            title: new.title.map(Title::of).transpose()?.flatten(),
+            tags: tags_of(new.tags)?,
+            crawlable: new.crawlable,
+        };
         let inserted = match &key {
             Some(key) => store.insert_custom(&record, key).await,
-            None => store.insert_generated(&record).await,
+            None => store.insert_generated(&record, new.key_length).await,
         };
         let inserted = self.purged_if_stored(domain, inserted).await?;
+        self.keep_new_details(domain, &inserted, &details).await?;
         // Only a cached 404 can hide a new link (even an existing one, stored
         // by hand after its key was asked for). Without negative caching
         // there is none, and the insert waits for no Varnish node.
@@ -276,6 +256,7 @@ impl Shortener {
             .filter(|key| !key.is_empty())
             .map(|key| check_custom_key(key, &self.settings))
             .transpose()?;
+        new.key_length.map(check_key_length).transpose()?;
         let record = Record {
             url,
             expires: new
@@ -356,6 +337,11 @@ impl Shortener {
             .split
             .map(|split| split_of(split, &self.settings))
             .transpose()?;
+        let title = change
+            .title
+            .map(|title| title.map(Title::of).transpose().map(Option::flatten))
+            .transpose()?;
+        let tags = change.tags.map(tags_of).transpose()?;
         let written = self
             .write(who, domain, &key, if_match, |record| {
                 let mut record = record.clone();
@@ -393,6 +379,8 @@ impl Shortener {
         let Stored::Link(record) = &written.outcome.stored else {
             unreachable!("an edit stores a link");
         };
+        self.change_details(domain, &key, title, tags, change.crawlable)
+            .await?;
         Ok(Written {
             outcome: (
                 Link {
@@ -418,6 +406,10 @@ impl Shortener {
         let key = Self::existing_key(domain, key)?;
         let written = self
             .write(who, domain, &key, if_match, |_| Ok(Stored::Deleted))
+            .await?;
+        // A deleted link is listed nowhere: its details go with it.
+        self.store(domain)
+            .keep_details(&key, &LinkDetails::default())
             .await?;
         Ok(Written {
             outcome: (),
@@ -564,6 +556,13 @@ impl Shortener {
         log::warn!("{}{key}: {warning}", domain.link_path);
         Some(warning)
     }
+}
+
+/// Now, in Unix seconds.
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
 }
 
 /// Whether an `If-Match` value names `etag` (a list, or `*`).

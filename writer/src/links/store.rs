@@ -8,6 +8,7 @@
 //! | file | what |
 //! | --- | --- |
 //! | `store/listing.rs` | an owner's links a page at a time ([`Page`]), and the owners with an index |
+//! | `store/details.rs` | the links' details beside their values ([`crate::links::details::LinkDetails`]) |
 //! | `store/export_scan.rs` | every link (or one owner's) for an export ([`Export`]): `SCAN`/`HSCAN` over the hashes, or an index |
 //!
 //! The children use the store's connection and key scheme; nothing here
@@ -22,6 +23,7 @@ use shortlink_core::{digest_key, Key, KeyScheme, Owner, Record, Stored};
 
 use crate::config::{Domain, Settings};
 
+mod details;
 mod export_scan;
 mod listing;
 
@@ -245,11 +247,20 @@ impl LinkStore {
 
     /// Stores `record` under the shortest free prefix of its URL's digest
     /// key, or finds the key already holding exactly this record (never
-    /// for a link with a click limit: each gets a key of its own).
-    pub async fn insert_generated(&self, record: &Record) -> Result<Inserted, StoreError> {
-        let keys = self
-            .scheme
-            .generated_keys(&record.url, self.min_generated_len);
+    /// for a link with a click limit: each gets a key of its own), at
+    /// least `min_len` characters long when given (else the configured
+    /// shortest).
+    pub async fn insert_generated(
+        &self,
+        record: &Record,
+        min_len: Option<usize>,
+    ) -> Result<Inserted, StoreError> {
+        let keys = self.scheme.generated_keys(
+            &record.url,
+            min_len.map_or(self.min_generated_len, |len| {
+                len.max(self.min_generated_len)
+            }),
+        );
         // Every candidate lives in the first one's hash.
         let Some(first) = keys.first() else {
             return Err(StoreError::DigestExhausted);
@@ -318,6 +329,15 @@ impl LinkStore {
                 _ => None,
             })
             .collect())
+    }
+
+    /// Whether the links' Redis answers.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let mut connection = self.connection.get()?;
+        redis::cmd("PING")
+            .query_async::<()>(&mut connection)
+            .await?;
+        Ok(())
     }
 
     /// What `key` holds, if anything.

@@ -26,6 +26,16 @@ pub enum Field {
     Rules,
     /// The weighted targets visitors are spread over.
     Split,
+    /// The words a link is found by.
+    Tags,
+    /// What a link is called in listings.
+    Title,
+    /// Whether crawlers may follow a link.
+    Crawlable,
+    /// When a link starts answering.
+    ValidSince,
+    /// The shortest a generated key may be.
+    KeyLength,
     Cursor,
     Limit,
     Days,
@@ -48,6 +58,11 @@ impl Field {
             Self::Domain => "domain",
             Self::Rules => "rules",
             Self::Split => "split",
+            Self::Tags => "tags",
+            Self::Title => "title",
+            Self::Crawlable => "crawlable",
+            Self::ValidSince => "valid_since",
+            Self::KeyLength => "key_length",
             Self::Cursor => "cursor",
             Self::Limit => "limit",
             Self::Days => "days",
@@ -117,6 +132,22 @@ pub fn parse_expiry(input: &str, now: SystemTime) -> Result<Expiry, Invalid> {
         return Err(not_in_the_future());
     }
     Ok(expiry)
+}
+
+/// The shortest a generated key may be asked to be: from
+/// [`shortlink_core::MIN_GENERATED_LEN`] to the whole digest.
+pub fn check_key_length(length: usize) -> Result<(), Invalid> {
+    let longest = shortlink_core::digest_key("").len();
+    if (shortlink_core::MIN_GENERATED_LEN..=longest).contains(&length) {
+        return Ok(());
+    }
+    Err(Invalid::new(
+        Field::KeyLength,
+        format!(
+            "a generated key is {} to {longest} characters long, not {length}",
+            shortlink_core::MIN_GENERATED_LEN
+        ),
+    ))
 }
 
 /// A click limit, for a writer whose Varnish counts clicks.

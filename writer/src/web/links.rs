@@ -9,19 +9,19 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use shortlink_core::rules::Place;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::access::Gatekeeper;
 use crate::config::Domain;
 use crate::links::body::LinkBody;
 use crate::links::bulk::Row;
-use crate::links::rules::{list_of, BadRule, RuleBody, SplitBody};
+use crate::links::rules::{RuleBody, SplitBody};
 use crate::links::shortener::{Change, ListQuery, ShortenError, Shortener, Written, DEFAULT_PAGE};
 use crate::links::store::{Current, Inserted, Link};
 use crate::links::validate::{Field, Invalid};
 use crate::metrics::Metrics;
 use crate::web::error::{ApiError, ErrorBody};
+use crate::web::link_fields::Fields;
 use crate::web::query;
 
 /// A link to create. Fields other than these are refused with 422.
@@ -52,6 +52,12 @@ pub struct LinkInput {
     /// than 0) for the visitors no rule took, each kept on one; absent or
     /// `null`: none, the link's own URL.
     pub split: Option<Vec<SplitBody>>,
+    /// What the link is called in listings (at most 512 characters).
+    pub title: Option<String>,
+    /// Words it is found by (at most 32, each 1 to 64 characters).
+    pub tags: Option<Vec<String>>,
+    /// Whether crawlers may follow it; absent: no.
+    pub crawlable: Option<bool>,
 }
 
 /// A change to a link: absent fields stay; `null` removes an expiry, an
@@ -67,6 +73,11 @@ pub struct LinkChange {
     pub forward_query: Option<bool>,
     pub rules: Option<Vec<RuleBody>>,
     pub split: Option<Vec<SplitBody>>,
+    /// `null` removes the title.
+    pub title: Option<String>,
+    /// All of them; `[]` or `null` removes them.
+    pub tags: Option<Vec<String>>,
+    pub crawlable: Option<bool>,
 }
 
 /// Which domain's link a per-key route means.
@@ -114,105 +125,7 @@ pub struct Deleted {
     pub warning: String,
 }
 
-/// The fields a link's JSON object may hold: what [`row_of`] and
-/// `edit_link` read (the latter all but the key), and the OpenAPI
-/// document's `LinkInput` lists.
-pub const LINK_FIELDS: [Field; 9] = [
-    Field::Url,
-    Field::Key,
-    Field::ExpiresAt,
-    Field::ExpiredUrl,
-    Field::MaxClicks,
-    Field::ForwardQuery,
-    Field::Domain,
-    Field::Rules,
-    Field::Split,
-];
-
-/// The fields of a JSON object, each taken at most once by name; whatever
-/// is left is an unknown field, answered 422 with its name.
-struct Fields(Map<String, Value>);
-
-impl Fields {
-    /// A string field: absent `None`; `null` is refused unless `nullable`,
-    /// where it is `Some(None)`: a change tells "leave it" from "remove it".
-    #[allow(clippy::option_option)]
-    fn text(&mut self, field: Field, nullable: bool) -> Result<Option<Option<String>>, Invalid> {
-        match self.0.remove(field.name()) {
-            None => Ok(None),
-            Some(Value::String(text)) => Ok(Some(Some(text))),
-            Some(Value::Null) if nullable => Ok(Some(None)),
-            Some(other) => Err(Invalid::new(
-                field,
-                format!(
-                    "{} must be a string{}, not {other}",
-                    field.name(),
-                    if nullable { " or null" } else { "" }
-                ),
-            )),
-        }
-    }
-
-    /// A whole-number field: absent `None`, `null` `Some(None)`.
-    #[allow(clippy::option_option)]
-    fn count(&mut self, field: Field) -> Result<Option<Option<u64>>, Invalid> {
-        match self.0.remove(field.name()) {
-            None => Ok(None),
-            Some(Value::Null) => Ok(Some(None)),
-            Some(Value::Number(n)) if n.as_u64().is_some() => Ok(Some(n.as_u64())),
-            Some(other) => Err(Invalid::new(
-                field,
-                format!(
-                    "{} must be a whole number of clicks or null, not {other}",
-                    field.name()
-                ),
-            )),
-        }
-    }
-
-    /// A yes-or-no field: absent `None`, `null` `Some(None)`.
-    #[allow(clippy::option_option)]
-    fn flag(&mut self, field: Field) -> Result<Option<Option<bool>>, Invalid> {
-        match self.0.remove(field.name()) {
-            None => Ok(None),
-            Some(Value::Null) => Ok(Some(None)),
-            Some(Value::Bool(flag)) => Ok(Some(Some(flag))),
-            Some(other) => Err(Invalid::new(
-                field,
-                format!("{} must be true, false or null, not {other}", field.name()),
-            )),
-        }
-    }
-
-    /// The rules: absent `None`; `null` or `[]` `Some(empty)`, none.
-    fn rules(&mut self) -> Result<Option<Vec<RuleBody>>, BadRule> {
-        self.0
-            .remove(Field::Rules.name())
-            .map(|value| list_of(value, Place::Rule, "rules"))
-            .transpose()
-    }
-
-    /// The split, as [`Self::rules`].
-    fn split(&mut self) -> Result<Option<Vec<SplitBody>>, BadRule> {
-        self.0
-            .remove(Field::Split.name())
-            .map(|value| list_of(value, Place::Split, "split"))
-            .transpose()
-    }
-
-    fn done(self) -> Result<(), Invalid> {
-        match self.0.keys().next() {
-            None => Ok(()),
-            Some(unknown) => Err(Invalid {
-                field: Field::Unknown,
-                message: format!(
-                    "unknown field {unknown:?}; a link has {}",
-                    LINK_FIELDS.map(Field::name).join(", ")
-                ),
-            }),
-        }
-    }
-}
+pub use crate::web::link_fields::LINK_FIELDS;
 
 /// Creates a link: with a token it is the token's, without one it
 /// spends the address's rate limit.
@@ -255,9 +168,14 @@ pub(crate) async fn create_link(
         Inserted::Existing(_) => StatusCode::OK,
     };
     let link = inserted.link();
+    let details = shortener.details(std::slice::from_ref(link)).await?;
     Ok(HttpResponse::build(status)
         .insert_header((header::LOCATION, api_path(link, &shortener)))
-        .json(LinkBody::new(link, &shortener).warned(purge_warning)))
+        .json(
+            LinkBody::new(link, &shortener)
+                .detailed(&details[0])
+                .warned(purge_warning),
+        ))
 }
 
 /// The link a JSON object describes, as a single insert and each item of
@@ -279,6 +197,9 @@ pub(crate) fn row_of(object: Map<String, Value>) -> Result<Row, ShortenError> {
         owner: None,
         rules: fields.rules()?.unwrap_or_default(),
         split: fields.split()?.unwrap_or_default(),
+        title: fields.text(Field::Title, true)?.flatten(),
+        tags: fields.texts(Field::Tags)?.unwrap_or_default(),
+        crawlable: fields.flag(Field::Crawlable)?.flatten().unwrap_or(false),
     };
     fields.done()?;
     Ok(row)
@@ -294,16 +215,21 @@ pub(crate) fn note_purge_failure(request: &HttpRequest, warning: Option<&String>
 }
 
 /// A link, with its `ETag` for a later `If-Match`.
-fn link_response(
+async fn link_response(
     link: &Link,
     current: &Current,
     shortener: &Shortener,
     warning: Option<String>,
-) -> HttpResponse {
-    HttpResponse::Ok()
+) -> Result<HttpResponse, ApiError> {
+    let details = shortener.details(std::slice::from_ref(link)).await?;
+    Ok(HttpResponse::Ok()
         .insert_header((header::ETAG, current.etag()))
         .insert_header((header::CACHE_CONTROL, "no-store"))
-        .json(LinkBody::new(link, shortener).warned(warning))
+        .json(
+            LinkBody::new(link, shortener)
+                .detailed(&details[0])
+                .warned(warning),
+        ))
 }
 
 /// A link: where it leads for anyone; its expiry, click limit and owner
@@ -336,7 +262,8 @@ pub(crate) async fn get_link(
     let (link, current) = shortener.show(domain, &key).await?;
     let body = match who {
         Some(who) if who.may_change(link.record.owner.as_ref()) && who.may_use(&domain.name) => {
-            LinkBody::new(&link, &shortener)
+            let details = shortener.details(std::slice::from_ref(&link)).await?;
+            LinkBody::new(&link, &shortener).detailed(&details[0])
         }
         _ => LinkBody::public(&link, &shortener),
     };
@@ -399,6 +326,11 @@ pub(crate) async fn edit_link(
     let forward_query = fields.flag(Field::ForwardQuery)?;
     let rules = fields.rules().map_err(ShortenError::from)?;
     let split = fields.split().map_err(ShortenError::from)?;
+    let title = fields.text(Field::Title, true)?;
+    let tags = fields.texts(Field::Tags)?;
+    let crawlable = fields
+        .flag(Field::Crawlable)?
+        .map(|flag| flag.unwrap_or(false));
     if fields.0.contains_key(Field::Key.name()) {
         return Err(Invalid::new(
             Field::Key,
@@ -415,21 +347,6 @@ pub(crate) async fn edit_link(
         .into());
     }
     fields.done()?;
-    if url.is_none()
-        && expires_at.is_none()
-        && expired_url.is_none()
-        && max_clicks.is_none()
-        && forward_query.is_none()
-        && rules.is_none()
-        && split.is_none()
-    {
-        return Err(Invalid::new(
-            Field::Url,
-            "nothing to change: send url, expires_at, expired_url, max_clicks, \
-             forward_query, rules or split",
-        )
-        .into());
-    }
     let change = Change {
         url: url.as_deref(),
         expires_at: expires_at.as_ref().map(Option::as_deref),
@@ -438,18 +355,24 @@ pub(crate) async fn edit_link(
         forward_query,
         rules: rules.as_deref(),
         split: split.as_deref(),
+        title: title.as_ref().map(Option::as_deref),
+        tags: tags.as_deref(),
+        crawlable,
     };
+    if change.is_empty() {
+        return Err(Invalid::new(
+            Field::Url,
+            "nothing to change: send url, expires_at, expired_url, max_clicks, \
+             forward_query, rules, split, title, tags or crawlable",
+        )
+        .into());
+    }
     let written = shortener
         .edit(&who, domain, &key, &change, if_match(&request))
         .await?;
     note_purge_failure(&request, written.purge_warning.as_ref());
     let (link, current) = &written.outcome;
-    Ok(link_response(
-        link,
-        current,
-        &shortener,
-        written.purge_warning,
-    ))
+    link_response(link, current, &shortener, written.purge_warning).await
 }
 
 /// Deletes a link: it answers 410 from now on, and its key is never
@@ -543,10 +466,12 @@ pub(crate) async fn list_links(
         domain: params.domain.as_deref().filter(|s| !s.is_empty()),
     };
     let listing = shortener.list(&who, &query).await?;
+    let details = shortener.details(&listing.links).await?;
     let links: Vec<LinkBody> = listing
         .links
         .iter()
-        .map(|link| LinkBody::new(link, &shortener))
+        .zip(&details)
+        .map(|(link, details)| LinkBody::new(link, &shortener).detailed(details))
         .collect();
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
@@ -566,7 +491,9 @@ mod tests {
         for field in LINK_FIELDS {
             let value = match field {
                 Field::MaxClicks => Value::from(3),
-                Field::ForwardQuery => Value::from(true),
+                Field::ForwardQuery | Field::Crawlable => Value::from(true),
+                Field::Tags => serde_json::json!(["news"]),
+                Field::Title => Value::from("News"),
                 Field::Rules => {
                     serde_json::json!([{"device": ["ios"], "url": "https://a.example/"}])
                 }
@@ -582,7 +509,8 @@ mod tests {
         };
         assert_eq!(refused.field, Field::Unknown);
         assert!(refused.message.contains(
-            "url, key, expires_at, expired_url, max_clicks, forward_query, domain, rules, split"
+            "url, key, expires_at, expired_url, max_clicks, forward_query, domain, rules, split, \
+             title, tags, crawlable"
         ));
     }
 }

@@ -7,6 +7,7 @@
 //! | file | what |
 //! | --- | --- |
 //! | `error.rs` | the API's error type and its JSON body |
+//! | `link_fields.rs` | a link's JSON object read field by field |
 //! | `links.rs` | one link: create, read, change, delete; the list |
 //! | `bulk.rs` | many links in one request (JSON array or CSV) |
 //! | `export.rs` | every link, streamed as CSV or JSON lines |
@@ -14,6 +15,7 @@
 //! | `qr.rs` | a link's QR code, SVG or PNG |
 //! | `whoami.rs` | who a token belongs to |
 //! | `openapi.rs` | the OpenAPI document and the page that draws it |
+//! | `shlink/` | Shlink's REST API v3, for Shlink's clients |
 //! | `pages/` | the HTML pages: the form, management, statistics |
 //!
 //! The children use this module's helpers (`html_page`, `query`) and the
@@ -41,10 +43,12 @@ use crate::web::whoami::whoami;
 pub mod bulk;
 pub mod error;
 pub mod export;
+pub mod link_fields;
 pub mod links;
 pub mod openapi;
 pub mod pages;
 pub mod qr;
+pub mod shlink;
 pub mod stats;
 pub mod whoami;
 
@@ -54,7 +58,9 @@ pub use error::ApiError;
 /// Routes of the writer, for `App::configure`; bodies over `max_body_bytes`
 /// get 413. The app must also hold a `Shortener`, a `Gatekeeper` and the
 /// writer's one `Metrics`.
-pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
+pub fn routes(config: &mut web::ServiceConfig, settings: &Settings) {
+    let max_body_bytes = settings.config.max_body_bytes;
+    let cors_origins = settings.config.access.cors_origins.clone();
     config
         .app_data(
             web::JsonConfig::default()
@@ -72,6 +78,7 @@ pub fn routes(config: &mut web::ServiceConfig, max_body_bytes: usize) {
             web::scope("")
                 .wrap(middleware::from_fn(count_writes))
                 .wrap(middleware::from_fn(harden))
+                .configure(|config| shlink::routes(config, &cors_origins))
                 .route("/", web::get().to(form_page))
                 .route("/", web::post().to(form_submit))
                 .route("/bulk", web::post().to(form_upload))

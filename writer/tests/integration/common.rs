@@ -31,6 +31,11 @@ pub const PURGE_SECRET: &str = "suite-purge-secret-0123456789";
 /// A token of its own for the export test, whose links no other test lists.
 pub const CAROL_TOKEN: &str = "carol-token-0123456789abcdef0123456789";
 
+/// Tokens of their own for the Shlink SDK's tests, which list their links:
+/// `dana`, and `erin`, limited to [`GO_DOMAIN`].
+pub const DANA_TOKEN: &str = "dana-token-0123456789abcdef0123456789a";
+pub const ERIN_TOKEN: &str = "erin-token-0123456789abcdef0123456789a";
+
 /// The suite's second short domain, its links at the root (on Varnish's
 /// port), and another name of it: the same key there is another link.
 pub const GO_DOMAIN: &str = "go.test";
@@ -84,6 +89,8 @@ impl Suite {
                  {{ name = \"alice\", token = \"{ALICE_TOKEN}\" }},\n\
                  {{ name = \"bob\", token = \"{BOB_TOKEN}\" }},\n\
                  {{ name = \"carol\", token = \"{CAROL_TOKEN}\" }},\n\
+                 {{ name = \"dana\", token = \"{DANA_TOKEN}\" }},\n\
+                 {{ name = \"erin\", token = \"{ERIN_TOKEN}\", domains = [\"{GO_DOMAIN}\"] }},\n\
                  {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }},\n\
                  {{ name = \"shop\", token = \"{SHOP_TOKEN}\", domains = [\"{GO_DOMAIN}\"] }}]\n\
                  # Every anonymous client of the suite is 127.0.0.1, the\n\
@@ -234,16 +241,16 @@ macro_rules! api_app {
     ($shortener:expr) => {
         ::actix_web::test::init_service({
             let shortener = $shortener;
+            let shortener_settings = (*shortener.settings).clone();
             let guard = shortlink_writer::access::Gatekeeper::new(&shortener.settings)
                 .expect("a guard for the test settings");
-            let max_body_bytes = shortener.settings.config.max_body_bytes;
             ::actix_web::App::new()
                 .app_data(::actix_web::web::Data::new(shortener))
                 .app_data(::actix_web::web::Data::new(guard))
                 .app_data(::actix_web::web::Data::new(
                     shortlink_writer::metrics::Metrics::new(),
                 ))
-                .configure(|config| shortlink_writer::web::routes(config, max_body_bytes))
+                .configure(|config| shortlink_writer::web::routes(config, &shortener_settings))
         })
         .await
     };

@@ -21,6 +21,7 @@ mod openapi;
 mod qr;
 mod rules;
 mod security;
+mod shlink;
 mod splits;
 mod store;
 mod writers;
@@ -73,6 +74,10 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
 
 /// Every test of the suite, by name.
 const TESTS: &[(&str, common::Test)] = &[
+    (
+        "shlink::the_sdk_drives_every_route",
+        shlink::the_sdk_drives_every_route,
+    ),
     (
         "splits::a_fifty_fifty_split_holds_over_10000_visitors_and_keeps_each",
         splits::a_fifty_fifty_split_holds_over_10000_visitors_and_keeps_each,

@@ -7,7 +7,7 @@ use shortlink_core::clicks::MINUTES_KEPT;
 use shortlink_core::{Key, Record, Stored};
 
 use crate::access::Identity;
-use crate::clicks::{LinkStats, Trending, TrendingQuery};
+use crate::clicks::{LinkStats, Totals, Trending, TrendingQuery};
 use crate::config::Domain;
 use crate::links::error::ShortenError;
 use crate::links::shortener::{allowed, check_limit, Shortener, DEFAULT_PAGE};
@@ -105,6 +105,33 @@ impl Shortener {
             stats.clicks_left = Some(limit.left(stats.clicks));
         }
         Ok((stats, record))
+    }
+
+    /// The click totals of each of `links` (each on its own domain), in
+    /// one round trip per domain.
+    pub async fn totals(
+        &self,
+        links: &[crate::links::store::Link],
+    ) -> Result<Vec<Totals>, ShortenError> {
+        let mut totals = vec![Totals::default(); links.len()];
+        for domain in &self.settings.domains {
+            let (at, keys): (Vec<usize>, Vec<&str>) = links
+                .iter()
+                .enumerate()
+                .filter(|(_, link)| link.domain == domain.name)
+                .map(|(n, link)| (n, link.key.as_str()))
+                .unzip();
+            let read = self
+                .store(domain)
+                .clicks()
+                .totals(&keys)
+                .await
+                .map_err(StoreError::from)?;
+            for (n, found) in at.into_iter().zip(read) {
+                totals[n] = found;
+            }
+        }
+        Ok(totals)
     }
 
     /// Seconds since a Varnish last sent click counts (see

@@ -1,0 +1,27 @@
+//! `GET /rest/v3/short-urls/{shortCode}`: one short URL.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use crate::access::Gatekeeper;
+use crate::links::shortener::{ShortenError, Shortener};
+use crate::web::shlink::problem::Problem;
+use crate::web::shlink::request::{api_key, domain_param, Query};
+use crate::web::shlink::short_url::ShortUrl;
+
+pub(crate) async fn get(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    short_code: web::Path<String>,
+) -> Result<HttpResponse, Problem> {
+    let who = api_key(&request, &guard)?;
+    let query = Query::of(&request);
+    let domain = shortener.domain(domain_param(&query))?;
+    let (link, _) = shortener.show(domain, &short_code).await?;
+    if !(who.may_change(link.record.owner.as_ref()) && who.may_use(&domain.name)) {
+        return Err(ShortenError::NotYours.into());
+    }
+    let details = shortener.details(std::slice::from_ref(&link)).await?;
+    let totals = shortener.totals(std::slice::from_ref(&link)).await?;
+    Ok(HttpResponse::Ok().json(ShortUrl::new(&link, &details[0], totals[0], &shortener)))
+}
