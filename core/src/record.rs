@@ -8,6 +8,10 @@
 //!
 //! - `1767225600`: digits, the moment the link expires, in Unix seconds, at
 //!   most [`Expiry::MAX`] (9999-12-31T23:59:59Z);
+//! - `^1767225600`: `^` and digits, the moment the link **starts**, in
+//!   Unix seconds (at most [`Expiry::MAX`]): before it, the link answers
+//!   as a key holding nothing does. A VMOD older than this word answers
+//!   404 for a value holding it, as for `?+`;
 //! - `#100`: the most clicks (people's) the link answers; past them it
 //!   answers as an expired link does;
 //! - `@alice`: the name of the access token that created the link;
@@ -172,6 +176,8 @@ impl TryFrom<u64> for Expiry {
 pub struct Record {
     pub url: ValidUrl,
     pub expires: Option<Expiry>,
+    /// When it starts answering: before, it answers as an unknown key.
+    pub starts: Option<Expiry>,
     /// The most people's clicks it answers before it answers as expired.
     pub max_clicks: Option<ClickLimit>,
     pub owner: Option<Owner>,
@@ -190,6 +196,7 @@ impl Record {
         Self {
             url,
             expires: None,
+            starts: None,
             max_clicks: None,
             owner: None,
             expired_url: None,
@@ -202,6 +209,11 @@ impl Record {
     pub fn has_expired(&self, now: SystemTime) -> bool {
         self.expires.is_some_and(|expiry| expiry.has_passed(now))
     }
+
+    /// Whether it has started answering at `now`.
+    pub fn has_started(&self, now: SystemTime) -> bool {
+        self.starts.is_none_or(|start| start.has_passed(now))
+    }
 }
 
 impl fmt::Display for Record {
@@ -211,6 +223,9 @@ impl fmt::Display for Record {
         f.write_str(self.url.as_str())?;
         if let Some(expires) = self.expires {
             write!(f, " {}", expires.unix())?;
+        }
+        if let Some(starts) = self.starts {
+            write!(f, " ^{}", starts.unix())?;
         }
         if let Some(limit) = self.max_clicks {
             write!(f, " #{limit}")?;
@@ -249,6 +264,11 @@ impl Stored {
         for word in words {
             let duplicate = match word.as_bytes().first() {
                 Some(b'@') => record.owner.replace(Owner::try_from(&word[1..])?).is_some(),
+                Some(b'^') => {
+                    let unix = whole_number(&word[1..])
+                        .ok_or_else(|| RecordError::Word(word.to_owned()))?;
+                    record.starts.replace(Expiry::try_from(unix)?).is_some()
+                }
                 Some(b'#') => {
                     let digits = &word[1..];
                     let limit = whole_number(digits)
@@ -380,18 +400,19 @@ mod tests {
         let full = Record {
             url: url("https://example.org/a"),
             expires: Some(Expiry::try_from(1_767_225_600).unwrap()),
+            starts: Some(Expiry::try_from(1_764_547_200).unwrap()),
             max_clicks: Some(ClickLimit::try_from(100).unwrap()),
             owner: Some(Owner::try_from("ci.bot-1").unwrap()),
             expired_url: Some(url("https://example.org/over")),
             forward_query: Some(false),
             targeting: Targeting::default(),
         };
-        let canonical =
-            "https://example.org/a 1767225600 #100 @ci.bot-1 >https://example.org/over ?-";
+        let canonical = "https://example.org/a 1767225600 ^1764547200 #100 @ci.bot-1 \
+                         >https://example.org/over ?-";
         assert_eq!(full.to_string(), canonical);
         for value in [
             canonical,
-            "https://example.org/a ?- >https://example.org/over @ci.bot-1 #100 1767225600",
+            "https://example.org/a ?- >https://example.org/over @ci.bot-1 #100 ^1764547200 1767225600",
         ] {
             assert_eq!(
                 Stored::parse(value),
@@ -417,6 +438,10 @@ mod tests {
             "https://example.org/ 9223372036854775808",
             "https://example.org/ 18446744073709551615",
             "https://example.org/ 1+2",
+            "https://example.org/ ^",
+            "https://example.org/ ^x1",
+            "https://example.org/ ^253402300800",
+            "https://example.org/ ^1 ^2",
             "https://example.org/ @",
             "https://example.org/ @a/b",
             "https://example.org/ >javascript:alert(1)",

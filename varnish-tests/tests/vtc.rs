@@ -17,6 +17,7 @@
 //! - `${vcl_admitting}`: default settings but the suite's Redis: a key is
 //!   cached from its second request, its first answered from its lookup;
 //! - `${vcl_short_ttl}`: the same with a 2s TTL and 1s negative TTL;
+//! - `${vcl_negative_ttl}`: the same with a 60s negative TTL;
 //! - `${vcl_root}`: the same with links at the root of `s.example`;
 //! - `${vcl_patient}`: the same with a 2s command timeout, for tests that
 //!   hold Redis for a while and must not see a lookup time out;
@@ -213,6 +214,7 @@ impl Setup {
     fn macros_for(&self, redis: &Redis) -> Result<Vec<(String, String)>, String> {
         let defaults = ("", "");
         let short_ttl = ("", "[redirect]\nttl_s = 2\nnegative_ttl_s = 1\n");
+        let negative_ttl = ("", "[redirect]\nnegative_ttl_s = 60\n");
         let hosts = (
             "public_base_url = \"http://links.example/go/\"\n",
             "[varnish]\nhosts = [\"links.example\"]\n",
@@ -275,6 +277,7 @@ impl Setup {
             ("vcl_indexable", indexable, &[]),
             ("vcl_purge_secret", purge_secret, &[]),
             ("vcl_short_ttl", short_ttl, &[]),
+            ("vcl_negative_ttl", negative_ttl, &[]),
             ("vcl_root", root, &[]),
             ("vcl_patient", patient, &[]),
             ("vcl_small_backlog", small_backlog, &[]),

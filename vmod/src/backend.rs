@@ -141,6 +141,9 @@ pub enum Resolution {
     Deleted,
     /// Nothing stored under the key.
     Missing,
+    /// A link that starts later: answered as [`Self::Missing`] is, and kept
+    /// no later than its start.
+    NotStarted { starts: Expiry },
     /// The key breaks the key rules; Redis was not asked.
     Rejected(String),
     /// The stored value is not a safe absolute http(s) URL; it is never sent.
@@ -272,6 +275,12 @@ impl Resolver {
             }
             Stored::Link(record) => record,
         };
+        if !record.has_started(now) {
+            if let Some(starts) = record.starts {
+                stats.not_found.fetch_add(1, Ordering::Relaxed);
+                return Ok(Resolution::NotStarted { starts });
+            }
+        }
         let mut unsettled = false;
         let ended = record.has_expired(now)
             || match record.max_clicks {
@@ -423,6 +432,13 @@ impl Resolver {
                 } else {
                     EXPIRED_PAGE.to_owned()
                 }
+            }
+            Resolution::NotStarted { starts } => {
+                http.set_status(404);
+                http.set_header("Cache-Control", ASK_AGAIN)?;
+                // Bounds the negative TTL: the link answers from its start.
+                http.set_header("Expires", &starts.http_date())?;
+                NOT_FOUND_PAGE.to_owned()
             }
             Resolution::Missing | Resolution::Rejected(_) | Resolution::Unsafe(_) => {
                 http.set_status(404);

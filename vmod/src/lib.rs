@@ -466,6 +466,7 @@ mod shortlink {
                 Ok(Resolution::Found { url, .. }) => url,
                 Ok(
                     Resolution::Missing
+                    | Resolution::NotStarted { .. }
                     | Resolution::Rejected(_)
                     | Resolution::Deleted
                     | Resolution::Expired { .. },

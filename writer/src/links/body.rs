@@ -30,6 +30,11 @@ pub struct LinkBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, required = false)]
     expires_at: Option<Option<String>>,
+    /// When it starts answering (RFC 3339, UTC); `null`: it answers from
+    /// its creation. Before, it answers as an unknown key does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, required = false)]
+    valid_since: Option<Option<String>>,
     /// Where the link goes once expired; `null`: it answers 410.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, required = false)]
@@ -91,6 +96,7 @@ impl LinkBody {
         let (rules, split) = bodies_of(&record.targeting);
         Self {
             expires_at: Some(record.expires.map(format_expiry)),
+            valid_since: Some(record.starts.map(format_expiry)),
             expired_url: Some(record.expired_url.as_ref().map(ToString::to_string)),
             expired: Some(record.has_expired(std::time::SystemTime::now())),
             max_clicks: Some(record.max_clicks.map(ClickLimit::get)),
@@ -111,6 +117,7 @@ impl LinkBody {
             url: link.record.url.to_string(),
             short_url: shortener.link_url(link),
             expires_at: None,
+            valid_since: None,
             expired_url: None,
             expired: None,
             max_clicks: None,

@@ -35,6 +35,8 @@ pub struct Row {
     /// A custom key (for an import: the short code the other tool gave).
     pub key: Option<String>,
     pub expires_at: Option<String>,
+    /// When it starts answering.
+    pub valid_since: Option<String>,
     pub expired_url: Option<String>,
     pub max_clicks: Option<u64>,
     /// Whose the link is, as an export names it: honoured by `shortlink
@@ -62,6 +64,7 @@ impl Row {
             url: &self.url,
             key: self.key.as_deref(),
             expires_at: self.expires_at.as_deref(),
+            valid_since: self.valid_since.as_deref(),
             expired_url: self.expired_url.as_deref(),
             max_clicks: self.max_clicks,
             forward_query: self.forward_query,

@@ -20,8 +20,8 @@ use crate::links::details::{tags_of, LinkDetails, Title};
 use crate::links::rules::{rules_of, split_of};
 use crate::links::store::{Current, Inserted, Link, LinkStore, StoreError};
 use crate::links::validate::{
-    check_click_limit, check_custom_key, check_key_length, normalize_expired_url, normalize_url,
-    parse_expiry, Field, Invalid,
+    check_click_limit, check_custom_key, check_key_length, check_window, normalize_expired_url,
+    normalize_url, parse_expiry, parse_start, Field, Invalid,
 };
 use crate::varnish::purge::{Nodes, Route};
 use crate::varnish::purge_queue::{PurgeQueue, RETRY_INTERVAL};
@@ -259,6 +259,7 @@ impl Shortener {
         new.key_length.map(check_key_length).transpose()?;
         let record = Record {
             url,
+            starts: new.valid_since.map(parse_start).transpose()?,
             expires: new
                 .expires_at
                 .map(|at| parse_expiry(at, SystemTime::now()))
@@ -276,6 +277,7 @@ impl Shortener {
             )
             .map_err(crate::links::rules::BadRule::from)?,
         };
+        check_window(&record)?;
         Ok((record, key))
     }
 
@@ -317,6 +319,10 @@ impl Shortener {
             .expires_at
             .map(|at| at.map(|at| parse_expiry(at, SystemTime::now())).transpose())
             .transpose()?;
+        let starts: Option<Option<Expiry>> = change
+            .valid_since
+            .map(|at| at.map(parse_start).transpose())
+            .transpose()?;
         let expired_url = change
             .expired_url
             .map(|url| self.expired_url(url))
@@ -351,6 +357,9 @@ impl Shortener {
                 if let Some(expires) = expires {
                     record.expires = expires;
                 }
+                if let Some(starts) = starts {
+                    record.starts = starts;
+                }
                 if let Some(expired_url) = &expired_url {
                     record.expired_url.clone_from(expired_url);
                 }
@@ -373,6 +382,7 @@ impl Shortener {
                     )
                     .map_err(crate::links::rules::BadRule::from)?;
                 }
+                check_window(&record)?;
                 Ok(Stored::Link(record))
             })
             .await?;

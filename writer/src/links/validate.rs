@@ -134,6 +134,40 @@ pub fn parse_expiry(input: &str, now: SystemTime) -> Result<Expiry, Invalid> {
     Ok(expiry)
 }
 
+/// A start given as an RFC 3339 time: any moment, past ones too (a link
+/// that has started already). Stored to the second.
+pub fn parse_start(input: &str) -> Result<Expiry, Invalid> {
+    let at = OffsetDateTime::parse(input, &Rfc3339).map_err(|e| {
+        Invalid::new(
+            Field::ValidSince,
+            format!(
+                "valid_since {input:?} is not an RFC 3339 time ({e}); write it like \
+                 2026-12-31T23:59:59Z"
+            ),
+        )
+    })?;
+    u64::try_from(at.unix_timestamp())
+        .ok()
+        .and_then(|unix| Expiry::try_from(unix).ok())
+        .ok_or_else(|| {
+            Invalid::new(
+                Field::ValidSince,
+                format!("valid_since {input:?} is before 1970 or after 9999"),
+            )
+        })
+}
+
+/// Refuses a link that would end before it starts.
+pub fn check_window(record: &shortlink_core::Record) -> Result<(), Invalid> {
+    match (record.starts, record.expires) {
+        (Some(starts), Some(expires)) if starts >= expires => Err(Invalid::new(
+            Field::ValidSince,
+            "valid_since must come before expires_at: the link would never answer",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The shortest a generated key may be asked to be: from
 /// [`shortlink_core::MIN_GENERATED_LEN`] to the whole digest.
 pub fn check_key_length(length: usize) -> Result<(), Invalid> {

@@ -10,10 +10,11 @@ use crate::links::validate::{Field, Invalid};
 /// The fields a link's JSON object may hold: what [`row_of`] and
 /// `edit_link` read (the latter all but the key), and the OpenAPI
 /// document's `LinkInput` lists.
-pub const LINK_FIELDS: [Field; 12] = [
+pub const LINK_FIELDS: [Field; 13] = [
     Field::Url,
     Field::Key,
     Field::ExpiresAt,
+    Field::ValidSince,
     Field::ExpiredUrl,
     Field::MaxClicks,
     Field::ForwardQuery,

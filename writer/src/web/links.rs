@@ -33,6 +33,9 @@ pub struct LinkInput {
     pub key: Option<String>,
     /// When the link expires, RFC 3339 (`2026-12-31T23:59:59Z`).
     pub expires_at: Option<String>,
+    /// When the link starts answering, RFC 3339; before, it answers as an
+    /// unknown key does. Absent: at once.
+    pub valid_since: Option<String>,
     /// Where the link goes once expired; absent: it answers 410.
     pub expired_url: Option<String>,
     /// After this many people's clicks the link answers as expired.
@@ -68,6 +71,8 @@ pub struct LinkInput {
 pub struct LinkChange {
     pub url: Option<String>,
     pub expires_at: Option<String>,
+    /// `null` removes the start.
+    pub valid_since: Option<String>,
     pub expired_url: Option<String>,
     pub max_clicks: Option<u64>,
     pub forward_query: Option<bool>,
@@ -190,6 +195,7 @@ pub(crate) fn row_of(object: Map<String, Value>) -> Result<Row, ShortenError> {
         url,
         key: fields.text(Field::Key, true)?.flatten(),
         expires_at: fields.text(Field::ExpiresAt, true)?.flatten(),
+        valid_since: fields.text(Field::ValidSince, true)?.flatten(),
         expired_url: fields.text(Field::ExpiredUrl, true)?.flatten(),
         max_clicks: fields.count(Field::MaxClicks)?.flatten(),
         forward_query: fields.flag(Field::ForwardQuery)?.flatten(),
@@ -321,6 +327,7 @@ pub(crate) async fn edit_link(
     let mut fields = Fields(body.into_inner());
     let url = fields.text(Field::Url, false)?.flatten();
     let expires_at = fields.text(Field::ExpiresAt, true)?;
+    let valid_since = fields.text(Field::ValidSince, true)?;
     let expired_url = fields.text(Field::ExpiredUrl, true)?;
     let max_clicks = fields.count(Field::MaxClicks)?;
     let forward_query = fields.flag(Field::ForwardQuery)?;
@@ -350,6 +357,7 @@ pub(crate) async fn edit_link(
     let change = Change {
         url: url.as_deref(),
         expires_at: expires_at.as_ref().map(Option::as_deref),
+        valid_since: valid_since.as_ref().map(Option::as_deref),
         expired_url: expired_url.as_ref().map(Option::as_deref),
         max_clicks,
         forward_query,
@@ -362,7 +370,7 @@ pub(crate) async fn edit_link(
     if change.is_empty() {
         return Err(Invalid::new(
             Field::Url,
-            "nothing to change: send url, expires_at, expired_url, max_clicks, \
+            "nothing to change: send url, expires_at, valid_since, expired_url, max_clicks, \
              forward_query, rules, split, title, tags or crawlable",
         )
         .into());
@@ -509,7 +517,7 @@ mod tests {
         };
         assert_eq!(refused.field, Field::Unknown);
         assert!(refused.message.contains(
-            "url, key, expires_at, expired_url, max_clicks, forward_query, domain, rules, split, \
+            "url, key, expires_at, valid_since, expired_url, max_clicks, forward_query, domain, rules, split, \
              title, tags, crawlable"
         ));
     }

@@ -131,6 +131,24 @@ test('a short URL created with every field is served by Varnish as created', asy
   assert.deepEqual(counted.visitsSummary, { total: 1, nonBots: 1, bots: 0 });
 });
 
+test('a short URL answers as an unknown code until its start date, and from it at once', async () => {
+  const longUrl = `https://example.org/shlink/${run}/launch`;
+  const soon = new Date(Date.now() + 3000).toISOString().replace(/\.\d+Z$/, '+00:00');
+  const created = await admin.createShortUrl({ longUrl, validSince: soon, customSlug: `soon-${run}` });
+  assert.equal(created.meta.validSince, soon);
+  const before = await follow(created.shortUrl);
+  assert.equal(before.status, 404);
+  assert.equal(before.location, undefined);
+  const after = await eventually(10, async () => {
+    const answer = await follow(created.shortUrl);
+    assert.equal(answer.location, longUrl);
+    return answer;
+  });
+  assert.equal(after.location, longUrl);
+  const moved = await admin.updateShortUrl({ shortCode: created.shortCode }, { validSince: null });
+  assert.equal(moved.meta.validSince, null);
+});
+
 test('a generated code is the URL key of the storage contract, found again for the same URL', async () => {
   const longUrl = `https://example.org/shlink/${run}/generated`;
   const first = await author.createShortUrl({ longUrl, shortCodeLength: 6 });
@@ -304,7 +322,7 @@ test('each refusal carries its Shlink problem type and status', async () => {
   const cases = [
     [() => admin.createShortUrl({ longUrl: 'javascript:alert(1)' }), ErrorType.INVALID_ARGUMENT, 400],
     [() => admin.createShortUrl({ longUrl: 'https://example.org/', validUntil: 'soon' }), ErrorType.INVALID_ARGUMENT, 400],
-    [() => admin.createShortUrl({ longUrl: 'https://example.org/', validSince: days(1) }), ErrorType.INVALID_ARGUMENT, 400],
+    [() => admin.createShortUrl({ longUrl: 'https://example.org/', validSince: days(2), validUntil: days(1) }), ErrorType.INVALID_ARGUMENT, 400],
     [() => admin.createShortUrl({ longUrl: `https://example.org/shlink/${run}/taken`, customSlug: `full-${run}` }), ErrorType.INVALID_SLUG, 400],
     [() => admin.getShortUrl({ shortCode: `nothing-${run}` }), ErrorType.INVALID_SHORTCODE, 404],
     [() => admin.getShortUrl({ shortCode: `full-${run}`, domain: 'nowhere.test' }), ErrorType.DOMAIN_NOT_FOUND, 404],

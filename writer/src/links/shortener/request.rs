@@ -12,6 +12,8 @@ pub struct NewLink<'a> {
     /// A custom key; empty or `None` for a generated one.
     pub key: Option<&'a str>,
     pub expires_at: Option<&'a str>,
+    /// When it starts answering (before, it answers as an unknown key).
+    pub valid_since: Option<&'a str>,
     pub expired_url: Option<&'a str>,
     /// The most people's clicks it answers.
     pub max_clicks: Option<u64>,
@@ -43,6 +45,8 @@ pub struct NewLink<'a> {
 pub struct Change<'a> {
     pub url: Option<&'a str>,
     pub expires_at: Option<Option<&'a str>>,
+    /// `Some(None)` removes the start.
+    pub valid_since: Option<Option<&'a str>>,
     pub expired_url: Option<Option<&'a str>>,
     pub max_clicks: Option<Option<u64>>,
     /// `Some(None)`: as the link's domain does.
@@ -64,6 +68,7 @@ impl Change<'_> {
     fn changes_value(&self) -> bool {
         self.url.is_some()
             || self.expires_at.is_some()
+            || self.valid_since.is_some()
             || self.expired_url.is_some()
             || self.max_clicks.is_some()
             || self.forward_query.is_some()

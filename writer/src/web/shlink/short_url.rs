@@ -73,7 +73,7 @@ impl ShortUrl {
             date_created: details.created.map(iso_date),
             tags: details.tags.iter().map(ToString::to_string).collect(),
             meta: Meta {
-                valid_since: None,
+                valid_since: record.starts.map(|start| iso_date(start.unix())),
                 valid_until: record.expires.map(|expiry| iso_date(expiry.unix())),
                 max_visits: record.max_clicks.map(shortlink_core::ClickLimit::get),
             },

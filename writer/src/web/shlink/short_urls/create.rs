@@ -45,7 +45,7 @@ pub(crate) async fn create(
     let title = fields.text("title")?.flatten();
     let crawlable = fields.flag("crawlable")?.unwrap_or(false);
     let forward_query = fields.flag("forwardQuery")?;
-    fields.no_start_date()?;
+    let valid_since = fields.text("validSince")?.flatten();
     let expires_at = fields.text("validUntil")?.flatten();
     let max_clicks = fields.count("maxVisits")?.flatten();
     fields.done(KNOWN)?;
@@ -53,6 +53,7 @@ pub(crate) async fn create(
         url: &url,
         key: key.as_deref(),
         expires_at: expires_at.as_deref(),
+        valid_since: valid_since.as_deref(),
         max_clicks,
         forward_query,
         domain: domain.as_deref(),

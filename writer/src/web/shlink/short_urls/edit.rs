@@ -31,7 +31,7 @@ pub(crate) async fn edit(
     let title = fields.text("title")?;
     let crawlable = fields.flag("crawlable")?;
     let forward_query = fields.flag("forwardQuery")?;
-    fields.no_start_date()?;
+    let valid_since = fields.text("validSince")?;
     let expires_at = fields.text("validUntil")?;
     let max_clicks = fields.count("maxVisits")?;
     fields.flag("validateUrl")?;
@@ -39,6 +39,7 @@ pub(crate) async fn edit(
     let change = Change {
         url: url.as_deref(),
         expires_at: expires_at.as_ref().map(Option::as_deref),
+        valid_since: valid_since.as_ref().map(Option::as_deref),
         max_clicks,
         forward_query: forward_query.map(Some),
         title: title.as_ref().map(Option::as_deref),

@@ -93,19 +93,6 @@ impl Fields {
         }
     }
 
-    /// `validSince`: a start date, which links here do not have yet; only
-    /// its absence (or `null`) is taken.
-    pub fn no_start_date(&mut self) -> Result<(), Problem> {
-        match self.text("validSince")? {
-            None | Some(None) => Ok(()),
-            Some(Some(_)) => Err(Problem::invalid(
-                "validSince",
-                "links here cannot have a start date yet: leave validSince out, or create the \
-                 link when it should start",
-            )),
-        }
-    }
-
     /// Refuses what was not taken, naming the first such field and those
     /// the route takes.
     pub fn done(self, known: &str) -> Result<(), Problem> {
