@@ -28,12 +28,14 @@ const shop = client(env('SHOP_KEY'));
 const other = client(env('OTHER_KEY'));
 
 const FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0';
+const IPHONE = 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 '
+  + '(KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1';
 
 /** Follows a short URL once, as a browser, naming `host` (else the URL's):
  * the status and where it leads. */
-const follow = (url, host) => new Promise((resolve, reject) => {
+const follow = (url, host, userAgent = FIREFOX) => new Promise((resolve, reject) => {
   const parsed = new URL(url);
-  const headers = { 'User-Agent': FIREFOX, Host: host ?? parsed.host };
+  const headers = { 'User-Agent': userAgent, Host: host ?? parsed.host };
   const request = http.get(url, { headers }, (response) => {
     response.resume();
     response.on('end', () => resolve({ status: response.statusCode, location: response.headers.location }));
@@ -267,6 +269,45 @@ test('an edit is served by Varnish at once, and a delete ends the link', async (
   const gone = await refusal(() => author.getShortUrl({ shortCode: created.shortCode }));
   assert.equal(gone.type, ErrorType.INVALID_SHORTCODE);
   assert.equal(gone.status, 404);
+});
+
+test('redirect rules choose the target at the edge, per request', async () => {
+  const longUrl = `https://example.org/shlink/${run}/ruled`;
+  const created = await author.createShortUrl({ longUrl, customSlug: `rules-${run}` });
+  const ios = 'https://apps.example/id1';
+  const dutchMail = `https://example.nl/${run}/mail`;
+  const set = await author.setShortUrlRedirectRules({ shortCode: created.shortCode }, {
+    redirectRules: [
+      { longUrl: ios, conditions: [{ type: 'device', matchValue: 'ios', matchKey: null }] },
+      {
+        longUrl: dutchMail,
+        conditions: [
+          { type: 'geolocation-country-code', matchValue: 'NL', matchKey: null },
+          { type: 'query-param', matchKey: 'ref', matchValue: 'mail' },
+        ],
+      },
+    ],
+  });
+  assert.equal(set.defaultLongUrl, longUrl);
+  assert.deepEqual(set.redirectRules.map((rule) => [rule.longUrl, rule.priority, rule.conditions.length]), [
+    [ios, 1, 1],
+    [dutchMail, 2, 2],
+  ]);
+  assert.deepEqual(await author.getShortUrlRedirectRules({ shortCode: created.shortCode }), set);
+  assert.equal((await author.getShortUrl({ shortCode: created.shortCode })).hasRedirectRules, true);
+
+  assert.equal((await follow(created.shortUrl, undefined, IPHONE)).location, ios);
+  assert.equal((await follow(`${created.shortUrl}?ref=mail`)).location.split('?')[0], dutchMail);
+  assert.equal((await follow(created.shortUrl)).location, longUrl);
+
+  const unknown = await refusal(() => author.setShortUrlRedirectRules({ shortCode: created.shortCode }, {
+    redirectRules: [{ longUrl: ios, conditions: [{ type: 'browser', matchValue: 'firefox', matchKey: null }] }],
+  }));
+  assert.equal(unknown.type, ErrorType.INVALID_ARGUMENT);
+  assert.match(unknown.detail, /browser/);
+  const cleared = await author.setShortUrlRedirectRules({ shortCode: created.shortCode }, { redirectRules: [] });
+  assert.deepEqual(cleared.redirectRules, []);
+  assert.equal((await follow(created.shortUrl, undefined, IPHONE)).location, longUrl);
 });
 
 test('tags are listed, counted, renamed and deleted', async () => {

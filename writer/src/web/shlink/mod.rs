@@ -9,6 +9,7 @@
 //! | `problem.rs` | Shlink's `problem+json` errors, one type per case |
 //! | `short_url.rs` | Shlink's `ShortUrl` object, and its dates |
 //! | `short_urls/` | list, create, get, edit, delete a short URL |
+//! | `redirect_rules/` | a short URL's rules, in Shlink's conditions |
 //! | `tags/` | list, stats, rename, delete tags |
 //! | `domains.rs` | the short domains and their redirects |
 //! | `visits.rs` | the visits overview, from the click totals |
@@ -26,6 +27,7 @@ use actix_web::{web, HttpRequest};
 mod domains;
 mod health;
 pub mod problem;
+mod redirect_rules;
 mod request;
 pub mod short_url;
 mod short_urls;
@@ -56,6 +58,18 @@ pub fn routes(config: &mut web::ServiceConfig, origins: &[String]) {
             .route(
                 "/v3/short-urls/{short_code}",
                 web::delete().to(short_urls::delete::delete),
+            )
+            .route(
+                "/v3/short-urls/{short_code}/redirect-rules",
+                web::get().to(redirect_rules::get::get),
+            )
+            .route(
+                "/v3/short-urls/{short_code}/redirect-rules",
+                web::post().to(redirect_rules::set::set),
+            )
+            .route(
+                "/v3/short-urls/{short_code}/redirect-rules",
+                web::patch().to(redirect_rules::set::set),
             )
             .route("/v3/tags", web::get().to(tags::list::list))
             .route("/v3/tags/stats", web::get().to(tags::stats::stats))

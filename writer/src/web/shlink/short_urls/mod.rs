@@ -93,6 +93,11 @@ impl Fields {
         }
     }
 
+    /// A field as sent, whatever it holds.
+    pub fn take(&mut self, name: &str) -> Option<Value> {
+        self.0.remove(name)
+    }
+
     /// Refuses what was not taken, naming the first such field and those
     /// the route takes.
     pub fn done(self, known: &str) -> Result<(), Problem> {
