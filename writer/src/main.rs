@@ -7,7 +7,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use shortlink_writer::config::Settings;
-use shortlink_writer::links::shortener::NewLink;
 
 mod cli;
 
@@ -43,41 +42,6 @@ fn main() -> ExitCode {
         } => with_shortener(settings, |shortener| async move {
             cli::varnish::warm(&shortener, links, node.as_deref(), domain.as_deref()).await
         }),
-        Command::Add {
-            url,
-            key,
-            expires_at,
-            expired_url,
-            max_clicks,
-            domain,
-            forward_query,
-            no_forward_query,
-            rules,
-            split,
-        } => {
-            let (rules, split) = match cli::targeting(&rules, &split) {
-                Ok(parsed) => parsed,
-                Err(message) => {
-                    eprintln!("shortlink: {message}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            let new = NewLink {
-                url: &url,
-                key: key.as_deref(),
-                expires_at: expires_at.as_deref(),
-                expired_url: expired_url.as_deref(),
-                max_clicks,
-                forward_query: cli::forwarding(forward_query, no_forward_query),
-                domain: domain.as_deref(),
-                rules: &rules,
-                split: &split,
-                ..NewLink::default()
-            };
-            with_shortener(settings, |shortener| async move {
-                cli::links::add(&shortener, &new).await
-            })
-        }
         Command::Import {
             file,
             format,

@@ -155,7 +155,8 @@ pub async fn export(
     let mut links = 0usize;
     while let Some(page) = export.next_page().await.map_err(|e| e.to_string())? {
         links += page.len();
-        out.write_all(&format.page(&page, shortener))
+        let details = shortener.details(&page).await.map_err(|e| e.to_string())?;
+        out.write_all(&format.page(&page, &details, shortener))
             .map_err(failed)?;
     }
     out.flush().map_err(failed)?;

@@ -1,13 +1,14 @@
 //! `shortlink add`, `show`, `edit`, `delete` and `list`: one link at a
 //! time, as an operator.
 
-use shortlink_core::Owner;
+use shortlink_core::{Expiry, Owner};
 use shortlink_writer::config::Domain;
+use shortlink_writer::links::details::Tag;
 use shortlink_writer::links::shortener::{Change, ListQuery, NewLink, Shortener, Written};
 use shortlink_writer::links::store::{Inserted, Link};
 use shortlink_writer::links::validate::format_expiry;
 
-use super::{operator, Command};
+use super::{operator, AddArgs, Command, EditArgs};
 
 /// Shortens one URL and prints its short link.
 pub async fn add(shortener: &Shortener, new: &NewLink<'_>) -> Result<(), String> {
@@ -26,63 +27,22 @@ pub async fn add(shortener: &Shortener, new: &NewLink<'_>) -> Result<(), String>
     Ok(())
 }
 
-/// `show`, `edit`, `delete` and `list`: the commands that read or change
+/// `add`, `show`, `edit`, `delete` and `list`: the commands that read or change
 /// links, as an operator.
 pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String> {
     match command {
+        Command::Add(args) => add_link(&shortener, args).await,
         Command::Show { key, domain } => {
             let domain = domain_named(&shortener, domain.as_deref())?;
             let (link, current) = shortener
                 .show(domain, &key)
                 .await
                 .map_err(|e| e.to_string())?;
-            print_link(&shortener, &link);
+            print_link(&shortener, &link).await?;
             println!("etag        {}", current.etag());
             Ok(())
         }
-        Command::Edit {
-            key,
-            domain,
-            url,
-            expires_at,
-            no_expiry,
-            expired_url,
-            no_expired_url,
-            max_clicks,
-            no_max_clicks,
-            forward_query,
-            no_forward_query,
-            domain_forwards_query,
-            rules,
-            no_rules,
-            split,
-            no_split,
-            if_match,
-        } => {
-            let domain = domain_named(&shortener, domain.as_deref())?;
-            let (rules, split) = super::targeting(&rules, &split)?;
-            let replaced = |given: bool, remove: bool| (given || remove).then_some(());
-            let change = Change {
-                url: url.as_deref(),
-                expires_at: change_of(expires_at.as_deref(), no_expiry),
-                expired_url: change_of(expired_url.as_deref(), no_expired_url),
-                max_clicks: change_of(max_clicks, no_max_clicks),
-                forward_query: change_of(
-                    super::forwarding(forward_query, no_forward_query),
-                    domain_forwards_query,
-                ),
-                rules: replaced(!rules.is_empty(), no_rules).map(|()| rules.as_slice()),
-                split: replaced(!split.is_empty(), no_split).map(|()| split.as_slice()),
-                ..Change::default()
-            };
-            let written = shortener
-                .edit(&operator(), domain, &key, &change, if_match.as_deref())
-                .await
-                .map_err(|e| e.to_string())?;
-            print_link(&shortener, &written.outcome.0);
-            warn_purge(written.purge_warning);
-            Ok(())
-        }
+        Command::Edit(args) => edit_link(&shortener, args).await,
         Command::Delete {
             key,
             domain,
@@ -159,6 +119,100 @@ fn domain_named<'s>(shortener: &'s Shortener, name: Option<&str>) -> Result<&'s 
     shortener.domain(name).map_err(|e| e.to_string())
 }
 
+/// `add`: creates the link and prints its short link.
+async fn add_link(shortener: &Shortener, args: AddArgs) -> Result<(), String> {
+    let AddArgs {
+        url,
+        key,
+        expires_at,
+        expired_url,
+        max_clicks,
+        domain,
+        forward_query,
+        no_forward_query,
+        rules,
+        split,
+        valid_since,
+        title,
+        tags,
+        crawlable,
+    } = args;
+    let (rules, split) = super::targeting(&rules, &split)?;
+    let new = NewLink {
+        url: &url,
+        key: key.as_deref(),
+        expires_at: expires_at.as_deref(),
+        expired_url: expired_url.as_deref(),
+        max_clicks,
+        forward_query: super::forwarding(forward_query, no_forward_query),
+        domain: domain.as_deref(),
+        rules: &rules,
+        split: &split,
+        valid_since: valid_since.as_deref(),
+        title: title.as_deref(),
+        tags: &tags,
+        crawlable,
+        ..NewLink::default()
+    };
+    add(shortener, &new).await
+}
+
+/// `edit`: changes the link as an operator, and prints it.
+async fn edit_link(shortener: &Shortener, args: EditArgs) -> Result<(), String> {
+    let EditArgs {
+        key,
+        domain,
+        url,
+        expires_at,
+        no_expiry,
+        expired_url,
+        no_expired_url,
+        max_clicks,
+        no_max_clicks,
+        forward_query,
+        no_forward_query,
+        domain_forwards_query,
+        rules,
+        no_rules,
+        split,
+        no_split,
+        valid_since,
+        no_valid_since,
+        title,
+        no_title,
+        tags,
+        no_tags,
+        crawlable,
+        if_match,
+    } = args;
+    let domain = domain_named(shortener, domain.as_deref())?;
+    let (rules, split) = super::targeting(&rules, &split)?;
+    let replaced = |given: bool, remove: bool| (given || remove).then_some(());
+    let change = Change {
+        url: url.as_deref(),
+        expires_at: change_of(expires_at.as_deref(), no_expiry),
+        expired_url: change_of(expired_url.as_deref(), no_expired_url),
+        max_clicks: change_of(max_clicks, no_max_clicks),
+        forward_query: change_of(
+            super::forwarding(forward_query, no_forward_query),
+            domain_forwards_query,
+        ),
+        rules: replaced(!rules.is_empty(), no_rules).map(|()| rules.as_slice()),
+        split: replaced(!split.is_empty(), no_split).map(|()| split.as_slice()),
+        valid_since: change_of(valid_since.as_deref(), no_valid_since),
+        title: change_of(title.as_deref(), no_title),
+        tags: replaced(!tags.is_empty(), no_tags).map(|()| tags.as_slice()),
+        crawlable,
+    };
+    let written = shortener
+        .edit(&operator(), domain, &key, &change, if_match.as_deref())
+        .await
+        .map_err(|e| e.to_string())?;
+    print_link(shortener, &written.outcome.0).await?;
+    warn_purge(written.purge_warning);
+    Ok(())
+}
+
 /// A part of a change: `remove` it, set it to `value`, or leave it.
 #[allow(clippy::option_option)]
 fn change_of<T>(value: Option<T>, remove: bool) -> Option<Option<T>> {
@@ -169,7 +223,13 @@ fn change_of<T>(value: Option<T>, remove: bool) -> Option<Option<T>> {
     }
 }
 
-fn print_link(shortener: &Shortener, link: &Link) {
+async fn print_link(shortener: &Shortener, link: &Link) -> Result<(), String> {
+    let details = shortener
+        .details(std::slice::from_ref(link))
+        .await
+        .map_err(|e| e.to_string())?
+        .pop()
+        .unwrap_or_default();
     let record = &link.record;
     println!("domain      {}", link.domain);
     println!("key         {}", link.key);
@@ -177,6 +237,9 @@ fn print_link(shortener: &Shortener, link: &Link) {
     println!("short_url   {}", shortener.link_url(link));
     if let Some(expires) = record.expires {
         println!("expires_at  {}", format_expiry(expires));
+    }
+    if let Some(starts) = record.starts {
+        println!("valid_since {}", format_expiry(starts));
     }
     if let Some(url) = &record.expired_url {
         println!("expired_url {url}");
@@ -208,6 +271,20 @@ fn print_link(shortener: &Shortener, link: &Link) {
             text.strip_prefix('*').unwrap_or(&text)
         );
     }
+    if let Some(title) = &details.title {
+        println!("title       {}", title.as_str());
+    }
+    if !details.tags.is_empty() {
+        let tags: Vec<&str> = details.tags.iter().map(Tag::as_str).collect();
+        println!("tags        {}", tags.join(", "));
+    }
+    if details.crawlable {
+        println!("crawlable   true");
+    }
+    if let Some(created) = details.created.and_then(|unix| Expiry::try_from(unix).ok()) {
+        println!("created_at  {}", format_expiry(created));
+    }
+    Ok(())
 }
 
 fn warn_purge(warning: Option<String>) {

@@ -52,43 +52,7 @@ pub enum Command {
     /// Run the web form and JSON API (the default).
     Serve,
     /// Shorten one URL and print its short link.
-    Add {
-        /// The long URL.
-        url: String,
-        /// A custom key instead of a generated one.
-        #[arg(long, short)]
-        key: Option<String>,
-        /// When the link expires, as RFC 3339 (2026-12-31T23:59:59Z).
-        #[arg(long)]
-        expires_at: Option<String>,
-        /// Where the link goes once expired, instead of answering 410.
-        #[arg(long)]
-        expired_url: Option<String>,
-        /// After this many people's clicks the link answers as expired.
-        #[arg(long)]
-        max_clicks: Option<u64>,
-        /// The short domain to create the link on (a name or an alias of
-        /// `[[domains]]`); the default domain without it.
-        #[arg(long)]
-        domain: Option<String>,
-        /// Forward the query string the short link is requested with to
-        /// the target, whatever the domain's default.
-        #[arg(long, conflicts_with = "no_forward_query")]
-        forward_query: bool,
-        /// Never forward the query string, whatever the domain's default.
-        #[arg(long)]
-        no_forward_query: bool,
-        /// A rule, `CONDITIONS>URL`: conditions joined by `&`, all to hold
-        /// (`device=ios,android`, `country=DE,AT`, `lang=de`, `q.ref=mail`,
-        /// `from=UNIX`, `until=UNIX`); the first rule that matches wins.
-        /// Give it once per rule.
-        #[arg(long = "rule", value_name = "CONDITIONS>URL")]
-        rules: Vec<String>,
-        /// A split target, `WEIGHT>URL` (weight 0 to 1000): visitors no
-        /// rule took are spread by weight. Give it once per target.
-        #[arg(long = "split", value_name = "WEIGHT>URL")]
-        split: Vec<String>,
-    },
+    Add(AddArgs),
     /// Print a link: its domain, target, expiry, click limit, owner and
     /// `ETag`.
     Show {
@@ -101,65 +65,7 @@ pub enum Command {
     /// Change a link's target, expiry or click limit; Varnish serves the
     /// change at once.
     /// Run by an operator, so any link may be changed.
-    Edit {
-        key: String,
-        /// The link's short domain (a name or an alias of `[[domains]]`);
-        /// the default domain without it.
-        #[arg(long)]
-        domain: Option<String>,
-        /// The new long URL.
-        #[arg(long)]
-        url: Option<String>,
-        /// The new expiry, as RFC 3339 (2026-12-31T23:59:59Z).
-        #[arg(long, conflicts_with = "no_expiry")]
-        expires_at: Option<String>,
-        /// Remove the expiry: the link stays forever.
-        #[arg(long)]
-        no_expiry: bool,
-        /// Where the link goes once expired, instead of answering 410.
-        #[arg(long, conflicts_with = "no_expired_url")]
-        expired_url: Option<String>,
-        /// Remove the expired URL: once expired, the link answers 410.
-        #[arg(long)]
-        no_expired_url: bool,
-        /// The new click limit: after this many people's clicks the link
-        /// answers as expired.
-        #[arg(long, conflicts_with = "no_max_clicks")]
-        max_clicks: Option<u64>,
-        /// Remove the click limit.
-        #[arg(long)]
-        no_max_clicks: bool,
-        /// Forward the query string the short link is requested with to
-        /// the target.
-        #[arg(long, conflicts_with_all = ["no_forward_query", "domain_forwards_query"])]
-        forward_query: bool,
-        /// Never forward the query string.
-        #[arg(long, conflicts_with = "domain_forwards_query")]
-        no_forward_query: bool,
-        /// Forward the query string as the link's domain does.
-        #[arg(long)]
-        domain_forwards_query: bool,
-        /// The new rules, all of them, `CONDITIONS>URL` each (as `add`
-        /// takes them); the link's split stays.
-        #[arg(
-            long = "rule",
-            value_name = "CONDITIONS>URL",
-            conflicts_with = "no_rules"
-        )]
-        rules: Vec<String>,
-        /// Remove the link's rules.
-        #[arg(long)]
-        no_rules: bool,
-        /// The new split, all of it, `WEIGHT>URL` each; the rules stay.
-        #[arg(long = "split", value_name = "WEIGHT>URL", conflicts_with = "no_split")]
-        split: Vec<String>,
-        /// Remove the link's split.
-        #[arg(long)]
-        no_split: bool,
-        /// Change only if the link still has this `ETag` (from `show`).
-        #[arg(long)]
-        if_match: Option<String>,
-    },
+    Edit(EditArgs),
     /// Delete a link: it answers 410 Gone from now on, and its key is never
     /// given to another link.
     Delete {
@@ -317,4 +223,142 @@ pub fn forwarding(forward: bool, never: bool) -> Option<bool> {
         (_, true) => Some(false),
         _ => None,
     }
+}
+
+/// What `add` takes: a link to create.
+#[derive(Debug, clap::Args)]
+pub struct AddArgs {
+    /// The long URL.
+    pub url: String,
+    /// A custom key instead of a generated one.
+    #[arg(long, short)]
+    pub key: Option<String>,
+    /// When the link expires, as RFC 3339 (2026-12-31T23:59:59Z).
+    #[arg(long)]
+    pub expires_at: Option<String>,
+    /// Where the link goes once expired, instead of answering 410.
+    #[arg(long)]
+    pub expired_url: Option<String>,
+    /// After this many people's clicks the link answers as expired.
+    #[arg(long)]
+    pub max_clicks: Option<u64>,
+    /// The short domain to create the link on (a name or an alias of
+    /// `[[domains]]`); the default domain without it.
+    #[arg(long)]
+    pub domain: Option<String>,
+    /// Forward the query string the short link is requested with to
+    /// the target, whatever the domain's default.
+    #[arg(long, conflicts_with = "no_forward_query")]
+    pub forward_query: bool,
+    /// Never forward the query string, whatever the domain's default.
+    #[arg(long)]
+    pub no_forward_query: bool,
+    /// A rule, `CONDITIONS>URL`: conditions joined by `&`, all to hold
+    /// (`device=ios,android`, `country=DE,AT`, `lang=de`, `q.ref=mail`,
+    /// `from=UNIX`, `until=UNIX`); the first rule that matches wins.
+    /// Give it once per rule.
+    #[arg(long = "rule", value_name = "CONDITIONS>URL")]
+    pub rules: Vec<String>,
+    /// A split target, `WEIGHT>URL` (weight 0 to 1000): visitors no
+    /// rule took are spread by weight. Give it once per target.
+    #[arg(long = "split", value_name = "WEIGHT>URL")]
+    pub split: Vec<String>,
+    /// When the link starts answering, as RFC 3339; before, it answers
+    /// as an unknown key does.
+    #[arg(long)]
+    pub valid_since: Option<String>,
+    /// What the link is called in listings.
+    #[arg(long)]
+    pub title: Option<String>,
+    /// A word the link is found by. Give it once per tag.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// Crawlers may follow the link.
+    #[arg(long)]
+    pub crawlable: bool,
+}
+
+/// What `edit` takes: a link's key and what changes. Its flags are
+/// command-line switches (`--no-title`), as clap reads them.
+#[allow(clippy::struct_excessive_bools)]
+#[derive(Debug, clap::Args)]
+pub struct EditArgs {
+    pub key: String,
+    /// The link's short domain (a name or an alias of `[[domains]]`);
+    /// the default domain without it.
+    #[arg(long)]
+    pub domain: Option<String>,
+    /// The new long URL.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// The new expiry, as RFC 3339 (2026-12-31T23:59:59Z).
+    #[arg(long, conflicts_with = "no_expiry")]
+    pub expires_at: Option<String>,
+    /// Remove the expiry: the link stays forever.
+    #[arg(long)]
+    pub no_expiry: bool,
+    /// Where the link goes once expired, instead of answering 410.
+    #[arg(long, conflicts_with = "no_expired_url")]
+    pub expired_url: Option<String>,
+    /// Remove the expired URL: once expired, the link answers 410.
+    #[arg(long)]
+    pub no_expired_url: bool,
+    /// The new click limit: after this many people's clicks the link
+    /// answers as expired.
+    #[arg(long, conflicts_with = "no_max_clicks")]
+    pub max_clicks: Option<u64>,
+    /// Remove the click limit.
+    #[arg(long)]
+    pub no_max_clicks: bool,
+    /// Forward the query string the short link is requested with to
+    /// the target.
+    #[arg(long, conflicts_with_all = ["no_forward_query", "domain_forwards_query"])]
+    pub forward_query: bool,
+    /// Never forward the query string.
+    #[arg(long, conflicts_with = "domain_forwards_query")]
+    pub no_forward_query: bool,
+    /// Forward the query string as the link's domain does.
+    #[arg(long)]
+    pub domain_forwards_query: bool,
+    /// The new rules, all of them, `CONDITIONS>URL` each (as `add`
+    /// takes them); the link's split stays.
+    #[arg(
+        long = "rule",
+        value_name = "CONDITIONS>URL",
+        conflicts_with = "no_rules"
+    )]
+    pub rules: Vec<String>,
+    /// Remove the link's rules.
+    #[arg(long)]
+    pub no_rules: bool,
+    /// The new split, all of it, `WEIGHT>URL` each; the rules stay.
+    #[arg(long = "split", value_name = "WEIGHT>URL", conflicts_with = "no_split")]
+    pub split: Vec<String>,
+    /// Remove the link's split.
+    #[arg(long)]
+    pub no_split: bool,
+    /// The new start, as RFC 3339.
+    #[arg(long, conflicts_with = "no_valid_since")]
+    pub valid_since: Option<String>,
+    /// Remove the start: the link answers at once.
+    #[arg(long)]
+    pub no_valid_since: bool,
+    /// The new title.
+    #[arg(long, conflicts_with = "no_title")]
+    pub title: Option<String>,
+    /// Remove the title.
+    #[arg(long)]
+    pub no_title: bool,
+    /// The new tags, all of them, once per tag.
+    #[arg(long = "tag", value_name = "TAG", conflicts_with = "no_tags")]
+    pub tags: Vec<String>,
+    /// Remove the tags.
+    #[arg(long)]
+    pub no_tags: bool,
+    /// Whether crawlers may follow the link.
+    #[arg(long, value_name = "true|false")]
+    pub crawlable: Option<bool>,
+    /// Change only if the link still has this `ETag` (from `show`).
+    #[arg(long)]
+    pub if_match: Option<String>,
 }

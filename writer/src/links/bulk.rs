@@ -9,8 +9,11 @@ use futures_util::{Stream, StreamExt as _};
 use serde::Serialize;
 use shortlink_core::Owner;
 
+mod columns;
 mod lines;
 
+use columns::Column;
+pub use columns::Format;
 use lines::LineCounter;
 
 use crate::access::Caller;
@@ -56,6 +59,9 @@ pub struct Row {
     pub tags: Vec<String>,
     /// Whether crawlers may follow it.
     pub crawlable: bool,
+    /// When it was made, as an export says (empty: nobody recorded it);
+    /// `None`: now.
+    pub created_at: Option<String>,
 }
 
 impl Row {
@@ -74,6 +80,7 @@ impl Row {
             title: self.title.as_deref(),
             tags: &self.tags,
             crawlable: self.crawlable,
+            created_at: self.created_at.as_deref(),
             key_length: None,
         }
     }
@@ -257,101 +264,6 @@ fn refused_for(error: &ShortenError) -> Refused {
     Refused::new(code, message, field)
 }
 
-/// Where a CSV file comes from: which columns hold what.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// This writer's columns (`url,key,expires_at,expired_url,max_clicks`,
-    /// any subset, by header), or without a header `url[,key]`; its own
-    /// export reads back.
-    Csv,
-    /// Shlink's short URL export (`shortCode`, `longUrl`, `domain`, ...)
-    /// or import file (`Long URL`, `Short code`, `Domain`, ...); a link
-    /// keeps its domain, which must be served here.
-    Shlink,
-    /// YOURLS's table of links (`keyword`, `url`, `title`, `timestamp`,
-    /// `ip`, `clicks`), as its export plugins and `mysqldump` write it.
-    Yourls,
-    /// Bitly's link export (`long_url` and `link`, the bitlink, whose path
-    /// is the short code).
-    Bitly,
-}
-
-/// What a column holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Column {
-    Url,
-    Key,
-    /// A short URL whose last path segment is the key.
-    ShortUrl,
-    ExpiresAt,
-    ExpiredUrl,
-    MaxClicks,
-    /// The name of the token a link belongs to: taken by `shortlink import`
-    /// only, which runs as an admin.
-    Owner,
-    /// The short domain: empty (or Shlink's `DEFAULT`) for the default one.
-    Domain,
-    /// `true` or `false`: whether the link forwards its request's query.
-    ForwardQuery,
-    /// The rules and split as stored words: `~device=ios>URL *50>URL`.
-    Rules,
-}
-
-impl Column {
-    /// The input a bad value in this column is blamed on.
-    fn field(self) -> Field {
-        match self {
-            Self::Url => Field::Url,
-            Self::Key | Self::ShortUrl => Field::Key,
-            Self::ExpiresAt => Field::ExpiresAt,
-            Self::ExpiredUrl => Field::ExpiredUrl,
-            Self::MaxClicks => Field::MaxClicks,
-            Self::Owner => Field::Owner,
-            Self::Domain => Field::Domain,
-            Self::ForwardQuery => Field::ForwardQuery,
-            Self::Rules => Field::Rules,
-        }
-    }
-}
-
-impl Format {
-    /// The column a header names, by its letters and digits only, case
-    /// aside: `Long URL`, `long_url` and `longUrl` are one name.
-    fn column(self, name: &str) -> Option<Column> {
-        let name: String = name
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
-            .map(|c| c.to_ascii_lowercase())
-            .collect();
-        match (self, name.as_str()) {
-            (Self::Csv | Self::Yourls, "url") | (Self::Shlink | Self::Bitly, "longurl") => {
-                Some(Column::Url)
-            }
-            (Self::Csv, "key") | (Self::Yourls, "keyword") | (Self::Shlink, "shortcode") => {
-                Some(Column::Key)
-            }
-            (Self::Bitly, "link" | "bitlink") => Some(Column::ShortUrl),
-            (Self::Csv, "expiresat") => Some(Column::ExpiresAt),
-            (Self::Csv, "expiredurl") => Some(Column::ExpiredUrl),
-            (Self::Csv, "maxclicks") => Some(Column::MaxClicks),
-            (Self::Csv, "owner") => Some(Column::Owner),
-            (Self::Csv | Self::Shlink, "domain") => Some(Column::Domain),
-            (Self::Csv, "forwardquery") => Some(Column::ForwardQuery),
-            (Self::Csv, "rules") => Some(Column::Rules),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Csv => "csv",
-            Self::Shlink => "shlink",
-            Self::Yourls => "yourls",
-            Self::Bitly => "bitly",
-        }
-    }
-}
-
 /// Why a CSV file cannot be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum CsvError {
@@ -398,6 +310,7 @@ pub struct CsvRows<R> {
     /// A first row that was a link, not a header: given out first.
     first: Option<csv::ByteRecord>,
     record: csv::ByteRecord,
+    format: Format,
 }
 
 impl<R: Read> CsvRows<R> {
@@ -426,6 +339,7 @@ impl<R: Read> CsvRows<R> {
                 headed: true,
                 first: None,
                 record: csv::ByteRecord::new(),
+                format,
             });
         }
         if format == Format::Csv && columns.iter().all(Option::is_none) {
@@ -436,6 +350,7 @@ impl<R: Read> CsvRows<R> {
                 headed: false,
                 first: Some(first),
                 record: csv::ByteRecord::new(),
+                format,
             });
         }
         Err(CsvError::NoUrlColumn {
@@ -469,9 +384,22 @@ impl<R: Read> CsvRows<R> {
             .into());
         }
         let mut row = Row::default();
+        if self.columns.contains(&Some(Column::CreatedAt)) {
+            // A file that says when its links were made: an empty cell is
+            // a link whose making nobody recorded.
+            row.created_at = Some(String::new());
+        }
         for (value, column) in record.iter().zip(&self.columns) {
             let Some(column) = column else { continue };
-            let value = std::str::from_utf8(value)
+            let lossy;
+            let value = match (column, std::str::from_utf8(value)) {
+                (Column::Title, Err(_)) => {
+                    lossy = String::from_utf8_lossy(value);
+                    Ok(&*lossy)
+                }
+                (_, decoded) => decoded,
+            };
+            let value = value
                 .map_err(|_| {
                     Refused::from(Invalid::new(
                         column.field(),
@@ -511,6 +439,31 @@ impl<R: Read> CsvRows<R> {
                 Column::Rules => {
                     (row.rules, row.split) = parse_words(value).map_err(|bad| {
                         Refused::new(ErrorCode::BadRule, bad.to_string(), Some(bad.field()))
+                    })?;
+                }
+                Column::ValidSince => row.valid_since = Some(value.to_owned()),
+                Column::CreatedAt => row.created_at = Some(value.to_owned()),
+                Column::Title => row.title = Some(value.to_owned()),
+                Column::Tags => {
+                    // Shlink's exports join tags with `,`, this writer's
+                    // with `|` (a tag may hold a comma here).
+                    let separators: &[char] = match self.format {
+                        Format::Shlink => &['|', ','],
+                        _ => &['|'],
+                    };
+                    row.tags = value
+                        .split(separators)
+                        .map(str::trim)
+                        .filter(|tag| !tag.is_empty())
+                        .map(str::to_owned)
+                        .collect();
+                }
+                Column::Crawlable => {
+                    row.crawlable = value.parse().map_err(|_| {
+                        Refused::from(Invalid::new(
+                            Field::Crawlable,
+                            format!("crawlable must be true or false, not {value:?}"),
+                        ))
                     })?;
                 }
             }
@@ -667,10 +620,19 @@ mod tests {
                       2024-01-02T03:04:05+00:00,,abc123,https://s.test/abc123,https://example.org/s,Title,\"a,b\",7\n";
         assert_eq!(
             rows(shlink, Format::Shlink),
-            vec![(2, Ok(row("https://example.org/s", Some("abc123"))))]
+            vec![(
+                2,
+                Ok(Row {
+                    title: Some("Title".into()),
+                    tags: vec!["a".into(), "b".into()],
+                    created_at: Some("2024-01-02T03:04:05+00:00".into()),
+                    ..row("https://example.org/s", Some("abc123"))
+                })
+            )]
         );
         let shlink_import =
             "Long URL,Short code,Title,Domain,Tags\nhttps://example.org/i,imp1,,,\n";
+        // Its empty title and tags are none.
         assert_eq!(
             rows(shlink_import, Format::Shlink),
             vec![(2, Ok(row("https://example.org/i", Some("imp1"))))]
@@ -679,7 +641,13 @@ mod tests {
                       ozh,https://example.org/y,Y,2024-01-02 03:04:05,127.0.0.1,12\n";
         assert_eq!(
             rows(yourls, Format::Yourls),
-            vec![(2, Ok(row("https://example.org/y", Some("ozh"))))]
+            vec![(
+                2,
+                Ok(Row {
+                    title: Some("Y".into()),
+                    ..row("https://example.org/y", Some("ozh"))
+                })
+            )]
         );
         let bitly = "id,link,long_url,title,created_at\n\
                      bit.ly/3AbCdEf,https://bit.ly/3AbCdEf,https://example.org/b,B,2024-01-02T03:04:05+0000\n";
@@ -746,7 +714,17 @@ mod tests {
         let read: Vec<(u64, Item)> = CsvRows::new(&latin1_title[..], Format::Yourls)
             .unwrap()
             .collect();
-        assert_eq!(read[0], (2, Ok(row("https://example.org/y", Some("k1")))));
+        // A title in another encoding keeps its row, its bytes replaced.
+        assert_eq!(
+            read[0],
+            (
+                2,
+                Ok(Row {
+                    title: Some("caf\u{fffd}".into()),
+                    ..row("https://example.org/y", Some("k1"))
+                })
+            )
+        );
         assert!(
             matches!(&read[1], (3, Err(r)) if r.field == Some("key")),
             "{read:?}"

@@ -3,9 +3,10 @@
 //! lines in the API's own shape, a page at a time.
 
 use serde::Deserialize;
-use shortlink_core::Owner;
+use shortlink_core::{Expiry, Owner};
 
 use crate::links::body::LinkBody;
+use crate::links::details::{LinkDetails, Tag, Title};
 use crate::links::shortener::Shortener;
 use crate::links::store::Link;
 use crate::links::validate::format_expiry;
@@ -36,7 +37,7 @@ pub enum ExportFormat {
 /// The CSV columns, in order: an import reads back all but `short_url` and
 /// `expired` (`owner` by `shortlink import` alone); new columns go last, so
 /// that a reader of the older ones by position still reads them.
-pub const CSV_COLUMNS: [&str; 11] = [
+pub const CSV_COLUMNS: [&str; 16] = [
     "url",
     "key",
     "expires_at",
@@ -48,6 +49,11 @@ pub const CSV_COLUMNS: [&str; 11] = [
     "domain",
     "forward_query",
     "rules",
+    "valid_since",
+    "title",
+    "tags",
+    "crawlable",
+    "created_at",
 ];
 
 impl ExportFormat {
@@ -73,15 +79,18 @@ impl ExportFormat {
         }
     }
 
-    /// `links` written out, as the next part of the file.
-    pub fn page(self, links: &[Link], shortener: &Shortener) -> Vec<u8> {
+    /// `links`, with their `details` (one each, in order), written out as
+    /// the next part of the file.
+    pub fn page(self, links: &[Link], details: &[LinkDetails], shortener: &Shortener) -> Vec<u8> {
         match self {
             Self::Csv => {
                 let mut writer = csv::WriterBuilder::new()
                     .has_headers(false)
                     .from_writer(Vec::with_capacity(links.len() * 128));
-                for link in links {
+                for (link, details) in links.iter().zip(details) {
                     let record = &link.record;
+                    let tags: Vec<&str> = details.tags.iter().map(Tag::as_str).collect();
+                    let created = details.created.and_then(|unix| Expiry::try_from(unix).ok());
                     let max_clicks = record.max_clicks.map(|limit| limit.get().to_string());
                     let expired = record.has_expired(std::time::SystemTime::now());
                     // Writing into memory cannot fail.
@@ -103,15 +112,21 @@ impl ExportFormat {
                         // The stored words, `~...>URL *50>URL`: no space
                         // stands inside one.
                         record.targeting.to_string().trim_start(),
+                        &record.starts.map(format_expiry).unwrap_or_default(),
+                        details.title.as_ref().map_or("", Title::as_str),
+                        &tags.join("|"),
+                        if details.crawlable { "true" } else { "false" },
+                        &created.map(format_expiry).unwrap_or_default(),
                     ]);
                 }
                 writer.into_inner().unwrap_or_default()
             }
             Self::Jsonl => {
                 let mut out = Vec::with_capacity(links.len() * 160);
-                for link in links {
+                for (link, details) in links.iter().zip(details) {
                     // A struct of strings and numbers always serializes.
-                    let _ = serde_json::to_writer(&mut out, &LinkBody::new(link, shortener));
+                    let body = LinkBody::new(link, shortener).detailed(details);
+                    let _ = serde_json::to_writer(&mut out, &body);
                     out.push(b'\n');
                 }
                 out

@@ -21,7 +21,7 @@ use crate::links::rules::{rules_of, split_of};
 use crate::links::store::{Current, Inserted, Link, LinkStore, StoreError};
 use crate::links::validate::{
     check_click_limit, check_custom_key, check_key_length, check_window, normalize_expired_url,
-    normalize_url, parse_expiry, parse_start, Field, Invalid,
+    normalize_url, parse_expiry, parse_moment, parse_start, Field, Invalid,
 };
 use crate::varnish::purge::{Nodes, Route};
 use crate::varnish::purge_queue::{PurgeQueue, RETRY_INTERVAL};
@@ -196,7 +196,11 @@ impl Shortener {
         let store = self.store(domain);
         let (record, key) = self.record_of(new, owner)?;
         let details = LinkDetails {
-            created: Some(unix_now()),
+            created: match new.created_at {
+                None => Some(unix_now()),
+                Some("") => None,
+                Some(at) => Some(parse_moment(at, Field::CreatedAt)?.unix()),
+            },
             title: new.title.map(Title::of).transpose()?.flatten(),
             tags: tags_of(new.tags)?,
             crawlable: new.crawlable,

@@ -36,6 +36,8 @@ pub enum Field {
     ValidSince,
     /// The shortest a generated key may be.
     KeyLength,
+    /// When a link was made, as an import gives it.
+    CreatedAt,
     Cursor,
     Limit,
     Days,
@@ -63,6 +65,7 @@ impl Field {
             Self::Crawlable => "crawlable",
             Self::ValidSince => "valid_since",
             Self::KeyLength => "key_length",
+            Self::CreatedAt => "created_at",
             Self::Cursor => "cursor",
             Self::Limit => "limit",
             Self::Days => "days",
@@ -137,11 +140,17 @@ pub fn parse_expiry(input: &str, now: SystemTime) -> Result<Expiry, Invalid> {
 /// A start given as an RFC 3339 time: any moment, past ones too (a link
 /// that has started already). Stored to the second.
 pub fn parse_start(input: &str) -> Result<Expiry, Invalid> {
+    parse_moment(input, Field::ValidSince)
+}
+
+/// Any moment from 1970 to 9999, given as an RFC 3339 time for `field`.
+pub fn parse_moment(input: &str, field: Field) -> Result<Expiry, Invalid> {
+    let name = field.name();
     let at = OffsetDateTime::parse(input, &Rfc3339).map_err(|e| {
         Invalid::new(
-            Field::ValidSince,
+            field,
             format!(
-                "valid_since {input:?} is not an RFC 3339 time ({e}); write it like \
+                "{name} {input:?} is not an RFC 3339 time ({e}); write it like \
                  2026-12-31T23:59:59Z"
             ),
         )
@@ -151,8 +160,8 @@ pub fn parse_start(input: &str) -> Result<Expiry, Invalid> {
         .and_then(|unix| Expiry::try_from(unix).ok())
         .ok_or_else(|| {
             Invalid::new(
-                Field::ValidSince,
-                format!("valid_since {input:?} is before 1970 or after 9999"),
+                field,
+                format!("{name} {input:?} is before 1970 or after 9999"),
             )
         })
 }

@@ -64,7 +64,8 @@ pub(crate) async fn export_links(
     let mut head = format.head();
     let first = export.next_page().await.map_err(ShortenError::from)?;
     if let Some(links) = &first {
-        head.extend(format.page(links, &shortener));
+        let details = shortener.details(links).await?;
+        head.extend(format.page(links, &details, &shortener));
     }
     let shortener = shortener.into_inner();
     // The pages after the first, unless that one said the export was over.
@@ -79,7 +80,11 @@ pub(crate) async fn export_links(
                     Ok(None) => return Ok(None),
                     Ok(Some(links)) if links.is_empty() => {}
                     Ok(Some(links)) => {
-                        let part = web::Bytes::from(format.page(&links, &shortener));
+                        let details = shortener.details(&links).await.map_err(|error| {
+                            log::error!("export cut short: {error}");
+                            std::io::Error::other(error)
+                        })?;
+                        let part = web::Bytes::from(format.page(&links, &details, &shortener));
                         return Ok(Some((part, Some(export))));
                     }
                     Err(error) => {

@@ -206,6 +206,7 @@ pub(crate) fn row_of(object: Map<String, Value>) -> Result<Row, ShortenError> {
         title: fields.text(Field::Title, true)?.flatten(),
         tags: fields.texts(Field::Tags)?.unwrap_or_default(),
         crawlable: fields.flag(Field::Crawlable)?.flatten().unwrap_or(false),
+        created_at: None,
     };
     fields.done()?;
     Ok(row)

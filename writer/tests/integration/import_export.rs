@@ -397,7 +397,7 @@ pub fn export_imports_back_into_another_store(suite: &Suite) -> Result<(), Strin
     ensure(
         a.iter().any(|l| l.starts_with("https://example.org/round/1,round1,2099-01-01T00:00:00Z,https://example.org/after,,"))
             && a.iter().any(|l| l.starts_with("https://example.org/round/2,round2,,,25,")
-                && l.ends_with(",false,alice,,,"))
+                && l.contains(",false,alice,,,,,,,false,"))
             && a.iter().any(|l| l.starts_with("\"https://example.org/round/3?q=a,b\","))
             && a.iter().any(|l| l.starts_with("https://example.org/round/by-hand,round"))
             && !a.iter().any(|l| l.contains("roundGone")),
@@ -523,17 +523,16 @@ pub fn export_carries_and_filters_by_domain(suite: &Suite) -> Result<(), String>
     let rows: Vec<&str> = every.stdout.lines().collect();
     ensure(
         rows.first()
-            .is_some_and(|head| head.ends_with(",owner,domain,forward_query,rules"))
-            && rows.contains(
-                &format!(
-                    "https://example.org/exdom/default,exd1,,,,{}l/exd1,false,,,,",
+            .is_some_and(|head| head.contains(",owner,domain,forward_query,rules,"))
+            && rows.iter().any(|row| {
+                row.starts_with(&format!(
+                    "https://example.org/exdom/default,exd1,,,,{}l/exd1,false,,,,,",
                     suite.varnish.base_url() + "/"
-                )
-                .as_str(),
-            )
+                ))
+            })
             && rows.iter().any(|row| {
                 row.starts_with("https://example.org/exdom/go,exd1,")
-                    && row.ends_with(",go.test,true,")
+                    && row.contains(",go.test,true,")
             }),
         || format!("export: {rows:#?}"),
     )?;

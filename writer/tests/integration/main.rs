@@ -12,6 +12,7 @@ mod browser;
 mod bulk;
 mod clicks;
 mod cluster;
+mod details;
 mod e2e;
 mod form;
 mod import_export;
@@ -74,6 +75,10 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
 
 /// Every test of the suite, by name.
 const TESTS: &[(&str, common::Test)] = &[
+    (
+        "details::command_line_export_and_import_keep_starts_titles_and_tags",
+        details::command_line_export_and_import_keep_starts_titles_and_tags,
+    ),
     (
         "shlink::the_sdk_drives_every_route",
         shlink::the_sdk_drives_every_route,

@@ -33,6 +33,9 @@ pub struct NewLink<'a> {
     pub tags: &'a [String],
     /// Whether crawlers may follow it.
     pub crawlable: bool,
+    /// When it was made, for an import (RFC 3339; empty: nobody recorded
+    /// it); `None`: now.
+    pub created_at: Option<&'a str>,
     /// The shortest a generated key may be, past the configured shortest
     /// (the key is still the shortest free prefix of the URL's digest from
     /// there); `None`: the configured shortest.
