@@ -61,6 +61,7 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
             owner,
             domain,
             search,
+            tag,
             limit,
             cursor,
         } => {
@@ -70,6 +71,7 @@ pub async fn manage(shortener: Shortener, command: Command) -> Result<(), String
                 search: search.as_deref(),
                 owner: owner.as_deref(),
                 domain: domain.as_deref(),
+                tag: tag.as_deref(),
             };
             list(&shortener, &query).await
         }

@@ -88,9 +88,12 @@ pub enum Command {
         /// Only the links of this short domain (a name or an alias).
         #[arg(long)]
         domain: Option<String>,
-        /// Only links whose key or URL contains this.
+        /// Only links whose key, URL, title or a tag contains this.
         #[arg(long)]
         search: Option<String>,
+        /// Only links holding this tag.
+        #[arg(long)]
+        tag: Option<String>,
         /// Most links to print.
         #[arg(long, default_value_t = 20)]
         limit: usize,

@@ -442,6 +442,8 @@ pub struct ListParams {
     /// Only this short domain's links (by its name or an alias); absent:
     /// every domain the token may use, one after the other.
     domain: Option<String>,
+    /// Only the links holding this tag.
+    tag: Option<String>,
 }
 
 /// A page of the links the token may change, domain by domain, newest
@@ -466,20 +468,20 @@ pub(crate) async fn list_links(
     guard: web::Data<Gatekeeper>,
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify(&request)?;
-    let params = query::<ListParams>(&request, "limit, cursor, search, owner and domain")?;
+    let params = query::<ListParams>(&request, "limit, cursor, search, owner, domain and tag")?;
     let query = ListQuery {
         limit: params.limit.unwrap_or(DEFAULT_PAGE),
         cursor: params.cursor.as_deref(),
         search: params.search.as_deref().filter(|s| !s.is_empty()),
         owner: params.owner.as_deref().filter(|s| !s.is_empty()),
         domain: params.domain.as_deref().filter(|s| !s.is_empty()),
+        tag: params.tag.as_deref().filter(|s| !s.is_empty()),
     };
     let listing = shortener.list(&who, &query).await?;
-    let details = shortener.details(&listing.links).await?;
     let links: Vec<LinkBody> = listing
         .links
         .iter()
-        .zip(&details)
+        .zip(&listing.details)
         .map(|(link, details)| LinkBody::new(link, &shortener).detailed(details))
         .collect();
     Ok(HttpResponse::Ok()

@@ -36,7 +36,7 @@ pub fn form_to_landing_page(suite: &Suite) -> Result<(), String> {
 
 /// Runs `steps` in a headless Chromium of its own (driver, profile), and
 /// closes it whatever they answer.
-fn in_chromium<F, Fut>(suite: &Suite, name: &str, steps: F) -> Result<(), String>
+pub(crate) fn in_chromium<F, Fut>(suite: &Suite, name: &str, steps: F) -> Result<(), String>
 where
     F: FnOnce(fantoccini::Client) -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
@@ -310,7 +310,11 @@ pub fn management_page_changes_reach_a_browser_that_clicked_before(
         edited: create(
             suite,
             Some(ALICE_TOKEN),
-            &json!({ "url": page("/manage-before") }),
+            &json!({
+                "url": page("/manage-before"),
+                "title": "Before the change",
+                "tags": ["manage-spring", "manage-sale"],
+            }),
         )?,
         deleted: create(
             suite,
@@ -540,6 +544,40 @@ impl ManageCase<'_> {
             client,
             "document.querySelectorAll('li.link').length >= 2",
             "the whole list",
+        )
+        .await?;
+        self.filter_by_tag(client).await
+    }
+
+    /// A row shows its link's title and tags; a tag, clicked, narrows the
+    /// list to the links holding it, until the filter is cleared.
+    async fn filter_by_tag(&self, client: &fantoccini::Client) -> Result<(), String> {
+        let row = format!("li.link[data-key=\"{}\"]", self.edited);
+        let title = text(client, &format!("{row} .title")).await?;
+        ensure(title == "Before the change", || format!("title {title:?}"))?;
+        let tags = text(client, &format!("{row} .tags")).await?;
+        ensure(
+            tags.contains("manage-spring") && tags.contains("manage-sale"),
+            || format!("tags {tags:?}"),
+        )?;
+        step(
+            client,
+            None,
+            &format!("{row} .tag"),
+            "!document.getElementById('tag-filter').hidden \
+             && document.querySelectorAll('li.link').length === 1",
+        )
+        .await?;
+        let found = listed_keys(client).await?;
+        ensure(found == [self.edited.clone()], || {
+            format!("the tag's links: {found:?}")
+        })?;
+        step(
+            client,
+            None,
+            "#tag-filter-clear",
+            "document.getElementById('tag-filter').hidden \
+             && document.querySelectorAll('li.link').length >= 2",
         )
         .await
     }
@@ -865,7 +903,7 @@ impl ManageCase<'_> {
     }
 }
 
-async fn open(client: &fantoccini::Client, url: &str) -> Result<(), String> {
+pub(crate) async fn open(client: &fantoccini::Client, url: &str) -> Result<(), String> {
     client
         .goto(url)
         .await
@@ -972,7 +1010,11 @@ async fn listed_keys(client: &fantoccini::Client) -> Result<Vec<String>, String>
 }
 
 /// Waits up to 10 s for the script expression `condition` to be truthy.
-async fn wait_js(client: &fantoccini::Client, condition: &str, what: &str) -> Result<(), String> {
+pub(crate) async fn wait_js(
+    client: &fantoccini::Client,
+    condition: &str,
+    what: &str,
+) -> Result<(), String> {
     let script = format!("return !!({condition});");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {

@@ -174,7 +174,9 @@ pub fn run_writer(args: &[&str]) -> Result<String, String> {
 }
 
 /// A page the test's short links lead to, on an origin of its own; its
-/// `/attack` page posts the writer's form from there, as a hostile site would.
+/// `/attack` page posts the writer's form from there, as a hostile site
+/// would; its `/shlink` page calls the writer's Shlink API from there with
+/// Shlink's SDK (served at `/sdk/`), as Shlink's web app does.
 fn start_landing_server(writer_url: &str) -> Result<String, String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
@@ -185,36 +187,78 @@ fn start_landing_server(writer_url: &str) -> Result<String, String> {
          <script>document.forms[0].submit()</script></body></html>"
     );
     let attack: &'static str = attack.leak();
+    let shlink: &'static str = shlink_page(writer_url).leak();
     // A thread per connection: a browser may open a connection it does not
     // use at once, and that must not hold up the one it does.
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || answer_landing(&stream, attack));
+            std::thread::spawn(move || answer_landing(&stream, attack, shlink));
         }
     });
     Ok(format!("http://127.0.0.1:{port}/welcome"))
 }
 
-fn answer_landing(stream: &std::net::TcpStream, attack: &str) {
+fn answer_landing(stream: &std::net::TcpStream, attack: &str, shlink: &str) {
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     let _ = reader.read_line(&mut line);
-    let is_attack = line.starts_with("GET /attack ");
+    let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
     while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
         line.clear();
     }
-    let body = if is_attack {
-        attack
-    } else {
-        "<!DOCTYPE html><html><head><title>Landed</title></head>\
-         <body><h1 id=\"landed\">You landed</h1></body></html>"
+    let sdk_file;
+    let (content_type, body) = match path.as_str() {
+        "/attack" => ("text/html", attack),
+        "/shlink" => ("text/html", shlink),
+        "/sdk/index.js" | "/sdk/fetch.js" => {
+            let name = path.trim_start_matches("/sdk/");
+            sdk_file = fs::read_to_string(format!("{SHLINK_SDK_DIST}/{name}")).unwrap_or_default();
+            ("text/javascript", sdk_file.as_str())
+        }
+        _ => (
+            "text/html",
+            "<!DOCTYPE html><html><head><title>Landed</title></head>\
+             <body><h1 id=\"landed\">You landed</h1></body></html>",
+        ),
     };
     let _ = write!(
         &*stream,
-        "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\
+        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n{body}",
         body.len()
     );
+}
+
+/// Where `make test` installs Shlink's SDK: its browser modules.
+const SHLINK_SDK_DIST: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/shlink/node_modules/@shlinkio/shlink-js-sdk/dist"
+);
+
+/// The tag the landing server's `/shlink` page gives the link it creates.
+pub const SHLINK_PAGE_TAG: &str = "from-another-origin";
+
+/// A page that creates a link through the writer's Shlink API with Shlink's
+/// SDK, lists it back by its tag, and shows what it got in `#result`.
+fn shlink_page(writer_url: &str) -> String {
+    format!(
+        "<!DOCTYPE html><html><head><title>Shlink app</title></head><body>\
+         <p id=\"result\">waiting</p>\
+         <script type=\"module\">\
+         import {{ ShlinkApiClient }} from '/sdk/index.js';\
+         import {{ FetchHttpClient }} from '/sdk/fetch.js';\
+         const api = new ShlinkApiClient(new FetchHttpClient(), \
+           {{ baseUrl: '{writer_url}', apiKey: '{DANA_TOKEN}' }});\
+         const out = document.getElementById('result');\
+         try {{\
+           const made = await api.createShortUrl({{ longUrl: 'https://example.org/from-a-browser', \
+             tags: ['{SHLINK_PAGE_TAG}'] }});\
+           const listed = await api.listShortUrls({{ tags: ['{SHLINK_PAGE_TAG}'] }});\
+           out.textContent = 'listed ' + listed.data.map((url) => url.shortCode).join(',') \
+             + ' made ' + made.shortCode;\
+         }} catch (error) {{ out.textContent = 'failed ' + (error.detail || error); }}\
+         </script></body></html>"
+    )
 }
 
 /// The URL the landing server's `/attack` page tries to shorten.

@@ -80,6 +80,10 @@ const TESTS: &[(&str, common::Test)] = &[
         details::command_line_export_and_import_keep_starts_titles_and_tags,
     ),
     (
+        "shlink::a_page_on_another_origin_uses_the_api_through_the_sdk",
+        shlink::a_page_on_another_origin_uses_the_api_through_the_sdk,
+    ),
+    (
         "shlink::the_sdk_drives_every_route",
         shlink::the_sdk_drives_every_route,
     ),

@@ -6,7 +6,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::{Suite, ADMIN_TOKEN, BOB_TOKEN, DANA_TOKEN, ERIN_TOKEN, GO_DOMAIN};
+use crate::browser::{in_chromium, open, wait_js};
+use crate::common::{ensure, Suite, ADMIN_TOKEN, BOB_TOKEN, DANA_TOKEN, ERIN_TOKEN, GO_DOMAIN};
 
 /// The SDK's test file, and the folder its `node_modules` is in.
 const SDK_TESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/shlink");
@@ -63,4 +64,35 @@ pub fn the_sdk_drives_every_route(suite: &Suite) -> Result<(), String> {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     ))
+}
+
+/// A page on another origin (the landing server's `/shlink`) creates and
+/// lists a link through the Shlink API with Shlink's SDK in Chromium, as
+/// Shlink's web app does: the browser lets it only with the writer's CORS.
+pub fn a_page_on_another_origin_uses_the_api_through_the_sdk(suite: &Suite) -> Result<(), String> {
+    let page = suite.landing_url.replace("/welcome", "/shlink");
+    in_chromium(suite, "shlink-cors", |client| async move {
+        let client = &client;
+        open(client, &page).await?;
+        let done = "!document.getElementById('result').textContent.startsWith('waiting')";
+        wait_js(client, done, "the page's calls to the writer").await?;
+        let said = client
+            .execute(
+                "return document.getElementById('result').textContent",
+                vec![],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let said = said.as_str().unwrap_or_default().to_owned();
+        let made = said.rsplit(" made ").next().unwrap_or_default();
+        let listed = said
+            .strip_prefix("listed ")
+            .and_then(|rest| rest.split(" made ").next())
+            .unwrap_or_default();
+        ensure(
+            !made.is_empty() && listed.split(',').any(|code| code == made),
+            || format!("the page on {page} said: {said}"),
+        )?;
+        Ok(())
+    })
 }

@@ -5,14 +5,16 @@ use shortlink_core::Owner;
 
 use crate::access::Identity;
 use crate::config::Domain;
+use crate::links::details::{LinkDetails, Tag};
 use crate::links::error::ShortenError;
 use crate::links::shortener::{check_limit, Shortener};
 use crate::links::store::{Export, Link};
 use crate::links::validate::{Field, Invalid};
 
 /// What to list: a page of at most `limit` links, from `cursor` on,
-/// whose key or URL contains `search`; admins may name one `owner`; one
-/// `domain` (a name or an alias), or every domain the caller may use.
+/// whose key, URL, title or a tag contains `search`, holding the tag
+/// `tag`; admins may name one `owner`; one `domain` (a name or an alias),
+/// or every domain the caller may use.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ListQuery<'a> {
     pub limit: usize,
@@ -20,12 +22,15 @@ pub struct ListQuery<'a> {
     pub search: Option<&'a str>,
     pub owner: Option<&'a str>,
     pub domain: Option<&'a str>,
+    pub tag: Option<&'a str>,
 }
 
 /// A page of links, and the cursor of the next page if there is one.
 #[derive(Debug)]
 pub struct Listing {
     pub links: Vec<Link>,
+    /// The details of each of `links`, in order.
+    pub details: Vec<LinkDetails>,
     pub next_cursor: Option<String>,
 }
 
@@ -56,13 +61,27 @@ impl Shortener {
             None => 0,
         };
         let search = query.search.map(str::to_lowercase);
-        let keep = |link: &Link| {
-            search.as_deref().is_none_or(|search| {
+        let tag = query
+            .tag
+            .map(|tag| Tag::try_from(tag.to_owned()))
+            .transpose()?;
+        let keep = |link: &Link, details: &LinkDetails| {
+            let found = search.as_deref().is_none_or(|search| {
                 link.key.to_lowercase().contains(search)
                     || link.record.url.as_str().to_lowercase().contains(search)
-            })
+                    || details
+                        .title
+                        .as_ref()
+                        .is_some_and(|title| title.as_str().to_lowercase().contains(search))
+                    || details
+                        .tags
+                        .iter()
+                        .any(|held| held.as_str().to_lowercase().contains(search))
+            });
+            found && tag.as_ref().is_none_or(|tag| details.tags.contains(tag))
         };
         let mut links = Vec::new();
+        let mut details = Vec::new();
         for (d, domain) in domains.iter().enumerate().skip(start) {
             let store = self.store(domain);
             let owners: Vec<Option<Owner>> = match (who.admin, query.owner) {
@@ -89,9 +108,11 @@ impl Shortener {
                     .list(owner.as_ref(), before, query.limit - links.len(), keep)
                     .await?;
                 links.extend(page.links);
+                details.extend(page.details);
                 if let Some(next) = page.next {
                     return Ok(Listing {
                         links,
+                        details,
                         next_cursor: Some(cursor(domain, owner.as_ref(), Some(next))),
                     });
                 }
@@ -100,12 +121,17 @@ impl Shortener {
                         Some(next) => Some(cursor(domain, next.as_ref(), None)),
                         None => domains.get(d + 1).map(|next| cursor(next, None, None)),
                     };
-                    return Ok(Listing { links, next_cursor });
+                    return Ok(Listing {
+                        links,
+                        details,
+                        next_cursor,
+                    });
                 }
             }
         }
         Ok(Listing {
             links,
+            details,
             next_cursor: None,
         })
     }

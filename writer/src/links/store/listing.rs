@@ -1,6 +1,7 @@
 //! An owner's links, a page at a time, from its index (newest first),
 //! and the owners that have an index.
 
+use crate::links::details::LinkDetails;
 use crate::redis::scan::scan;
 use shortlink_core::{Key, Owner, Stored};
 
@@ -17,6 +18,8 @@ const LIST_CHUNK: usize = 200;
 #[derive(Debug, Default)]
 pub struct Page {
     pub links: Vec<Link>,
+    /// The details of each of `links`, in order.
+    pub details: Vec<LinkDetails>,
     /// Where the next page starts: the index position below which entries
     /// remain unread; `None` when none do.
     pub next: Option<usize>,
@@ -38,7 +41,8 @@ impl LinkStore {
         Ok(owners)
     }
 
-    /// Up to `limit` of `owner`'s links that pass `keep`, newest first,
+    /// Up to `limit` of `owner`'s links that pass `keep` (given each link
+    /// and its details, read with it), newest first,
     /// from index position `before` down (from the newest when `None`).
     /// Deleted links are skipped. Reads at most [`LIST_BUDGET`] entries: a
     /// page may hold fewer links than asked and still have a next one.
@@ -47,7 +51,7 @@ impl LinkStore {
         owner: Option<&Owner>,
         before: Option<usize>,
         limit: usize,
-        keep: impl Fn(&Link) -> bool,
+        keep: impl Fn(&Link, &LinkDetails) -> bool,
     ) -> Result<Page, StoreError> {
         let index = self.scheme.index(owner);
         let mut connection = self.connection.get()?;
@@ -79,7 +83,9 @@ impl LinkStore {
                     reason: e.to_string(),
                 })?;
             let values = self.values_of(&mut connection, &keys).await?;
-            for (position, (key, value)) in (start..end).zip(keys.into_iter().zip(values)).rev() {
+            let details = self.details_of(&keys).await?;
+            let read = keys.into_iter().zip(values).zip(details);
+            for (position, ((key, value), details)) in (start..end).zip(read).rev() {
                 end = position;
                 budget -= 1;
                 let Some(Stored::Link(record)) = value.and_then(|raw| Stored::parse(&raw).ok())
@@ -87,8 +93,9 @@ impl LinkStore {
                     continue;
                 };
                 let link = self.link(key.to_string(), record);
-                if keep(&link) {
+                if keep(&link, &details) {
                     page.links.push(link);
+                    page.details.push(details);
                     if page.links.len() == limit {
                         break;
                     }

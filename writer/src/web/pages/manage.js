@@ -8,7 +8,7 @@ document.documentElement.classList.add('js');
 var TOKEN_SLOT = 'shortlink-token';
 var PAGE_SIZE = 20;
 var $ = function (id) { return document.getElementById(id); };
-var state = { token: sessionStorage.getItem(TOKEN_SLOT), cursor: null, search: '', domain: '', editing: null, deleting: null };
+var state = { token: sessionStorage.getItem(TOKEN_SLOT), cursor: null, search: '', domain: '', tag: '', editing: null, deleting: null };
 // The short domains (the default one first), and those whose links forward
 // a click's query string unless they say otherwise.
 var DOMAINS = $('manager').dataset.domains.split(' ').filter(Boolean);
@@ -145,6 +145,9 @@ function load(fresh) {
   if (state.cursor) query += '&cursor=' + encodeURIComponent(state.cursor);
   if (state.search) query += '&search=' + encodeURIComponent(state.search);
   if (state.domain) query += '&domain=' + encodeURIComponent(state.domain);
+  if (state.tag) query += '&tag=' + encodeURIComponent(state.tag);
+  $('tag-filter').hidden = !state.tag;
+  $('tag-filter-name').textContent = state.tag;
   $('more').hidden = true;
   api('GET', '/api/links' + query).then(function (result) {
     if (!result.response.ok) { failure(result, function (m) { say(m, true); }); return; }
@@ -152,7 +155,7 @@ function load(fresh) {
     state.cursor = result.body.next_cursor;
     $('more').hidden = !state.cursor;
     var shown = $('link-list').children.length;
-    var where = state.domain ? ' on ' + state.domain : '';
+    var where = (state.domain ? ' on ' + state.domain : '') + (state.tag ? ' tagged ' + state.tag : '');
     say(shown === 0
       ? (state.search ? 'No link' + where + ' matches "' + state.search + '".' : 'No links' + where + ' yet: shorten one first.')
       : shown + (state.cursor ? '+' : '') + ' link' + (shown === 1 ? '' : 's') + where +
@@ -183,7 +186,19 @@ function row(link) {
   if (DOMAINS.length > 1 && link.domain) head.appendChild(element('span', 'domain', link.domain));
   if (link.expired) head.appendChild(element('span', 'badge', 'expired'));
   item.appendChild(head);
+  if (link.title) item.appendChild(element('div', 'title', link.title));
   item.appendChild(element('div', 'target', link.url));
+  if (link.tags && link.tags.length) {
+    var tags = element('div', 'tags');
+    link.tags.forEach(function (tag) {
+      var chip = element('button', 'tag', tag);
+      chip.type = 'button';
+      chip.setAttribute('aria-label', 'Show the links tagged ' + tag);
+      chip.addEventListener('click', function () { state.tag = tag; load(true); });
+      tags.appendChild(chip);
+    });
+    item.appendChild(tags);
+  }
   var meta = [];
   if (link.expires_at) meta.push((link.expired ? 'Expired ' : 'Expires ') + localTime(link.expires_at));
   if (link.expired_url) meta.push('then leads to ' + link.expired_url);
@@ -391,6 +406,7 @@ if ($('domain-filter')) {
     load(true);
   });
 }
+$('tag-filter-clear').addEventListener('click', function () { state.tag = ''; load(true); });
 $('more').addEventListener('click', function () { load(false); });
 $('edit-form').addEventListener('submit', saveEdit);
 $('edit-cancel').addEventListener('click', function () { $('edit-dialog').close(); });

@@ -48,6 +48,9 @@ dialog h2 { margin-top: 0; font-size: 1.25rem; word-break: break-all; }
 .inline { display: flex; gap: .5rem; }
 .inline button { white-space: nowrap; }
 .toolbar select { flex: 0 1 auto; }
+.tag { font-size: .8rem; padding: .05rem .45rem; border-radius: .8rem; border: 1px solid var(--line);
+  background: none; color: inherit; cursor: pointer; margin-right: .25rem; }
+.title { font-weight: 600; }
 .domain { font-size: .8rem; padding: .05rem .45rem; border-radius: .4rem; border: 1px solid var(--line); }
 .rules-badge { font-size: .75rem; padding: .05rem .45rem; border-radius: .4rem; border: 1px solid var(--accent);
                color: var(--accent); }
@@ -183,8 +186,8 @@ fn manager_section(page: &mut String, domains: &[PageDomain]) {
         "<section id=\"manager\" data-domains=\"{}\" data-forwarding=\"{}\" hidden>\n\
          <div class=\"toolbar\">\n\
          <form id=\"search-form\" role=\"search\">\n\
-         <input id=\"search\" type=\"search\" placeholder=\"Key or part of the URL\" \
-         aria-label=\"Search your links by key or URL\">\n",
+         <input id=\"search\" type=\"search\" placeholder=\"Key, URL, title or tag\" \
+         aria-label=\"Search your links by key, URL, title or tag\">\n",
         names(true),
         names(false)
     );
@@ -203,6 +206,8 @@ fn manager_section(page: &mut String, domains: &[PageDomain]) {
         "<button type=\"submit\" class=\"secondary\">Search</button>\n</form>\n\
          <div><span class=\"who\">Signed in as <span id=\"who\"></span></span> \
          <button type=\"button\" id=\"sign-out\" class=\"secondary\">Sign out</button></div>\n</div>\n\
+         <p id=\"tag-filter\" hidden>Tagged <span id=\"tag-filter-name\" class=\"tag\"></span> \
+         <button type=\"button\" id=\"tag-filter-clear\" class=\"secondary\">Show every tag</button></p>\n\
          <p id=\"status\" role=\"status\" aria-live=\"polite\"></p>\n\
          <ul id=\"link-list\"></ul>\n\
          <p><button type=\"button\" id=\"more\" class=\"secondary\" hidden>Show more</button></p>\n\
