@@ -9,5 +9,6 @@ pub mod links;
 pub mod metrics;
 pub mod qr;
 pub mod redis;
+pub mod titles;
 pub mod varnish;
 pub mod web;

@@ -45,8 +45,39 @@ pub struct Config {
     pub clicks: ClicksConfig,
     pub access: AccessConfig,
     pub rate_limit: RateLimitConfig,
+    pub titles: TitlesConfig,
     /// Short domains besides `public_base_url`'s, each with its own links.
     pub domains: Vec<super::domains::DomainConfig>,
+}
+
+/// Titles read from a new link's target page when it is given none.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TitlesConfig {
+    /// Read them at all.
+    pub fetch: bool,
+    /// Longest a read may take, redirects included, in milliseconds.
+    pub timeout_ms: u64,
+    /// Most bytes of a page read for its title.
+    pub max_bytes: usize,
+    /// Most redirects followed.
+    pub max_redirects: u32,
+    /// Also read from loopback, private and link-local addresses (the
+    /// operator's own network): off, so that nobody can make the writer
+    /// reach into it.
+    pub private_addresses: bool,
+}
+
+impl Default for TitlesConfig {
+    fn default() -> Self {
+        Self {
+            fetch: true,
+            timeout_ms: 3000,
+            max_bytes: 64 * 1024,
+            max_redirects: 3,
+            private_addresses: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -397,6 +428,7 @@ impl Default for Config {
             clicks: ClicksConfig::default(),
             access: AccessConfig::default(),
             rate_limit: RateLimitConfig::default(),
+            titles: TitlesConfig::default(),
             domains: Vec::new(),
         }
     }

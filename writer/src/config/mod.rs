@@ -25,7 +25,7 @@ pub use checks::parse_acl_entry;
 pub use domains::{Domain, DomainConfig};
 pub use file::{
     AccessConfig, AccessToken, ClicksConfig, Config, PurgeSecret, RateLimitConfig, RedirectConfig,
-    RedisConfig, VarnishConfig, MIN_TOKEN_LEN, TOKENS_ENV,
+    RedisConfig, TitlesConfig, VarnishConfig, MIN_TOKEN_LEN, TOKENS_ENV,
 };
 pub use settings::{Settings, UnknownDomain};
 

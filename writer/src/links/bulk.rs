@@ -82,6 +82,7 @@ impl Row {
             crawlable: self.crawlable,
             created_at: self.created_at.as_deref(),
             key_length: None,
+            read_title: false,
         }
     }
 }

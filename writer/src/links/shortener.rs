@@ -23,6 +23,7 @@ use crate::links::validate::{
     check_click_limit, check_custom_key, check_key_length, check_window, normalize_expired_url,
     normalize_url, parse_expiry, parse_moment, parse_start, Field, Invalid,
 };
+use crate::titles::TitleReader;
 use crate::varnish::purge::{Nodes, Route};
 use crate::varnish::purge_queue::{PurgeQueue, RETRY_INTERVAL};
 
@@ -76,6 +77,8 @@ pub struct Shortener {
     nodes: Arc<Nodes>,
     /// The trending links answered lately, shared by the workers.
     trending: Arc<TrendingCache>,
+    /// Reads the titles of new links given none; `None` when off.
+    titles: Option<Arc<TitleReader>>,
 }
 
 impl Shortener {
@@ -92,11 +95,17 @@ impl Shortener {
             settings.config.varnish.purge_secret.as_str(),
             settings.write_timeout(),
         ));
+        let titles = settings
+            .config
+            .titles
+            .fetch
+            .then(|| Arc::new(TitleReader::new(&settings.config.titles)));
         Ok(Self {
             settings: Arc::new(settings),
             stores,
             nodes,
             trending: Arc::default(),
+            titles,
         })
     }
 
@@ -211,6 +220,9 @@ impl Shortener {
         };
         let inserted = self.purged_if_stored(domain, inserted).await?;
         self.keep_new_details(domain, &inserted, &details).await?;
+        if let (true, Inserted::Created(link), None) = (new.read_title, &inserted, &details.title) {
+            self.read_title_later(domain, link);
+        }
         // Only a cached 404 can hide a new link (even an existing one, stored
         // by hand after its key was asked for). Without negative caching
         // there is none, and the insert waits for no Varnish node.

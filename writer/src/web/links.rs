@@ -16,7 +16,9 @@ use crate::config::Domain;
 use crate::links::body::LinkBody;
 use crate::links::bulk::Row;
 use crate::links::rules::{RuleBody, SplitBody};
-use crate::links::shortener::{Change, ListQuery, ShortenError, Shortener, Written, DEFAULT_PAGE};
+use crate::links::shortener::{
+    Change, ListQuery, NewLink, ShortenError, Shortener, Written, DEFAULT_PAGE,
+};
 use crate::links::store::{Current, Inserted, Link};
 use crate::links::validate::{Field, Invalid};
 use crate::metrics::Metrics;
@@ -166,7 +168,15 @@ pub(crate) async fn create_link(
     let Written {
         outcome: inserted,
         purge_warning,
-    } = shortener.create_as(&row.new_link(), &caller).await?;
+    } = shortener
+        .create_as(
+            &NewLink {
+                read_title: true,
+                ..row.new_link()
+            },
+            &caller,
+        )
+        .await?;
     note_purge_failure(&request, purge_warning.as_ref());
     let status = match inserted {
         Inserted::Created(_) => StatusCode::CREATED,

@@ -78,6 +78,7 @@ impl Suite {
                  public_base_url = \"http://127.0.0.1:{varnish_port}/l/\"\n\
                  # The browser test's landing page is on loopback.\n\
                  allow_private_targets = true\n\
+                 [titles]\nprivate_addresses = true\n\
                  [redis]\nurl = \"{}\"\n\
                  # 404s cached, so that inserts have one to purge (the\n\
                  # defaults cache none, and an insert purges nothing).\n\
@@ -207,8 +208,28 @@ fn answer_landing(stream: &std::net::TcpStream, attack: &str, shlink: &str) {
         line.clear();
     }
     let sdk_file;
+    let huge;
     let (content_type, body) = match path.as_str() {
         "/attack" => ("text/html", attack),
+        // Pages whose titles a new link's are read from.
+        "/titled" => (
+            "text/html",
+            "<html><head><title>A landing &amp; its title</title>",
+        ),
+        "/untitled" => ("text/html", "<html><body>No title here</body></html>"),
+        "/titled-elsewhere" => return redirect(stream, "/titled"),
+        "/loop" => return redirect(stream, "/loop"),
+        "/slow" => {
+            std::thread::sleep(Duration::from_secs(5));
+            ("text/html", "<title>Too late</title>")
+        }
+        "/huge" => {
+            huge = format!(
+                "<html><head>{}<title>Past the bound</title>",
+                " ".repeat(1 << 20)
+            );
+            ("text/html", huge.as_str())
+        }
         "/shlink" => ("text/html", shlink),
         "/sdk/index.js" | "/sdk/fetch.js" => {
             let name = path.trim_start_matches("/sdk/");
@@ -226,6 +247,14 @@ fn answer_landing(stream: &std::net::TcpStream, attack: &str, shlink: &str) {
         "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n{body}",
         body.len()
+    );
+}
+
+fn redirect(mut stream: &std::net::TcpStream, to: &str) {
+    let _ = write!(
+        stream,
+        "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\n\
+         Connection: close\r\n\r\n"
     );
 }
 

@@ -25,6 +25,7 @@ mod security;
 mod shlink;
 mod splits;
 mod store;
+mod titles;
 mod writers;
 
 use std::process::ExitCode;
@@ -75,6 +76,14 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
 
 /// Every test of the suite, by name.
 const TESTS: &[(&str, common::Test)] = &[
+    (
+        "titles::titles_are_read_within_their_bounds",
+        titles::titles_are_read_within_their_bounds,
+    ),
+    (
+        "titles::a_new_link_gets_its_pages_title",
+        titles::a_new_link_gets_its_pages_title,
+    ),
     (
         "details::command_line_export_and_import_keep_starts_titles_and_tags",
         details::command_line_export_and_import_keep_starts_titles_and_tags,

@@ -2,13 +2,44 @@
 //! the shortener's operations.
 
 use crate::config::Domain;
-use crate::links::details::{LinkDetails, Tag, Title};
+use crate::links::details::{LinkDetails, Tag, Title, MAX_TITLE_LEN};
 use crate::links::error::ShortenError;
 use crate::links::shortener::Shortener;
 use crate::links::store::{Inserted, Link};
 use shortlink_core::Key;
 
 impl Shortener {
+    /// Reads `link`'s title from its target page in the background, and
+    /// keeps it unless the link was given one meanwhile.
+    pub(super) fn read_title_later(&self, domain: &Domain, link: &Link) {
+        let (Some(reader), Ok(key)) = (&self.titles, domain.scheme.key(&link.key)) else {
+            return;
+        };
+        let store = self.store(domain).clone();
+        reader.read_in_background(link.record.url.to_string(), move |text| async move {
+            let text: String = text.chars().take(MAX_TITLE_LEN).collect();
+            let Ok(Some(title)) = Title::of(&text) else {
+                return;
+            };
+            let kept: Result<(), crate::links::store::StoreError> = async {
+                let mut details = store
+                    .details_of(std::slice::from_ref(&key))
+                    .await?
+                    .pop()
+                    .unwrap_or_default();
+                if details.title.is_none() {
+                    details.title = Some(title);
+                    store.keep_details(&key, &details).await?;
+                }
+                Ok(())
+            }
+            .await;
+            if let Err(error) = kept {
+                log::warn!("the title read for {key} could not be kept: {error}");
+            }
+        });
+    }
+
     /// Applies a change of details to `key`'s (`None`: kept as it is).
     #[allow(clippy::option_option)]
     pub(super) async fn change_details(

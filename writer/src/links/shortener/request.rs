@@ -36,6 +36,9 @@ pub struct NewLink<'a> {
     /// When it was made, for an import (RFC 3339; empty: nobody recorded
     /// it); `None`: now.
     pub created_at: Option<&'a str>,
+    /// Read its title from its target page, in the background, when it is
+    /// given none: for a link created alone, not for bulk rows and imports.
+    pub read_title: bool,
     /// The shortest a generated key may be, past the configured shortest
     /// (the key is still the shortest free prefix of the URL's digest from
     /// there); `None`: the configured shortest.

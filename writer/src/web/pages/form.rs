@@ -151,6 +151,7 @@ pub(crate) async fn form_submit(
         key: Some(key),
         forward_query,
         domain: Some(form.domain.trim()),
+        read_title: true,
         ..NewLink::default()
     };
     // A token limited to some domains creates links on those only.

@@ -61,6 +61,7 @@ pub(crate) async fn create(
         tags: &tags,
         crawlable,
         key_length,
+        read_title: true,
         ..NewLink::default()
     };
     let written = shortener.create_as(&new, &Caller::TokenHolder(who)).await?;
