@@ -579,7 +579,42 @@ impl ManageCase<'_> {
             "document.getElementById('tag-filter').hidden \
              && document.querySelectorAll('li.link').length >= 2",
         )
-        .await
+        .await?;
+        self.edit_title_and_tags(client).await
+    }
+
+    /// The edit dialog shows the title and tags, and changes them.
+    async fn edit_title_and_tags(&self, client: &fantoccini::Client) -> Result<(), String> {
+        let edited = &self.edited;
+        step(
+            client,
+            None,
+            &format!("button[aria-label='Edit {edited}']"),
+            "document.getElementById('edit-dialog').open",
+        )
+        .await?;
+        let (title, tags) = (
+            value(client, "#edit-link-title").await?,
+            value(client, "#edit-tags").await?,
+        );
+        ensure(
+            title == "Before the change" && tags == "manage-spring, manage-sale",
+            || format!("the dialog shows {title:?} and {tags:?}"),
+        )?;
+        type_into(client, "#edit-link-title", "").await?;
+        step(
+            client,
+            Some(("#edit-tags", "manage-spring, manage-autumn")),
+            "#edit-save",
+            "!document.getElementById('edit-dialog').open",
+        )
+        .await?;
+        let stored = self.stored(edited)?;
+        ensure(
+            stored["title"].is_null()
+                && stored["tags"] == json!(["manage-spring", "manage-autumn"]),
+            || format!("stored {stored}"),
+        )
     }
 
     /// With two domains each row names its domain, and the list narrows to

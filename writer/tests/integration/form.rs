@@ -265,3 +265,65 @@ pub fn form_links_on_another_domain(suite: &Suite) -> Result<(), String> {
         || format!("an unknown domain: {status} {page}"),
     )
 }
+
+/// The form's title and tags are the link's; a bad tag is refused on the
+/// page, next to the tags, and stores nothing.
+pub fn form_links_carry_a_title_and_tags(suite: &Suite) -> Result<(), String> {
+    let (status, page) = post_form(
+        &Suite::agent(),
+        &suite.writer_url,
+        &[
+            ("url", "https://example.org/form/titled"),
+            ("key", ""),
+            ("title", "Spring sale"),
+            ("tags", "spring, sale ,,"),
+            ("token", ALICE_TOKEN),
+        ],
+        &[],
+    )?;
+    ensure(status == 201, || format!("the form answered {status}"))?;
+    let key = page
+        .split_once("id=\"short-link\" href=\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .and_then(|(url, _)| url.rsplit('/').next())
+        .ok_or("no short link on the result page")?;
+    let link = api(
+        suite,
+        "GET",
+        &format!("/api/links/{key}"),
+        Some(ALICE_TOKEN),
+        None,
+        None,
+    )?;
+    ensure(
+        link.body["title"] == "Spring sale"
+            && link.body["tags"] == serde_json::json!(["spring", "sale"]),
+        || format!("the form's link: {}", link.body),
+    )?;
+    let long_tag = "x".repeat(65);
+    let (status, page) = post_form(
+        &Suite::agent(),
+        &suite.writer_url,
+        &[
+            ("url", "https://example.org/form/badly-tagged"),
+            ("key", ""),
+            ("tags", long_tag.as_str()),
+            ("token", ALICE_TOKEN),
+        ],
+        &[],
+    )?;
+    ensure(status == 422 && page.contains("is not allowed"), || {
+        format!("a bad tag: {status}")
+    })?;
+    let listed = api(
+        suite,
+        "GET",
+        "/api/links?search=badly-tagged",
+        Some(ALICE_TOKEN),
+        None,
+        None,
+    )?;
+    ensure(listed.body["links"] == serde_json::json!([]), || {
+        format!("a refused form stored {}", listed.body)
+    })
+}

@@ -330,6 +330,10 @@ const TESTS: &[(&str, common::Test)] = &[
     ("api::redis_unreachable", api::redis_unreachable),
     ("form::submit_and_errors", form::submit_and_errors),
     (
+        "form::form_links_carry_a_title_and_tags",
+        form::form_links_carry_a_title_and_tags,
+    ),
+    (
         "form::form_links_belong_to_their_token",
         form::form_links_belong_to_their_token,
     ),

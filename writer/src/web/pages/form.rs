@@ -45,6 +45,12 @@ pub struct FormInput {
     /// The short domain's name; empty: the default one.
     #[serde(default)]
     domain: String,
+    /// What the link is called in listings; empty: its page's title.
+    #[serde(default)]
+    title: String,
+    /// Tags separated by commas.
+    #[serde(default)]
+    tags: String,
     /// The form token the page carried (against cross-site posts).
     #[serde(default)]
     csrf: String,
@@ -83,7 +89,7 @@ pub(crate) async fn form_page(
     path = "/",
     tag = "pages",
     request_body(content_type = "application/x-www-form-urlencoded", content = String,
-                 description = "url, key, utm_source, utm_medium, utm_campaign, utm_term and utm_content (each one given is added to the URL's query), forward_query (default, always or never), domain (a short domain's name; the default one when empty), csrf (the page's form token) and token (an access token, when needed)"),
+                 description = "url, key, utm_source, utm_medium, utm_campaign, utm_term and utm_content (each one given is added to the URL's query), forward_query (default, always or never), domain (a short domain's name; the default one when empty), title and tags (separated by commas), csrf (the page's form token) and token (an access token, when needed)"),
     responses(
         (status = 201, description = "The page with the new short link", content_type = "text/html"),
         (status = 200, description = "The page with the link the URL already had", content_type = "text/html"),
@@ -119,6 +125,8 @@ pub(crate) async fn form_submit(
         utm: utm.map(String::clone),
         forward_query: form.forward_query.clone(),
         domain: form.domain.clone(),
+        title: form.title.clone(),
+        tags: form.tags.clone(),
         ..FormView::default()
     };
     let admitted = match guard.check_form_post(&request, &form.csrf) {
@@ -146,11 +154,20 @@ pub(crate) async fn form_submit(
     };
     // A link made through the form belongs to the typed token, as one made
     // through the API does: its holder can change it on the management page.
+    let tags: Vec<String> = form
+        .tags
+        .split(',')
+        .map(str::trim)
+        .filter(|tag| !tag.is_empty())
+        .map(str::to_owned)
+        .collect();
     let new = NewLink {
         url: &url,
         key: Some(key),
         forward_query,
         domain: Some(form.domain.trim()),
+        title: Some(form.title.trim()).filter(|title| !title.is_empty()),
+        tags: &tags,
         read_title: true,
         ..NewLink::default()
     };
@@ -190,6 +207,7 @@ pub(crate) async fn form_submit(
                 Some(Field::Url) => view.url_error = Some(message),
                 Some(Field::ForwardQuery) => view.forward_error = Some(message),
                 Some(Field::Domain) => view.domain_error = Some(message),
+                Some(Field::Title | Field::Tags) => view.details_error = Some(message),
                 // The form has no other inputs.
                 _ => view.general_error = Some(message),
             }

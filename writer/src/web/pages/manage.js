@@ -281,6 +281,8 @@ function fillEdit(link, etag) {
   state.editing = { key: link.key, domain: link.domain, etag: etag, link: link };
   $('edit-key').textContent = DOMAINS.length > 1 && link.domain ? link.domain + ' ' + link.key : link.key;
   $('edit-url').value = link.url;
+  $('edit-link-title').value = link.title || '';
+  $('edit-tags').value = (link.tags || []).join(', ');
   $('edit-expires').value = toLocalInput(link.expires_at);
   $('edit-expired-url').value = link.expired_url || '';
   $('edit-max-clicks').value = clickLimitText(link);
@@ -324,6 +326,11 @@ function saveEdit(event) {
     UTM.forEach(function (name) { $('edit-campaign').querySelector('[name="' + name + '"]').value = ''; });
   }
   if (url !== editing.link.url) change.url = url;
+  var title = $('edit-link-title').value.trim();
+  if (title !== (editing.link.title || '')) change.title = title || null;
+  var tags = $('edit-tags').value.split(',').map(function (tag) { return tag.trim(); })
+    .filter(function (tag) { return tag; });
+  if (tags.join(',') !== (editing.link.tags || []).join(',')) change.tags = tags;
   var forward = $('edit-forward').value;
   if (forward !== forwardChoice(editing.link)) {
     change.forward_query = forward === 'always' ? true : forward === 'never' ? false : null;

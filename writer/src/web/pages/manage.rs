@@ -115,6 +115,7 @@ pub fn render(domains: &[PageDomain]) -> String {
         "url",
         "Where the short link leads; starts with http:// or https://",
     );
+    details_fields(&mut page);
     campaign_fieldset(&mut page, "edit-", &[""; 5], None);
     // The default's label is the edited link's domain's: the script sets it.
     forward_select(&mut page, "edit-forward", "default", None, None);
@@ -248,6 +249,26 @@ fn edit_field(page: &mut String, field: Field, id: &str, label: &str, kind: &str
          spellcheck=\"false\" aria-describedby=\"{id}-help\">\n\
          <p class=\"hint\" id=\"{id}-help\" data-hint=\"{hint}\"></p>\n</div>\n",
         name = field.name(),
+    );
+}
+
+/// The edited link's title and tags.
+fn details_fields(page: &mut String) {
+    edit_field(
+        page,
+        Field::Title,
+        "edit-link-title",
+        "Title <span class=\"optional\">(optional)</span>",
+        "text",
+        "What the link is called in listings.",
+    );
+    edit_field(
+        page,
+        Field::Tags,
+        "edit-tags",
+        "Tags <span class=\"optional\">(optional, separated by commas)</span>",
+        "text",
+        "Words the link is found by: click one in the list to see its links.",
     );
 }
 

@@ -19,6 +19,9 @@ pub struct FormView {
     pub forward_query: String,
     /// The domain chosen (its name); empty: the default one.
     pub domain: String,
+    /// The title and tags as typed.
+    pub title: String,
+    pub tags: String,
     /// The domains to choose from, the default first, each with whether it
     /// forwards query strings; the choice is shown for more than one.
     pub domains: Vec<(String, bool)>,
@@ -27,6 +30,8 @@ pub struct FormView {
     pub utm_error: Option<String>,
     pub forward_error: Option<String>,
     pub domain_error: Option<String>,
+    /// Why the title or the tags were refused.
+    pub details_error: Option<String>,
     pub general_error: Option<String>,
     pub token_error: Option<String>,
     pub outcome: Option<Outcome>,
@@ -119,6 +124,34 @@ document.addEventListener('click', function (event) {
 });
 ";
 
+/// The new link's title and tags, as typed.
+fn details_fields(page: &mut String, view: &FormView) {
+    field(
+        page,
+        &Field {
+            name: "title",
+            label: "Title <span class=\"optional\">(optional)</span>",
+            kind: "text",
+            value: &view.title,
+            error: None,
+            hint: "What the link is called in your list; left empty, its page's title is read",
+            extra: "",
+        },
+    );
+    field(
+        page,
+        &Field {
+            name: "tags",
+            label: "Tags <span class=\"optional\">(optional)</span>",
+            kind: "text",
+            value: &view.tags,
+            error: view.details_error.as_deref(),
+            hint: "Words to find the link by, separated by commas",
+            extra: "",
+        },
+    );
+}
+
 /// The whole page for `view`.
 /// The page for `view`; the custom key's hint and browser-side check
 /// follow `keys`, the rules the writer checks the key against.
@@ -180,6 +213,7 @@ pub fn render(view: &FormView, keys: &KeyScheme) -> String {
         },
     );
     domain_select(&mut page, view);
+    details_fields(&mut page, view);
     let domain_default = match view.domains.as_slice() {
         [(_, forwards)] => Some(*forwards),
         _ => None,
