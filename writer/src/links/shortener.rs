@@ -37,7 +37,7 @@ mod request;
 pub use crate::links::error::ShortenError;
 pub use catalog::{Entry, TagError, TagStats};
 pub use clicks::{WarmError, Warmed};
-pub use listing::{ListQuery, Listing};
+pub use listing::{found_by, ListQuery, Listing};
 pub use request::{Change, NewLink};
 
 /// How often an edit without `If-Match` is tried again when another change
@@ -312,6 +312,22 @@ impl Shortener {
                 current,
             )),
             Stored::Deleted => Err(ShortenError::Gone(key.to_string())),
+        }
+    }
+
+    /// What `key` holds on `domain`, for `who` alone: a link it may
+    /// change, or not found (another's link is not shown to it).
+    pub async fn show_to(
+        &self,
+        who: &Identity,
+        domain: &Domain,
+        key: &str,
+    ) -> Result<(Link, Current), ShortenError> {
+        let (link, current) = self.show(domain, key).await?;
+        if who.may_change(link.record.owner.as_ref()) && who.may_use(&domain.name) {
+            Ok((link, current))
+        } else {
+            Err(ShortenError::NotYours)
         }
     }
 

@@ -66,19 +66,10 @@ impl Shortener {
             .map(|tag| Tag::try_from(tag.to_owned()))
             .transpose()?;
         let keep = |link: &Link, details: &LinkDetails| {
-            let found = search.as_deref().is_none_or(|search| {
-                link.key.to_lowercase().contains(search)
-                    || link.record.url.as_str().to_lowercase().contains(search)
-                    || details
-                        .title
-                        .as_ref()
-                        .is_some_and(|title| title.as_str().to_lowercase().contains(search))
-                    || details
-                        .tags
-                        .iter()
-                        .any(|held| held.as_str().to_lowercase().contains(search))
-            });
-            found && tag.as_ref().is_none_or(|tag| details.tags.contains(tag))
+            search
+                .as_deref()
+                .is_none_or(|search| found_by(link, details, search))
+                && tag.as_ref().is_none_or(|tag| details.tags.contains(tag))
         };
         let mut links = Vec::new();
         let mut details = Vec::new();
@@ -163,6 +154,21 @@ impl Shortener {
         }
         Ok(Export::chain(exports))
     }
+}
+
+/// Whether `search` (in lower case) is part of `link`'s key, URL, title or
+/// one of its tags, case aside: what every listing's search looks in.
+pub fn found_by(link: &Link, details: &LinkDetails, search: &str) -> bool {
+    link.key.to_lowercase().contains(search)
+        || link.record.url.as_str().to_lowercase().contains(search)
+        || details
+            .title
+            .as_ref()
+            .is_some_and(|title| title.as_str().to_lowercase().contains(search))
+        || details
+            .tags
+            .iter()
+            .any(|held| held.as_str().to_lowercase().contains(search))
 }
 
 fn owner_named(name: &str) -> Result<Owner, Invalid> {

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::access::Gatekeeper;
 use crate::links::rules::bodies_of;
-use crate::links::shortener::{ShortenError, Shortener};
+use crate::links::shortener::Shortener;
 use crate::web::shlink::problem::Problem;
 use crate::web::shlink::redirect_rules::conditions::shlink_rules_of;
 use crate::web::shlink::request::{api_key, domain_param, Query};
@@ -20,10 +20,7 @@ pub(crate) async fn get(
     let who = api_key(&request, &guard)?;
     let query = Query::of(&request);
     let domain = shortener.domain(domain_param(&query))?;
-    let (link, _) = shortener.show(domain, &short_code).await?;
-    if !(who.may_change(link.record.owner.as_ref()) && who.may_use(&domain.name)) {
-        return Err(ShortenError::NotYours.into());
-    }
+    let (link, _) = shortener.show_to(&who, domain, &short_code).await?;
     Ok(HttpResponse::Ok().json(rules_answer(&link)))
 }
 

@@ -49,11 +49,7 @@ pub(crate) async fn edit(
     };
     let written = if change.is_empty() {
         // Nothing to change: Shlink answers the short URL as it is.
-        let (link, current) = shortener.show(domain, &short_code).await?;
-        if !(who.may_change(link.record.owner.as_ref()) && who.may_use(&domain.name)) {
-            return Err(crate::links::shortener::ShortenError::NotYours.into());
-        }
-        (link, current)
+        shortener.show_to(&who, domain, &short_code).await?
     } else {
         let written = shortener
             .edit(&who, domain, &short_code, &change, None)

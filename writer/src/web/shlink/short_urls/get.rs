@@ -3,7 +3,7 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use crate::access::Gatekeeper;
-use crate::links::shortener::{ShortenError, Shortener};
+use crate::links::shortener::Shortener;
 use crate::web::shlink::problem::Problem;
 use crate::web::shlink::request::{api_key, domain_param, Query};
 use crate::web::shlink::short_url::ShortUrl;
@@ -17,10 +17,7 @@ pub(crate) async fn get(
     let who = api_key(&request, &guard)?;
     let query = Query::of(&request);
     let domain = shortener.domain(domain_param(&query))?;
-    let (link, _) = shortener.show(domain, &short_code).await?;
-    if !(who.may_change(link.record.owner.as_ref()) && who.may_use(&domain.name)) {
-        return Err(ShortenError::NotYours.into());
-    }
+    let (link, _) = shortener.show_to(&who, domain, &short_code).await?;
     let details = shortener.details(std::slice::from_ref(&link)).await?;
     let totals = shortener.totals(std::slice::from_ref(&link)).await?;
     Ok(HttpResponse::Ok().json(ShortUrl::new(&link, &details[0], totals[0], &shortener)))

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::access::Gatekeeper;
 use crate::links::details::Tag;
-use crate::links::shortener::{Entry, Shortener};
+use crate::links::shortener::{found_by, Entry, Shortener};
 use crate::web::shlink::problem::Problem;
 use crate::web::shlink::request::{api_key, Query};
 use crate::web::shlink::short_url::{parse_date, ShortUrl};
@@ -133,18 +133,10 @@ impl Filter {
     fn keeps(&self, entry: &Entry) -> bool {
         let (link, details) = (&entry.link, &entry.details);
         let record = &link.record;
-        let found = self.search.as_deref().is_none_or(|search| {
-            link.key.to_lowercase().contains(search)
-                || record.url.as_str().to_lowercase().contains(search)
-                || details
-                    .title
-                    .as_ref()
-                    .is_some_and(|title| title.as_str().to_lowercase().contains(search))
-                || details
-                    .tags
-                    .iter()
-                    .any(|tag| tag.as_str().to_lowercase().contains(search))
-        });
+        let found = self
+            .search
+            .as_deref()
+            .is_none_or(|search| found_by(link, details, search));
         let created = details.created.and_then(|unix| i64::try_from(unix).ok());
         let in_dates = match (self.start, self.end) {
             (None, None) => true,
