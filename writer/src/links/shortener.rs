@@ -136,6 +136,26 @@ impl Shortener {
             .collect())
     }
 
+    /// `links` grouped by domain, each group with the positions of its
+    /// links in `links` and their keys: what reads many links' parts at
+    /// once (details, totals) sends one round trip per domain for. A key
+    /// its domain's rules refuse holds no link, and is left out.
+    fn by_domain(&self, links: &[Link]) -> Vec<(&Domain, Vec<usize>, Vec<Key>)> {
+        self.settings
+            .domains
+            .iter()
+            .map(|domain| {
+                let (at, keys) = links
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, link)| link.domain == domain.name)
+                    .filter_map(|(n, link)| Some((n, domain.scheme.key(&link.key).ok()?)))
+                    .unzip();
+                (domain, at, keys)
+            })
+            .collect()
+    }
+
     /// The store of `domain`'s links.
     fn store(&self, domain: &Domain) -> &LinkStore {
         self.stores

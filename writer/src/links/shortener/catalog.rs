@@ -16,7 +16,6 @@ use crate::links::details::{LinkDetails, Tag};
 use crate::links::error::ShortenError;
 use crate::links::shortener::{Change, Shortener};
 use crate::links::store::Link;
-use crate::links::validate::{Field, Invalid};
 
 /// A link with everything known of it.
 #[derive(Debug, Clone)]
@@ -91,13 +90,18 @@ impl Shortener {
     pub async fn rename_tag(&self, who: &Identity, old: &str, new: &str) -> Result<(), TagError> {
         let old = tag_named(old)?;
         let new = tag_named(new)?;
-        let holding = self.holding(who, &old).await?;
-        if holding.is_empty() {
+        // One read for both questions: who holds the old tag, and the new.
+        let either = self
+            .holding(who, |tags| tags.contains(&old) || tags.contains(&new))
+            .await?;
+        if !either.iter().any(|entry| entry.details.tags.contains(&old)) {
             return Err(TagError::NotFound(old.to_string()));
         }
-        if old != new && !self.holding(who, &new).await?.is_empty() {
+        if old != new && either.iter().any(|entry| entry.details.tags.contains(&new)) {
             return Err(TagError::Conflict(new.to_string()));
         }
+        // No link holds the new tag (or it is the old one): all hold the old.
+        let holding = either;
         self.retag(who, holding, |tags| {
             for tag in tags.iter_mut().filter(|tag| **tag == old) {
                 tag.clone_from(&new);
@@ -113,21 +117,20 @@ impl Shortener {
             .iter()
             .map(|tag| tag_named(tag))
             .collect::<Result<Vec<_>, _>>()?;
-        if !who.admin {
-            return Err(TagError::NotAdmin);
-        }
-        let holding: Vec<Entry> = self
-            .catalog(who, None)
-            .await?
-            .into_iter()
-            .filter(|entry| entry.details.tags.iter().any(|tag| tags.contains(tag)))
-            .collect();
+        let holding = self
+            .holding(who, |held| held.iter().any(|tag| tags.contains(tag)))
+            .await?;
         self.retag(who, holding, |held| held.retain(|tag| !tags.contains(tag)))
             .await
     }
 
-    /// The links `who` may change holding `tag`; only admins change tags.
-    async fn holding(&self, who: &Identity, tag: &Tag) -> Result<Vec<Entry>, TagError> {
+    /// The links `who` may change whose tags pass `wanted`, in one read;
+    /// only admins change tags.
+    async fn holding(
+        &self,
+        who: &Identity,
+        wanted: impl Fn(&[Tag]) -> bool,
+    ) -> Result<Vec<Entry>, TagError> {
         if !who.admin {
             return Err(TagError::NotAdmin);
         }
@@ -135,7 +138,7 @@ impl Shortener {
             .catalog(who, None)
             .await?
             .into_iter()
-            .filter(|entry| entry.details.tags.contains(tag))
+            .filter(|entry| wanted(&entry.details.tags))
             .collect())
     }
 
@@ -161,6 +164,7 @@ impl Shortener {
     }
 }
 
+/// `name` as a tag; refused as a tag a link may hold is.
 fn tag_named(name: &str) -> Result<Tag, ShortenError> {
-    Tag::try_from(name.to_owned()).map_err(|e| Invalid::new(Field::Tags, e.message).into())
+    Ok(Tag::try_from(name.to_owned())?)
 }

@@ -114,13 +114,8 @@ impl Shortener {
         links: &[crate::links::store::Link],
     ) -> Result<Vec<Totals>, ShortenError> {
         let mut totals = vec![Totals::default(); links.len()];
-        for domain in &self.settings.domains {
-            let (at, keys): (Vec<usize>, Vec<&str>) = links
-                .iter()
-                .enumerate()
-                .filter(|(_, link)| link.domain == domain.name)
-                .map(|(n, link)| (n, link.key.as_str()))
-                .unzip();
+        for (domain, at, keys) in self.by_domain(links) {
+            let keys: Vec<&str> = keys.iter().map(Key::as_str).collect();
             let read = self
                 .store(domain)
                 .clicks()

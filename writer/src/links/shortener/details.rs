@@ -100,13 +100,7 @@ impl Shortener {
     /// round trip per domain.
     pub async fn details(&self, links: &[Link]) -> Result<Vec<LinkDetails>, ShortenError> {
         let mut details = vec![LinkDetails::default(); links.len()];
-        for domain in &self.settings.domains {
-            let (at, keys): (Vec<usize>, Vec<Key>) = links
-                .iter()
-                .enumerate()
-                .filter(|(_, link)| link.domain == domain.name)
-                .filter_map(|(n, link)| Some((n, domain.scheme.key(&link.key).ok()?)))
-                .unzip();
+        for (domain, at, keys) in self.by_domain(links) {
             let read = self.store(domain).details_of(&keys).await?;
             for (n, found) in at.into_iter().zip(read) {
                 details[n] = found;

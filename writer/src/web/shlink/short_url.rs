@@ -8,6 +8,7 @@ use crate::clicks::Totals;
 use crate::links::details::LinkDetails;
 use crate::links::shortener::{Entry, Shortener};
 use crate::links::store::Link;
+use crate::web::shlink::problem::Problem;
 
 /// A short URL as Shlink's clients read it.
 #[derive(Debug, Clone, Serialize)]
@@ -61,6 +62,14 @@ impl From<Totals> for VisitsSummary {
 impl ShortUrl {
     pub fn of(entry: &Entry, shortener: &Shortener) -> Self {
         Self::new(&entry.link, &entry.details, entry.totals, shortener)
+    }
+
+    /// `link` as Shlink shows it alone: its details and totals read for it.
+    pub async fn read(link: &Link, shortener: &Shortener) -> Result<Self, Problem> {
+        let one = std::slice::from_ref(link);
+        let details = shortener.details(one).await?;
+        let totals = shortener.totals(one).await?;
+        Ok(Self::new(link, &details[0], totals[0], shortener))
     }
 
     pub fn new(link: &Link, details: &LinkDetails, totals: Totals, shortener: &Shortener) -> Self {

@@ -69,7 +69,5 @@ pub(crate) async fn create(
     let link = match &written.outcome {
         Inserted::Created(link) | Inserted::Existing(link) => link,
     };
-    let details = shortener.details(std::slice::from_ref(link)).await?;
-    let totals = shortener.totals(std::slice::from_ref(link)).await?;
-    Ok(HttpResponse::Ok().json(ShortUrl::new(link, &details[0], totals[0], &shortener)))
+    Ok(HttpResponse::Ok().json(ShortUrl::read(link, &shortener).await?))
 }

@@ -58,7 +58,5 @@ pub(crate) async fn edit(
         written.outcome
     };
     let link = &written.0;
-    let details = shortener.details(std::slice::from_ref(link)).await?;
-    let totals = shortener.totals(std::slice::from_ref(link)).await?;
-    Ok(HttpResponse::Ok().json(ShortUrl::new(link, &details[0], totals[0], &shortener)))
+    Ok(HttpResponse::Ok().json(ShortUrl::read(link, &shortener).await?))
 }

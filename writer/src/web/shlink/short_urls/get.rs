@@ -18,7 +18,5 @@ pub(crate) async fn get(
     let query = Query::of(&request);
     let domain = shortener.domain(domain_param(&query))?;
     let (link, _) = shortener.show_to(&who, domain, &short_code).await?;
-    let details = shortener.details(std::slice::from_ref(&link)).await?;
-    let totals = shortener.totals(std::slice::from_ref(&link)).await?;
-    Ok(HttpResponse::Ok().json(ShortUrl::new(&link, &details[0], totals[0], &shortener)))
+    Ok(HttpResponse::Ok().json(ShortUrl::read(&link, &shortener).await?))
 }
