@@ -41,7 +41,13 @@ sub vcl_init {
         geoip = "",
         clicks_redis = "",
         replicas_to_ack = 0,
+        visits_kept = 1000,
+        domain_visits_kept = 10000,
+        visit_days = 90d,
         domains = "");
+    shortlink_links.robots_txt({"User-agent: *
+Disallow: /
+"});
 }
 
 # Every subroutine below first asks whether the request is for a link, and
@@ -53,10 +59,17 @@ sub vcl_recv {
     # Set here alone: which domain a link is of. What clients send under
     # this name is dropped.
     unset req.http.Shortlink-Domain;
+    if (req.url == "/robots.txt") {
+        set req.url = "/l/robots.txt";
+        set req.backend_hint = shortlink_links.backend();
+        call shortlink_recv;
+    }
     if (req.url ~ "^/l/") {
         set req.backend_hint = shortlink_links.backend();
         if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}(?:[?#]|$)") {
-            return (synth(404, "Not Found"));
+            if (req.method != "PURGE" || req.url !~ "^/l/robots\.txt(?:[?#]|$)") {
+                return (synth(404, "Not Found"));
+            }
         }
         call shortlink_recv;
     }
@@ -258,7 +271,10 @@ sub shortlink_deliver {
         if (resp.status == 404) {
             call shortlink_unknown_key;
         }
-        set resp.http.X-Robots-Tag = "noindex";
+        if (!resp.http.Shortlink-Crawlable) {
+            set resp.http.X-Robots-Tag = "noindex";
+        }
+        unset resp.http.Shortlink-Crawlable;
     }
 }
 
@@ -289,12 +305,20 @@ sub vcl_synth {
         if (resp.status == 750) {
             call shortlink_robots_txt;
         }
+        # Visits to no link: counted and logged for the domain.
+        if (resp.status == 752) {
+            shortlink_links.count_orphan(client.ip, "base_url");
+        } elsif (resp.status == 404) {
+            shortlink_links.count_orphan(client.ip, "regular_404");
+        }
         if (resp.status == 752) {
             call shortlink_bare_domain;
         } elsif (resp.status == 404) {
             call shortlink_unknown_key;
         }
-        set resp.http.X-Robots-Tag = "noindex";
+        if (!resp.http.Shortlink-Crawlable) {
+            set resp.http.X-Robots-Tag = "noindex";
+        }
         if (resp.status == 302) {
             set resp.http.Cache-Control = "no-cache";
             set resp.http.Content-Type = "text/html; charset=utf-8";

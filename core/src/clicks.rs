@@ -30,9 +30,12 @@
 //! | `short:applied:20261123` | `short:applied:20261123:{<tag>}`, one per slot |
 //!
 //! Minute hashes, salts and the flushers' heartbeats keep their names.
+//! The visit log, one record per click, is [`visits`]'.
 //! `short:applied:<day>` notes, per flusher, the last batch of counts it
 //! sealed on `day` and applied (see the VMOD's `clicks/flusher/`); it is kept two
 //! days from its first note.
+
+pub mod visits;
 
 use std::fmt;
 

@@ -36,9 +36,9 @@ pub use domain::{DomainError, DomainName};
 pub use record::{ClickLimit, Expiry, Owner, Record, RecordError, Stored, DELETED};
 
 pub use settings::{
-    AdmissionWindow, Bounded, ClickBacklog, ClickQueueMb, DurationRule, FlushInterval, HeaderValue,
-    PoolSize, RedirectStatus, ReplicasToAck, Retention, SettingError, Timeout, TimeoutRule, Ttl,
-    TtlRule,
+    AdmissionWindow, Bounded, ClickBacklog, ClickQueueMb, DomainVisitsKept, DurationRule,
+    FlushInterval, HeaderValue, PoolSize, RedirectStatus, ReplicasToAck, Retention, SettingError,
+    Timeout, TimeoutRule, Ttl, TtlRule, VisitsKept,
 };
 
 /// Shortest key accepted anywhere. Shorter keys are refused before any
@@ -347,6 +347,16 @@ impl KeyScheme {
         }
     }
 
+    /// The keys of this key space's crawlable links (`!c`), which its
+    /// `/robots.txt` allows: `<prefix>crawlable:keys`, a sorted set whose
+    /// members all score 0, so Redis reads them in byte order and at most
+    /// [`MAX_ROBOTS_ALLOWS`] at a time. `:` is no key character, so it
+    /// never names a link's hash.
+    #[must_use]
+    pub fn crawlable(&self) -> String {
+        format!("{}crawlable:keys", self.prefix)
+    }
+
     /// The owner whose index is named `name`: `None` inside for the index
     /// of links created without a token, `Err` for a name that is no index.
     pub fn index_owner(&self, name: &str) -> Result<Option<Owner>, RecordError> {
@@ -374,6 +384,16 @@ impl KeyScheme {
         format!("{class}{{{},{MAX_KEY_LEN}}}", self.min_len())
     }
 }
+
+/// The last path segment under a domain's link path that names its
+/// robots.txt: `<link path>robots.txt`, the object Varnish caches it as and
+/// the writer purges. A key holds no dot, so it is never a link's.
+pub const ROBOTS_TXT: &str = "robots.txt";
+
+/// Most crawlable links one robots.txt allows, the first in byte order:
+/// at 64-byte keys under a short path, some 400 KB, within the 500 KiB a
+/// crawler reads of a robots.txt.
+pub const MAX_ROBOTS_ALLOWS: usize = 5000;
 
 /// Length of a full digest key: 20 bytes of SHA-1 in unpadded base64.
 pub const DIGEST_KEY_LEN: usize = 27;
@@ -612,6 +632,14 @@ mod tests {
         let meta = scheme.meta_slot(&key);
         assert_eq!((meta.hash.as_str(), meta.field), ("short:meta:Lm", "25"));
         assert!(scheme.locate("meta:Lm25").is_err());
+    }
+
+    #[test]
+    fn the_crawlable_set_is_never_a_links_hash() {
+        let scheme = KeyScheme::default();
+        assert_eq!(scheme.crawlable(), "short:crawlable:keys");
+        assert!(scheme.locate("crawlable:keys").is_err());
+        assert!(scheme.check(ROBOTS_TXT).is_err());
     }
 
     #[test]

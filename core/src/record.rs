@@ -25,7 +25,12 @@
 //!   a target, and `*50>https://example.org/a`: a split target with its
 //!   weight; any number of each, in order, within the bounds of
 //!   [`crate::rules`], which defines them. A VMOD older than these words
-//!   answers 404 for a value holding them, as for `?+`.
+//!   answers 404 for a value holding them, as for `?+`;
+//! - `!c`: crawlers may follow the link: its redirect goes without
+//!   `X-Robots-Tag: noindex`. The writer lists the key in the domain's
+//!   crawlable set too ([`crate::KeyScheme::crawlable`]), which robots.txt
+//!   allows. A VMOD older than this word answers 404 for a value holding
+//!   it, as for `?+`.
 //!
 //! The value `deleted` marks a deleted key: it answers `410 Gone` and is
 //! never given to another link. A value that breaks these rules is never
@@ -188,6 +193,8 @@ pub struct Record {
     pub forward_query: Option<bool>,
     /// Targets chosen per request, instead of `url`, when one applies.
     pub targeting: Targeting,
+    /// Crawlers may follow it: its redirect carries no `noindex`.
+    pub crawlable: bool,
 }
 
 impl Record {
@@ -202,6 +209,7 @@ impl Record {
             expired_url: None,
             forward_query: None,
             targeting: Targeting::default(),
+            crawlable: false,
         }
     }
 
@@ -238,6 +246,9 @@ impl fmt::Display for Record {
         }
         if let Some(forward) = self.forward_query {
             f.write_str(if forward { " ?+" } else { " ?-" })?;
+        }
+        if self.crawlable {
+            f.write_str(" !c")?;
         }
         write!(f, "{}", self.targeting)
     }
@@ -288,6 +299,7 @@ impl Stored {
                     };
                     record.forward_query.replace(forward).is_some()
                 }
+                Some(b'!') if word == "!c" => std::mem::replace(&mut record.crawlable, true),
                 Some(b'~' | b'*') => {
                     targeting.push_word(word)?;
                     false
@@ -350,8 +362,8 @@ pub enum RecordError {
     #[error(
         "the word {0:?} after the URL means nothing: use digits (expiry), \
          #clicks (click limit), @name (owner), >URL (where an expired link goes), \
-         ?+ or ?- (forward the query string or not), ~conditions>URL (a rule), \
-         *weight>URL (a split target)"
+         ?+ or ?- (forward the query string or not), !c (crawlable), \
+         ~conditions>URL (a rule), *weight>URL (a split target)"
     )]
     Word(String),
     #[error(transparent)]
@@ -396,6 +408,20 @@ mod tests {
     }
 
     #[test]
+    fn crawlable_is_a_word_of_its_own() {
+        let crawlable = Stored::parse("https://example.org/ !c").unwrap();
+        let Stored::Link(record) = &crawlable else {
+            panic!("{crawlable:?}");
+        };
+        assert!(record.crawlable);
+        assert_eq!(crawlable.to_string(), "https://example.org/ !c");
+        let mut plain = Record::plain(url("https://example.org/"));
+        assert!(!plain.crawlable, "without the word, no crawler is let in");
+        plain.crawlable = true;
+        assert_eq!(Stored::parse(&plain.to_string()), Ok(Stored::Link(plain)));
+    }
+
+    #[test]
     fn words_add_expiry_owner_and_expired_url_in_any_order() {
         let full = Record {
             url: url("https://example.org/a"),
@@ -406,13 +432,14 @@ mod tests {
             expired_url: Some(url("https://example.org/over")),
             forward_query: Some(false),
             targeting: Targeting::default(),
+            crawlable: true,
         };
         let canonical = "https://example.org/a 1767225600 ^1764547200 #100 @ci.bot-1 \
-                         >https://example.org/over ?-";
+                         >https://example.org/over ?- !c";
         assert_eq!(full.to_string(), canonical);
         for value in [
             canonical,
-            "https://example.org/a ?- >https://example.org/over @ci.bot-1 #100 ^1764547200 1767225600",
+            "https://example.org/a !c ?- >https://example.org/over @ci.bot-1 #100 ^1764547200 1767225600",
         ] {
             assert_eq!(
                 Stored::parse(value),
@@ -459,6 +486,10 @@ mod tests {
             "https://example.org/ #1 #2",
             "https://example.org/ #+5",
             "https://example.org/ \r\nX: y",
+            "https://example.org/ !",
+            "https://example.org/ !C",
+            "https://example.org/ !cc",
+            "https://example.org/ !c !c",
         ] {
             assert!(Stored::parse(value).is_err(), "{value:?} was accepted");
         }

@@ -33,6 +33,10 @@ pub enum SettingError {
     ClickQueueMb(i64),
     #[error("must be whole seconds, at most {max:?} (0s caches every answer at once), not {0:?}", max = AdmissionRule::MAX)]
     AdmissionWindow(Duration),
+    #[error("{0} must be {min} to {max} (0 keeps no visit log)", min = VisitsKept::MIN, max = VisitsKept::MAX)]
+    VisitsKept(i64),
+    #[error("{0} must be {min} to {max} (0 keeps no visit log)", min = DomainVisitsKept::MIN, max = DomainVisitsKept::MAX)]
+    DomainVisitsKept(i64),
 }
 
 /// A count setting with its bounds and default: a type that holds only
@@ -379,6 +383,30 @@ impl Retention {
     pub const DAYS: Self = Self::new(Duration::from_hours(400 * 24));
     /// Hourly counts: a week.
     pub const HOURS: Self = Self::new(Duration::from_hours(7 * 24));
+    /// The visit log: a quarter, as far back as people look at single visits.
+    pub const VISITS: Self = Self::new(Duration::from_hours(90 * 24));
+}
+
+bounded_count! {
+    /// Most visits the log keeps per link, the newest (each its time,
+    /// referrer host, user agent, country, bot or not, and target: some
+    /// 140 bytes in Redis for a browser's); the oldest go first, and so do those past
+    /// [`Retention::VISITS`]. 0 keeps no visit log at all. The totals
+    /// count every click whatever this keeps.
+    VisitsKept, SettingError::VisitsKept, 0..=100_000,
+    /// A thousand: 138 KB of Redis memory (`MEMORY USAGE`) for a link
+    /// clicked that often by browsers.
+    default 1000
+}
+
+bounded_count! {
+    /// Most visits the log keeps per short domain across its links, and
+    /// again of its orphan visits (unknown keys, the bare domain, other
+    /// 404s), the newest: a flood of junk keys costs this many records
+    /// at most. 0 keeps neither list.
+    DomainVisitsKept, SettingError::DomainVisitsKept, 0..=1_000_000,
+    /// Ten thousand each: some 1.4 MB per list.
+    default 10_000
 }
 
 bounded_count! {

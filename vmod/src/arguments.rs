@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use shortlink_core::SettingError;
+use shortlink_core::{DomainVisitsKept, Retention, SettingError, VisitsKept};
 
 use crate::admission;
+use crate::clicks::VisitBounds;
 
 /// The admission filter for a window VCL gave (or left out).
 pub fn admission_of(window: Option<Duration>, name: &str) -> Result<admission::Admission, String> {
@@ -33,4 +34,23 @@ where
         .map_or(Ok(default), T::try_from)
         .map(Into::into)
         .map_err(|e| format!("shortlink: {name}: {what} {e}"))
+}
+
+/// The visit log's bounds from the constructor's arguments.
+pub fn visit_bounds(
+    per_link: i64,
+    per_domain: i64,
+    days: Option<Duration>,
+    name: &str,
+) -> Result<VisitBounds, String> {
+    let refused = |what: &str, e: SettingError| format!("shortlink: {name}: {what} {e}");
+    Ok(VisitBounds {
+        per_link: VisitsKept::try_from(per_link)
+            .map_err(|e| refused("visits_kept", e))?
+            .get() as usize,
+        per_domain: DomainVisitsKept::try_from(per_domain)
+            .map_err(|e| refused("domain_visits_kept", e))?
+            .get() as usize,
+        days: duration_or(days, Retention::VISITS, "visit_days", name)?,
+    })
 }

@@ -9,12 +9,13 @@ use shortlink_core::{
     DomainName, Expiry, HeaderValue, KeyScheme, RedirectStatus, Slot, Stored, Ttl,
 };
 use smallvec::SmallVec;
-use varnish::vcl::{Ctx, HttpHeaders, LogTag, StrOrBytes, VclBackend, VclError, VclResponse};
+use varnish::vcl::{Ctx, HttpHeaders, LogTag, StrOrBytes, VclBackend, VclError};
 use varnish::Vsc;
 
 use crate::changes::Changes;
 use crate::clicks::ClickStore;
 use crate::lookups::{LookupError, RedisPool};
+pub use crate::pages::Body;
 use crate::pages::{redirect_page, CHOSEN_PAGE, DELETED_PAGE, EXPIRED_PAGE, NOT_FOUND_PAGE};
 use crate::stats::LinkStats;
 
@@ -128,6 +129,8 @@ pub enum Resolution {
         /// Its rules and split as stored, if it has any: the target is
         /// chosen from them at each delivery.
         targeting: Option<String>,
+        /// Crawlers may follow it (`!c`): no `noindex`.
+        crawlable: bool,
     },
     /// The link has expired, or answered its click limit: it redirects to
     /// its fallback, if it has one, or answers 410.
@@ -180,6 +183,8 @@ pub struct Resolver {
     /// The clicks counted here and not yet stored, for click limits: one
     /// store per key space, in the order of [`KeySpaces::schemes`].
     pub clicks: Vec<Arc<ClickStore>>,
+    /// What robots.txt ends with, from `.robots_txt()` in `vcl_init`.
+    pub robots_txt: std::sync::OnceLock<String>,
 }
 
 /// Reads of one key in one lookup at most: a link changed twice during
@@ -306,13 +311,14 @@ impl Resolver {
             forward_query: record.forward_query,
             targeting: (!record.targeting.is_empty())
                 .then(|| record.targeting.to_string().trim_start().to_owned()),
+            crawlable: record.crawlable,
         })
     }
 
     /// How long Varnish keeps an answer of this backend with `status`, and
     /// then how long it may serve it stale: `ttl` and `grace` for links
-    /// (also deleted and expired ones), `negative_ttl` for 404, nothing
-    /// for anything else, and no grace without a TTL
+    /// (also deleted and expired ones) and robots.txt (the only 200),
+    /// `negative_ttl` for 404, nothing for anything else, and no grace without a TTL
     /// ([`Ttl::grace_after`]). A link that expires `left` from now is never
     /// kept past that moment, grace included.
     pub fn lifetime(&self, status: i64, left: Option<Duration>) -> (Duration, Duration) {
@@ -322,6 +328,7 @@ impl Resolver {
         } else if status == i64::from(settings.status.code())
             || status == i64::from(FALLBACK_STATUS)
             || status == 410
+            || status == 200
         {
             (settings.ttl, settings.grace)
         } else {
@@ -339,6 +346,9 @@ impl Resolver {
 
     fn respond(&self, ctx: &mut Ctx) -> Result<Option<Body>, VclError> {
         let (domain, key) = link_of(ctx.http_bereq.as_ref());
+        if crate::robots::is_robots_txt(&key) {
+            return self.respond_robots_txt(ctx, domain.as_deref());
+        }
         let resolution = self
             .resolve(domain.as_deref(), &key)
             .map_err(VclError::new)?;
@@ -384,9 +394,13 @@ impl Resolver {
                 limited,
                 forward_query,
                 targeting,
+                crawlable,
             } => {
                 http.set_status(self.settings.status.code());
                 http.set_header("Location", url)?;
+                if *crawlable {
+                    http.set_header(crate::robots::CRAWLABLE_MARK, "1")?;
+                }
                 if let Some(forward) = forward_query {
                     http.set_header(FORWARD_MARK, if *forward { "+" } else { "-" })?;
                 }
@@ -561,32 +575,6 @@ impl VclBackend<Body> for LinkBackend {
     }
 }
 
-/// A response body already rendered in memory.
-pub struct Body {
-    bytes: Vec<u8>,
-    sent: usize,
-}
-
-impl Body {
-    fn new(bytes: Vec<u8>) -> Self {
-        Self { bytes, sent: 0 }
-    }
-}
-
-impl VclResponse for Body {
-    fn read(&mut self, buf: &mut [u8]) -> Result<usize, VclError> {
-        let rest = &self.bytes[self.sent..];
-        let n = rest.len().min(buf.len());
-        buf[..n].copy_from_slice(&rest[..n]);
-        self.sent += n;
-        Ok(n)
-    }
-
-    fn len(&self) -> Option<usize> {
-        Some(self.bytes.len())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -623,21 +611,5 @@ mod tests {
         assert_eq!(key_of("/go/x/Lm25"), "Lm25");
         assert_eq!(key_of("/l/"), "");
         assert_eq!(key_of(""), "");
-    }
-
-    #[test]
-    fn body_is_read_in_pieces() {
-        let mut body = Body::new(b"hello world".to_vec());
-        assert_eq!(body.len(), Some(11));
-        let mut buf = [0u8; 4];
-        let mut out = Vec::new();
-        loop {
-            let n = body.read(&mut buf).unwrap();
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-        assert_eq!(out, b"hello world");
     }
 }

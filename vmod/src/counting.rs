@@ -2,6 +2,7 @@
 //! request and the response in one pass each over their headers' raw
 //! bytes, and the click counters copied into varnishstat once per flush.
 
+use shortlink_core::clicks::visits::{cut_asked, VisitKind};
 use shortlink_core::rules::Chosen;
 use varnish::vcl::{Ctx, StrOrBytes};
 
@@ -41,7 +42,41 @@ impl redirector {
             } else {
                 clicks::Outcome::Redirect
             }
+        } else if status == 404 {
+            // A well-formed key no link holds (or one not started yet).
+            clicks::Outcome::Orphan(VisitKind::InvalidShortUrl)
         } else {
+            return;
+        };
+        self.record_click(ctx, client, outcome, head, target);
+    }
+
+    /// What `.count_orphan()` does: the request in `ctx`, a visit to no
+    /// link, counted and logged as `kind` for its domain.
+    pub(crate) fn count_orphan_visit(
+        &self,
+        ctx: &mut Ctx,
+        client: Option<std::net::SocketAddr>,
+        kind: VisitKind,
+    ) {
+        let Some(req) = ctx.http_req.as_ref() else {
+            return;
+        };
+        let head = matches!(req.method(), Some(StrOrBytes::Utf8("HEAD")));
+        self.record_click(ctx, client, clicks::Outcome::Orphan(kind), head, None);
+    }
+
+    /// Records the answer to the request in `ctx` as `outcome`, in the
+    /// store of the request's domain.
+    fn record_click(
+        &self,
+        ctx: &Ctx,
+        client: Option<std::net::SocketAddr>,
+        outcome: clicks::Outcome,
+        head: bool,
+        target: Option<Chosen>,
+    ) {
+        let Some(req) = ctx.http_req.as_ref() else {
             return;
         };
         // Borrowed from the request, and copied into a queue's buffers:
@@ -49,18 +84,28 @@ impl redirector {
         // UTF-8 or a referrer host in capitals.
         let url = req.url();
         let url = text(url.as_ref().map(AsRef::as_ref));
-        let key = key_of(&url);
+        let orphan = matches!(outcome, clicks::Outcome::Orphan(_));
         let spaces = &self.resolver().settings.spaces;
-        // The flusher names Redis keys after it: only keys that pass the rules.
-        if spaces.default_scheme().check(key).is_err() {
-            return;
-        }
+        let asked = if orphan {
+            cut_asked(shortlink_core::query::path_of(&url))
+        } else {
+            let key = key_of(&url);
+            // The flusher names Redis keys after it: only keys that pass the rules.
+            if spaces.default_scheme().check(key).is_err() {
+                return;
+            }
+            key
+        };
         let [agent, referrer, domain] =
             header_slots(req, ["User-Agent", "Referer", backend::DOMAIN_HEADER]);
         let domain = domain.map(|(_, name)| text(Some(name)));
         let Some((space, _)) = spaces.of(domain.as_deref()) else {
             return;
         };
+        let store = &self.clicks[space];
+        if orphan && !store.visits_on() {
+            return;
+        }
         let (agent, referrer) = (
             text(agent.map(|(_, value)| value)),
             text(referrer.map(|(_, value)| value)),
@@ -69,12 +114,12 @@ impl redirector {
             outcome,
             head,
             client.map(|client| client.ip()),
-            key,
+            asked,
             &agent,
             clicks::referrer_host(&referrer).as_deref(),
             target,
         ) {
-            self.clicks[space].record(&click);
+            store.record(&click);
         }
     }
 

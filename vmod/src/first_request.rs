@@ -38,6 +38,16 @@ impl redirector {
             || {
                 let resolver = self.resolver();
                 let (domain, key) = link_of(ctx.http_req.as_ref());
+                if crate::robots::is_robots_txt(&key) {
+                    let url = request_url(ctx.http_req.as_ref()).to_owned();
+                    let resp = ctx
+                        .http_resp
+                        .as_mut()
+                        .ok_or("answer() called outside vcl_synth")?;
+                    return resolver
+                        .write_robots_txt(domain.as_deref(), &url, resp)
+                        .map_err(|e| e.to_string());
+                }
                 let resolution = resolver.resolve(domain.as_deref(), &key)?;
                 let resp = ctx
                     .http_resp

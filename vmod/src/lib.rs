@@ -15,6 +15,7 @@ mod headers;
 mod limits;
 mod lookups;
 mod pages;
+mod robots;
 mod stats;
 mod targeting;
 
@@ -58,6 +59,7 @@ mod shortlink {
     use std::net::SocketAddr;
     use std::sync::atomic::AtomicU64;
 
+    use shortlink_core::clicks::visits::VisitKind;
     use shortlink_core::rules::Chosen;
     use shortlink_core::settings::ClickQueueMb;
     use shortlink_core::{
@@ -68,7 +70,7 @@ mod shortlink {
     use varnish::vcl::{Backend, Ctx, LogTag, VclError};
     use varnish::Vsc;
 
-    use crate::arguments::{admission_of, duration_or};
+    use crate::arguments::{admission_of, duration_or, visit_bounds};
     use crate::backend::time_left;
     use crate::backend::{KeySpaces, LinkBackend, Resolution, Resolver, Settings};
     use crate::clicks::CountSettings;
@@ -222,6 +224,18 @@ mod shortlink {
             /// click through a failover. 0 to 16; default 0.
             #[default(0)]
             replicas_to_ack: i64,
+            /// Most visits kept per link in the visit log (time, referrer
+            /// host, user agent, country, bot, target: some 140 bytes each
+            /// in Redis), the newest; 0 keeps none. 0 to 100000; default 1000.
+            #[default(1000)]
+            visits_kept: i64,
+            /// Most visits kept per domain across its links, and again of
+            /// its orphan visits (`.count_orphan()`); 0 keeps neither. 0 to
+            /// 1000000; default 10000.
+            #[default(10000)]
+            domain_visits_kept: i64,
+            /// How long a visit stays in the log. Default `90d`.
+            visit_days: Option<Duration>,
             /// Short domains besides the default one, each with its own
             /// links: their names separated by spaces, such as
             /// `"go.example s.example"`. A domain's key `Lm25` lives in
@@ -281,6 +295,7 @@ mod shortlink {
                         replicas_to_ack: ReplicasToAck::try_from(replicas_to_ack)
                             .map_err(|e| format!("shortlink: {name}: replicas_to_ack {e}"))?
                             .get(),
+                        visits: visit_bounds(visits_kept, domain_visits_kept, visit_days, name)?,
                     };
                     let pool_size = PoolSize::try_from(pool_size)
                         .map_err(|e| format!("shortlink: {name}: pool_size {e}"))?
@@ -315,6 +330,7 @@ mod shortlink {
                         stats: Vsc::new("shortlink", name),
                         changes: crate::changes::Changes::default(),
                         clicks: clicks.clone(),
+                        robots_txt: std::sync::OnceLock::new(),
                     };
                     let backend =
                         Backend::new(ctx, "shortlink", name, LinkBackend { resolver }, true)?;
@@ -407,6 +423,37 @@ mod shortlink {
             without_panic(|| self.count_answer(ctx, client, target), || ());
         }
 
+        /// Count a visit to no link, for its domain, in `vcl_synth`: `kind`
+        /// is `base_url` (the bare domain), `regular_404` (a path that is
+        /// no key) or `invalid_short_url` (a key no link holds; `.count()`
+        /// counts those of the links backend by itself). Counted in the
+        /// domain's orphan totals and kept in its orphan visit log, within
+        /// `domain_visits_kept`; nothing at all while the visit log is off.
+        /// Like `.count()`, nothing reaches Redis on the request path.
+        ///
+        /// ```vcl
+        /// sub vcl_synth {
+        ///     if (resp.status == 404) {
+        ///         links.count_orphan(client.ip, "regular_404");
+        ///     }
+        /// }
+        /// ```
+        pub fn count_orphan(
+            &self,
+            ctx: &mut Ctx,
+            #[required] client: Option<SocketAddr>,
+            kind: &str,
+        ) -> Result<(), VclError> {
+            let Some(kind) = VisitKind::of_orphan_type(kind) else {
+                return Err(VclError::new(format!(
+                    "shortlink: count_orphan: kind {kind:?} is none of \
+                     base_url, invalid_short_url, regular_404"
+                )));
+            };
+            without_panic(|| self.count_orphan_visit(ctx, client, kind), || ());
+            Ok(())
+        }
+
         /// Choose the target of a link with rules or a split, in
         /// `vcl_deliver`, before `.count()`: the URL of the first rule whose
         /// conditions the request meets, or else of the visitor's split
@@ -476,6 +523,28 @@ mod shortlink {
                     String::new()
                 }
             }
+        }
+
+        /// Give the text every `/robots.txt` this object answers ends with,
+        /// once, in `vcl_init`. The backend answers a fetch whose path ends
+        /// in `/robots.txt` (route only `<link path>robots.txt` there) with
+        /// an `Allow: <link path><key>` line for each of the domain's
+        /// crawlable links (`!c`), at most 5000, the first in byte order,
+        /// then `text`; `text` alone when it has none. Without this call,
+        /// the `Allow` lines alone.
+        ///
+        /// ```vcl
+        /// sub vcl_init {
+        ///     links.robots_txt({"User-agent: *
+        /// Disallow: /
+        /// "});
+        /// }
+        /// ```
+        pub fn robots_txt(&self, text: &str) -> Result<(), VclError> {
+            self.resolver()
+                .robots_txt
+                .set(text.to_owned())
+                .map_err(|_| VclError::Str("shortlink: .robots_txt() was called twice"))
         }
 
         /// Whether the answer for this request's link may be cached, in

@@ -1,7 +1,9 @@
 //! The pages of a link's answers: the body each status carries, for a
-//! browser that shows it instead of following the redirect.
+//! browser that shows it instead of following the redirect; and the
+//! [`Body`] the backend hands Varnish, robots.txt's too.
 
 use shortlink_core::escape_html;
+use varnish::vcl::{VclError, VclResponse};
 
 /// The page of a redirect whose target is chosen per request.
 pub const CHOSEN_PAGE: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -30,6 +32,32 @@ pub fn redirect_page(url: &str) -> String {
     )
 }
 
+/// A response body already rendered in memory.
+pub struct Body {
+    bytes: Vec<u8>,
+    sent: usize,
+}
+
+impl Body {
+    pub(crate) fn new(bytes: Vec<u8>) -> Self {
+        Self { bytes, sent: 0 }
+    }
+}
+
+impl VclResponse for Body {
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, VclError> {
+        let rest = &self.bytes[self.sent..];
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.sent += n;
+        Ok(n)
+    }
+
+    fn len(&self) -> Option<usize> {
+        Some(self.bytes.len())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -39,5 +67,21 @@ mod tests {
         let page = redirect_page("https://example.org/?a=1&b=\"<x>'");
         assert!(page.contains("https://example.org/?a=1&amp;b=&quot;&lt;x&gt;&#39;"));
         assert!(!page.contains("<x>"));
+    }
+
+    #[test]
+    fn body_is_read_in_pieces() {
+        let mut body = Body::new(b"hello world".to_vec());
+        assert_eq!(body.len(), Some(11));
+        let mut buf = [0u8; 4];
+        let mut out = Vec::new();
+        loop {
+            let n = body.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(out, b"hello world");
     }
 }

@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use shortlink_core::settings::ClickQueueMb;
 use shortlink_core::{
-    AdmissionWindow, ClickBacklog, FlushInterval, HeaderValue, PoolSize, RedirectStatus,
-    ReplicasToAck, Retention, Timeout, Ttl, DEFAULT_PREFIX, DEFAULT_SPLIT,
+    AdmissionWindow, ClickBacklog, DomainVisitsKept, FlushInterval, HeaderValue, PoolSize,
+    RedirectStatus, ReplicasToAck, Retention, Timeout, Ttl, VisitsKept, DEFAULT_PREFIX,
+    DEFAULT_SPLIT,
 };
 
 use super::without_panic;
@@ -32,13 +33,16 @@ fn the_vcl_api_documents_the_shared_defaults() {
          [DURATION admission_window], \
          STRING cache_control = \"{}\", [DURATION flush_interval], INT click_backlog = {}, \
          INT click_queue_mb = {}, [DURATION days_kept], [DURATION hours_kept], STRING geoip = \"\", \
-         STRING clicks_redis = \"\", INT replicas_to_ack = {}, STRING domains = \"\")",
+         STRING clicks_redis = \"\", INT replicas_to_ack = {}, INT visits_kept = {}, \
+         INT domain_visits_kept = {}, [DURATION visit_days], STRING domains = \"\")",
         PoolSize::DEFAULT,
         RedirectStatus::default(),
         HeaderValue::DEFAULT_CACHE_CONTROL,
         ClickBacklog::DEFAULT,
         ClickQueueMb::DEFAULT,
         ReplicasToAck::DEFAULT,
+        VisitsKept::DEFAULT,
+        DomainVisitsKept::DEFAULT,
     );
     assert!(api.contains(&signature), "API.md should read {signature}");
     for (parameter, default) in [
@@ -51,6 +55,7 @@ fn the_vcl_api_documents_the_shared_defaults() {
         ("flush_interval", Duration::from(FlushInterval::DEFAULT)),
         ("days_kept", Duration::from(Retention::DAYS)),
         ("hours_kept", Duration::from(Retention::HOURS)),
+        ("visit_days", Duration::from(Retention::VISITS)),
     ] {
         let section = api
             .split("* `")

@@ -131,6 +131,12 @@ fn check_form(settings: &Settings, sites: &[Site], form: vcl::Form, vcl: &str, t
             "@REPLICAS_TO_ACK@",
             config.redis.replicas_to_ack.to_string(),
         ),
+        ("@VISITS_KEPT@", config.clicks.visits_kept.to_string()),
+        (
+            "@DOMAIN_VISITS_KEPT@",
+            config.clicks.domain_visits_kept.to_string(),
+        ),
+        ("@VISIT_DAYS@", config.clicks.visit_days.to_string()),
         ("@STATUS@", config.redirect.status.to_string()),
         ("@TTL@", config.redirect.ttl_s.to_string()),
         ("@NEGATIVE_TTL@", config.redirect.negative_ttl_s.to_string()),
@@ -223,6 +229,16 @@ fn check_site_slot(
         }
         "DOMAIN" => site.space.as_deref(),
         "BARE_REGEX" => return regexes::check_bare(got, &site.path, context),
+        "ROBOTS_REGEX" => return regexes::check_robots(got, &site.path, context),
+        "ROBOTS_URL" => {
+            let want = format!("{}robots.txt", site.path);
+            assert!(
+                got == want,
+                "robots.txt of the domain at {index} is {got:?}, not {want:?}\n{}",
+                context()
+            );
+            return;
+        }
         "NOT_FOUND" => site.not_found.as_deref(),
         "BARE" => site.bare.as_deref(),
         slot => panic!("sites.rs made a slot this check does not know: {slot}"),
@@ -263,9 +279,10 @@ fn expected_template(settings: &Settings, sites: &[Site], form: vcl::Form) -> St
     } else {
         ""
     };
-    // Answers for links tell crawlers not to index them, when configured.
+    // Answers for links tell crawlers not to index them, when configured,
+    // but for those the VMOD marks crawlable.
     let noindex = if config.redirect.noindex {
-        "    set resp.http.X-Robots-Tag = \"noindex\";\n"
+        "    if (!resp.http.Shortlink-Crawlable) {\n    set resp.http.X-Robots-Tag = \"noindex\";\n    }\n"
     } else {
         ""
     };
@@ -275,10 +292,25 @@ fn expected_template(settings: &Settings, sites: &[Site], form: vcl::Form) -> St
     }
     let links = links
         .replace("@COUNT@", count)
+        .replace(
+            "@COUNT_ORPHANS@",
+            if config.clicks.enabled {
+                vcl::COUNT_ORPHANS
+            } else {
+                ""
+            },
+        )
         .replace("@IMPORT@", import)
         .replace("@ACL@", &acl)
         .replace("@FROM_WRITER@", from_writer)
         .replace("@ROUTES@", &sites::routes(sites))
+        .replace(
+            "@ROBOTS_ROUTES@",
+            &match form {
+                vcl::Form::Standalone => sites::robots_routes(sites),
+                vcl::Form::Include => String::new(),
+            },
+        )
         .replace("@FORWARDING@", &sites::forwarding(sites))
         .replace("@NOINDEX@", noindex)
         .replace(

@@ -117,6 +117,31 @@ pub fn check_bare(pattern: &str, path: &str, context: &dyn Fn() -> String) {
     }
 }
 
+/// A domain's robots.txt regex must accept `<path>robots.txt`, perhaps
+/// with a query, and no key nor anything else.
+pub fn check_robots(pattern: &str, path: &str, context: &dyn Fn() -> String) {
+    let regex = compile(pattern, context);
+    for url in [format!("{path}robots.txt"), format!("{path}robots.txt?x=1")] {
+        assert!(
+            regex.is_match(&url),
+            "{pattern:?} refuses {url:?}\n{}",
+            context()
+        );
+    }
+    for url in [
+        format!("{path}Lm25"),
+        format!("{path}robotsXtxt"),
+        format!("{path}robots.txt2"),
+        format!("/x{path}robots.txt"),
+    ] {
+        assert!(
+            !regex.is_match(&url),
+            "{pattern:?} accepts {url:?}\n{}",
+            context()
+        );
+    }
+}
+
 /// The regex that claims a domain's requests must accept every path under
 /// its link path, and nothing else.
 pub fn check_path(pattern: &str, path: &str, context: &dyn Fn() -> String) {

@@ -157,18 +157,65 @@ pub fn routes(sites: &[Site]) -> String {
             );
             code(&mut out, "return (synth(752, \"Found\"));\n}\n");
         }
-        if at_root {
-            code(
-                &mut out,
-                "if (req.url ~ \"^/robots\\.txt(?:[?#]|$)\") {\nreturn (synth(750, \"OK\"));\n}\n",
-            );
-        }
-        code(&mut out, "return (synth(404, \"Not Found\"));\n");
+        // Its robots.txt: asked for at the root, purged anywhere.
+        let robots = format!("req.url !~ \"@ROBOTS_REGEX#{index}@\"");
+        let refused = if at_root {
+            robots
+        } else {
+            format!("req.method != \"PURGE\" || {robots}")
+        };
+        code(&mut out, &format!("if ({refused}) {{\n"));
+        code(&mut out, "return (synth(404, \"Not Found\"));\n}\n");
         code(&mut out, "}\ncall shortlink_recv;\n");
     }
     if !out.is_empty() {
         code(&mut out, "}\n");
     }
+    out
+}
+
+/// What goes at `@ROBOTS_ROUTES@` in the standalone VCL: `/robots.txt`
+/// sent to the robots.txt of the domain its host names, the domains with
+/// names first and the one taking every host last, as `<path>robots.txt`.
+pub fn robots_routes(sites: &[Site]) -> String {
+    let named: Vec<(usize, &Site)> = sites
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.hosts.is_empty())
+        .collect();
+    let every_host = sites.iter().enumerate().find(|(_, s)| s.hosts.is_empty());
+    let route = |index: usize, site: &Site| {
+        let domain = match site.space {
+            Some(_) => format!("set req.http.Shortlink-Domain = \"@DOMAIN#{index}@\";\n"),
+            None => String::new(),
+        };
+        format!(
+            "set req.url = \"@ROBOTS_URL#{index}@\";\n\
+             set req.backend_hint = shortlink_links.backend();\n\
+             {domain}call shortlink_recv;\n"
+        )
+    };
+    let mut out = String::new();
+    code(&mut out, "if (req.url == \"/robots.txt\") {\n");
+    for (n, (index, site)) in named.iter().enumerate() {
+        let keyword = if n == 0 { "if" } else { "} elsif" };
+        code(
+            &mut out,
+            &format!("{keyword} (req.http.host ~ \"@HOST_REGEX#{index}@\") {{\n"),
+        );
+        code(&mut out, &route(*index, site));
+    }
+    match (named.is_empty(), every_host) {
+        (true, Some((index, site))) => code(&mut out, &route(index, site)),
+        (false, Some((index, site))) => {
+            code(&mut out, "} else {\n");
+            code(&mut out, &route(index, site));
+            code(&mut out, "}\n");
+        }
+        (false, None) => code(&mut out, "}\n"),
+        (true, None) => {}
+    }
+    code(&mut out, "}\n");
     out
 }
 

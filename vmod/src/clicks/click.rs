@@ -8,6 +8,7 @@
 
 use std::net::IpAddr;
 
+use shortlink_core::clicks::visits::VisitKind;
 use shortlink_core::clicks::ClickTime;
 use shortlink_core::rules::Chosen;
 
@@ -27,6 +28,9 @@ pub enum Outcome {
     Limited,
     /// A 410, or an expired link's redirect to its fallback.
     Gone,
+    /// An orphan visit (its key is the path asked): counted and logged
+    /// for its domain, never for a link.
+    Orphan(VisitKind),
 }
 
 /// One answer: what the request path records, and what the flusher reads

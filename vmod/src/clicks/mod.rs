@@ -26,7 +26,7 @@ use store::Reach;
 use crate::lookups::RedisPool;
 
 pub use click::{Click, Outcome};
-pub use store::{ClickStore, CountSettings};
+pub use store::{ClickStore, CountSettings, VisitBounds};
 pub use visitor::{referrer_host, Countries};
 
 /// Every store of the process; never emptied, so a store outlives every

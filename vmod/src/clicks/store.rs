@@ -3,7 +3,7 @@
 //! it (settings, counters, clicks pending on limited links).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -42,6 +42,25 @@ pub struct CountSettings {
     pub command_timeout: Duration,
     /// Replicas that must confirm a flush before its clicks count as stored.
     pub replicas_to_ack: u32,
+    pub visits: VisitBounds,
+}
+
+/// The visit log's bounds (see `shortlink_core::clicks::visits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VisitBounds {
+    /// Records kept per link.
+    pub per_link: usize,
+    /// Records kept per domain, and again of its orphan visits.
+    pub per_domain: usize,
+    /// How long a record is kept.
+    pub days: Duration,
+}
+
+impl VisitBounds {
+    /// Whether any visit is logged.
+    pub fn on(self) -> bool {
+        self.per_link > 0 || self.per_domain > 0
+    }
 }
 
 impl CountSettings {
@@ -106,6 +125,9 @@ pub struct ClickStore {
     /// settings, read here so that recording a click takes no lock).
     queued: AtomicUsize,
     queued_max: AtomicUsize,
+    /// Whether orphan visits are recorded (from the newest settings, read
+    /// here so that the request path takes no lock).
+    visits_on: AtomicBool,
     settings: Mutex<CountSettings>,
     pub counters: Counters,
     /// Clicks on links with a click limit recorded and not yet stored, by
@@ -306,6 +328,7 @@ impl ClickStore {
             spares: Mutex::new(Vec::new()),
             queued: AtomicUsize::new(0),
             queued_max: AtomicUsize::new(settings.queue_bytes),
+            visits_on: AtomicBool::new(settings.visits.on()),
             settings: Mutex::new(settings),
             counters: Counters::default(),
             limited: Mutex::new(HashMap::new()),
@@ -328,6 +351,12 @@ impl ClickStore {
             connect_timeout: Duration::from_secs(1),
             command_timeout: Duration::from_secs(1),
             replicas_to_ack: 0,
+            // Off: tests of the log turn it on with bounds of their own.
+            visits: VisitBounds {
+                per_link: 0,
+                per_domain: 0,
+                days: Duration::from_hours(24),
+            },
         };
         let nowhere = redis_target::Locator::start(
             redis_target::Target::Server("redis://127.0.0.1:1/0".into()),
@@ -343,11 +372,18 @@ impl ClickStore {
         lock(&self.settings).clone()
     }
 
+    /// Whether the visit log is on: orphan visits are recorded only then.
+    pub fn visits_on(&self) -> bool {
+        self.visits_on.load(Ordering::Relaxed)
+    }
+
     /// Takes the newest VCL's settings, and its links' Redis when clicks
     /// have a Redis of their own.
     pub(crate) fn set(&self, settings: CountSettings, mirror: Option<Arc<RedisPool>>) {
         self.queued_max
             .store(settings.queue_bytes, Ordering::Relaxed);
+        self.visits_on
+            .store(settings.visits.on(), Ordering::Relaxed);
         *lock(&self.settings) = settings;
         *lock(&self.mirror) = mirror;
     }

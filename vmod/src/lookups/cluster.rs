@@ -17,7 +17,7 @@ use redis_target::cluster::{key_slot, Redirect};
 use redis_target::{Address, ClusterTarget, Timeouts};
 
 use super::nodes::{ClusterNodes, Unread, Unsent};
-use super::{hget_reply, Exchange, Lookup, LookupError, Shared};
+use super::{Exchange, Lookup, LookupError, Shared};
 
 /// Most hops a lookup takes (redirects, and one retry on a fresh
 /// connection): a slot moves once at a time, so more means a cluster
@@ -145,7 +145,7 @@ impl ClusterRoute {
                 hops: hop.hops + 1,
             };
             match redirect {
-                None => batch[hop.lookup].fulfil(hget_reply(reply)),
+                None => batch[hop.lookup].fulfil(batch[hop.lookup].read(reply)),
                 Some(Redirect::Moved { slot, node }) => {
                     self.nodes.moved(slot, &node);
                     todo.push(next(Some(node), false));

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use redis::ConnectionLike;
 use redis_target::Locator;
 
-use super::{hget_reply, Exchange, Health, Lookup, LookupError, Shared};
+use super::{Exchange, Health, Lookup, LookupError, Shared};
 
 /// One Redis connection and whether it may be reused.
 pub struct PooledConnection {
@@ -142,7 +142,7 @@ impl Exchange for MasterRoute {
                     shared.health.set(true);
                     self.connection = Some(conn);
                     for (lookup, reply) in batch.iter().zip(replies) {
-                        lookup.fulfil(hget_reply(reply));
+                        lookup.fulfil(lookup.read(reply));
                     }
                     return None;
                 }

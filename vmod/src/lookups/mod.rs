@@ -89,30 +89,46 @@ pub(crate) type Outcome = Result<Option<Vec<u8>>, LookupError>;
 pub(crate) struct Lookup {
     pub(crate) hash: String,
     pub(crate) field: String,
-    /// A count to raise the field to instead of reading it
-    /// ([`RAISE_COUNT_SCRIPT`]).
-    raise_to: Option<u64>,
+    command: Command,
     outcome: Mutex<Option<Outcome>>,
     ready: Condvar,
 }
 
+/// What a lookup asks of Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Command {
+    /// `HGET hash field`.
+    Get,
+    /// Raise the field to this count instead of reading it
+    /// ([`RAISE_COUNT_SCRIPT`]).
+    Raise(u64),
+    /// The first members of the sorted set `hash`, at most this many, in
+    /// their order: `ZRANGE hash 0 n-1`.
+    Members(usize),
+}
+
 impl Lookup {
-    fn new(slot: &Slot<'_>, raise_to: Option<u64>) -> Self {
+    fn new(slot: &Slot<'_>, command: Command) -> Self {
         Self {
             hash: slot.hash.clone(),
             field: slot.field.to_owned(),
-            raise_to,
+            command,
             outcome: Mutex::new(None),
             ready: Condvar::new(),
         }
     }
 
-    /// Adds this lookup's command to `pipeline`: `HGET`, or the raise; both
-    /// answer the field's value, and either may be sent again.
+    /// Adds this lookup's command to `pipeline`: `HGET`, the raise (both
+    /// answer the field's value) or `ZRANGE`; any may be sent again.
     pub(crate) fn pack(&self, pipeline: &mut redis::Pipeline) {
-        match self.raise_to {
-            None => pipeline.cmd("HGET").arg(&self.hash).arg(&self.field),
-            Some(count) => pipeline
+        match self.command {
+            Command::Get => pipeline.cmd("HGET").arg(&self.hash).arg(&self.field),
+            Command::Members(most) => pipeline
+                .cmd("ZRANGE")
+                .arg(&self.hash)
+                .arg(0)
+                .arg(most.saturating_sub(1)),
+            Command::Raise(count) => pipeline
                 .cmd("EVAL")
                 .arg(RAISE_COUNT_SCRIPT)
                 .arg(1)
@@ -120,6 +136,14 @@ impl Lookup {
                 .arg(&self.field)
                 .arg(count),
         };
+    }
+
+    /// What `reply` to this lookup's command means.
+    pub(crate) fn read(&self, reply: redis::Value) -> Outcome {
+        match self.command {
+            Command::Members(_) => members_reply(reply),
+            Command::Get | Command::Raise(_) => hget_reply(reply),
+        }
     }
 
     pub(crate) fn fulfil(&self, outcome: Outcome) {
@@ -179,9 +203,48 @@ pub(crate) fn hget_reply(reply: redis::Value) -> Outcome {
     }
 }
 
+/// What one `ZRANGE` reply means: its members, each followed by a line
+/// break (a member holding one reads as several, each checked by whoever
+/// reads them); `None` for a set with none.
+pub(crate) fn members_reply(reply: redis::Value) -> Outcome {
+    let members = match reply {
+        redis::Value::Array(members) | redis::Value::Set(members) => members,
+        other => return hget_reply(other).and(Err(unexpected_members())),
+    };
+    let mut out = Vec::new();
+    for member in members {
+        let redis::Value::BulkString(bytes) = member else {
+            return Err(unexpected_members());
+        };
+        out.extend_from_slice(&bytes);
+        out.push(b'\n');
+    }
+    Ok((!out.is_empty()).then_some(out))
+}
+
+fn unexpected_members() -> LookupError {
+    LookupError::Answer("unexpected reply to ZRANGE".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{hget_reply, LookupError};
+    use super::{hget_reply, members_reply, LookupError};
+
+    #[test]
+    fn zrange_replies_become_lines() {
+        let reply = redis::Value::Array(vec![
+            redis::Value::BulkString(b"abc".to_vec()),
+            redis::Value::BulkString(b"Lm25".to_vec()),
+        ]);
+        assert_eq!(members_reply(reply).unwrap(), Some(b"abc\nLm25\n".to_vec()));
+        assert_eq!(members_reply(redis::Value::Array(vec![])).unwrap(), None);
+        let wrong_type = redis::parse_redis_value(b"-WRONGTYPE not a zset\r\n").unwrap();
+        assert!(matches!(
+            members_reply(wrong_type),
+            Err(LookupError::Answer(m)) if m.contains("WRONGTYPE")
+        ));
+        assert!(members_reply(redis::Value::Int(1)).is_err());
+    }
 
     #[test]
     fn hget_replies_become_outcomes() {

@@ -12,7 +12,7 @@ use shortlink_core::Slot;
 
 use super::cluster::ClusterRoute;
 use super::master::MasterRoute;
-use super::{Exchange, Health, Lookup, LookupError, Outcome, Queue, Shared};
+use super::{Command, Exchange, Health, Lookup, LookupError, Outcome, Queue, Shared};
 
 /// Settings of a [`RedisPool`].
 pub struct PoolSettings<'a> {
@@ -101,7 +101,19 @@ impl RedisPool {
 
     /// `HGET hash field`: the reply, or why Redis gave none.
     pub fn hget(&self, slot: &Slot<'_>) -> Outcome {
-        let lookup = Arc::new(Lookup::new(slot, None));
+        let lookup = Arc::new(Lookup::new(slot, Command::Get));
+        self.queue(std::slice::from_ref(&lookup))?;
+        self.wait(&lookup)
+    }
+
+    /// The first `most` members of the sorted set `name`, one a line; or
+    /// why Redis gave none.
+    pub fn members(&self, name: &str, most: usize) -> Outcome {
+        let slot = Slot {
+            hash: name.to_owned(),
+            field: "",
+        };
+        let lookup = Arc::new(Lookup::new(&slot, Command::Members(most)));
         self.queue(std::slice::from_ref(&lookup))?;
         self.wait(&lookup)
     }
@@ -111,7 +123,7 @@ impl RedisPool {
     pub fn raise(&self, counts: &[(Slot<'_>, u64)]) -> Vec<Outcome> {
         let lookups: Vec<Arc<Lookup>> = counts
             .iter()
-            .map(|(slot, count)| Arc::new(Lookup::new(slot, Some(*count))))
+            .map(|(slot, count)| Arc::new(Lookup::new(slot, Command::Raise(*count))))
             .collect();
         if let Err(error) = self.queue(&lookups) {
             return vec![Err(error); lookups.len()];

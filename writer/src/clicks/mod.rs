@@ -1,10 +1,11 @@
 //! Reading the click counts Varnish writes (layout in
 //! `shortlink_core::clicks`): a link's statistics (`link`), the trending
-//! and hottest links (`trending`), and how long ago Varnish last sent
-//! counts.
+//! and hottest links (`trending`), the visit log (`visits`), and how long
+//! ago Varnish last sent counts.
 
 mod link;
 mod trending;
+mod visits;
 
 use std::collections::HashMap;
 
@@ -15,6 +16,7 @@ use crate::redis::master::MasterConnection;
 
 pub use link::{DayCount, HourCount, LinkStats, Share, TargetClicks};
 pub use trending::{Trending, TrendingCache, TrendingQuery, TRENDING_KEPT};
+pub use visits::{VisitList, VisitRecord};
 
 /// Reads one short domain's counts through the writer's Redis connection.
 #[derive(Clone)]

@@ -50,6 +50,7 @@ pub(super) fn check_clicks(clicks: &ClicksConfig) -> Result<(), ConfigError> {
     for (name, value) in [
         ("days_kept", clicks.days_kept.saturating_mul(86_400)),
         ("hours_kept", clicks.hours_kept.saturating_mul(3600)),
+        ("visit_days", clicks.visit_days.saturating_mul(86_400)),
     ] {
         Retention::try_from(Duration::from_secs(value))
             .map_err(|e| ConfigError(format!("clicks.{name} {e}")))?;

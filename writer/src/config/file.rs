@@ -8,8 +8,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use shortlink_core::{
-    AdmissionWindow, ClickBacklog, ClickQueueMb, FlushInterval, HeaderValue, Owner, PoolSize,
-    RecordError, RedirectStatus, ReplicasToAck, Retention, Timeout, Ttl,
+    AdmissionWindow, ClickBacklog, ClickQueueMb, DomainVisitsKept, FlushInterval, HeaderValue,
+    Owner, PoolSize, RecordError, RedirectStatus, ReplicasToAck, Retention, Timeout, Ttl,
+    VisitsKept,
 };
 
 use super::ConfigError;
@@ -99,6 +100,12 @@ pub struct ClicksConfig {
     pub geoip: String,
     /// The Redis clicks are stored in, as `redis.url`; empty: the links'.
     pub redis_url: String,
+    /// Most visits the visit log keeps per link; 0: none.
+    pub visits_kept: VisitsKept,
+    /// Most visits kept per domain, and again of its orphan visits; 0: none.
+    pub domain_visits_kept: DomainVisitsKept,
+    /// How many days a visit stays in the log.
+    pub visit_days: u64,
 }
 
 impl Default for ClicksConfig {
@@ -112,6 +119,9 @@ impl Default for ClicksConfig {
             hours_kept: Retention::HOURS.as_secs() / 3600,
             geoip: String::new(),
             redis_url: String::new(),
+            visits_kept: VisitsKept::DEFAULT,
+            domain_visits_kept: DomainVisitsKept::DEFAULT,
+            visit_days: Retention::VISITS.as_secs() / 86_400,
         }
     }
 }

@@ -26,19 +26,23 @@ use crate::links::validate::{
 use crate::titles::TitleReader;
 use crate::varnish::purge::Nodes;
 use crate::varnish::purge_queue::PurgeQueue;
+use details::unix_now;
 
 mod catalog;
 mod clicks;
+mod crawlable;
 mod details;
 mod listing;
 mod purging;
 mod request;
+mod visits;
 
 pub use crate::links::error::ShortenError;
 pub use catalog::{Entry, TagError, TagStats};
 pub use clicks::{WarmError, Warmed};
 pub use listing::{found_by, ListQuery, Listing};
 pub use request::{Change, NewLink};
+pub use visits::{VisitPage, VisitQuery, VisitScope};
 
 /// How often an edit without `If-Match` is tried again when another change
 /// came between its read and its write.
@@ -247,11 +251,15 @@ impl Shortener {
         // Only a cached 404 can hide a new link (even an existing one, stored
         // by hand after its key was asked for). Without negative caching
         // there is none, and the insert waits for no Varnish node.
-        let purge_warning = if self.settings.config.redirect.caches_unknown_keys() {
+        let mut purge_warning = if self.settings.config.redirect.caches_unknown_keys() {
             self.purge(domain, &inserted.link().key).await
         } else {
             None
         };
+        if record.crawlable {
+            let listed = self.keep_crawlable(domain, &inserted.link().key, true);
+            purge_warning = purge_warning.or(listed.await?);
+        }
         Ok(Written {
             outcome: inserted,
             purge_warning,
@@ -313,6 +321,7 @@ impl Shortener {
                 split_of(new.split, &self.settings)?,
             )
             .map_err(crate::links::rules::BadRule::from)?,
+            crawlable: new.crawlable,
         };
         check_window(&record)?;
         Ok((record, key))
@@ -422,6 +431,7 @@ impl Shortener {
                 if let Some(forward_query) = change.forward_query {
                     record.forward_query = forward_query;
                 }
+                record.crawlable = change.crawlable.unwrap_or(record.crawlable);
                 if rules.is_some() || split.is_some() {
                     // Checked again as a whole: the bounds hold for the
                     // new rules with the kept split, and the other way.
@@ -444,6 +454,11 @@ impl Shortener {
         };
         self.change_details(domain, &key, title, tags, change.crawlable)
             .await?;
+        let mut purge_warning = written.purge_warning;
+        if let Some(crawlable) = change.crawlable {
+            let listed = self.keep_crawlable(domain, key.as_str(), crawlable);
+            purge_warning = purge_warning.or(listed.await?);
+        }
         Ok(Written {
             outcome: (
                 Link {
@@ -453,7 +468,7 @@ impl Shortener {
                 },
                 written.outcome,
             ),
-            purge_warning: written.purge_warning,
+            purge_warning,
         })
     }
 
@@ -474,9 +489,10 @@ impl Shortener {
         self.store(domain)
             .keep_details(&key, &LinkDetails::default())
             .await?;
+        let listed = self.keep_crawlable(domain, key.as_str(), false).await?;
         Ok(Written {
             outcome: (),
-            purge_warning: written.purge_warning,
+            purge_warning: written.purge_warning.or(listed),
         })
     }
 
@@ -561,13 +577,6 @@ impl Shortener {
         url.map(|url| normalize_expired_url(url, &self.settings))
             .transpose()
     }
-}
-
-/// Now, in Unix seconds.
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
 }
 
 /// Whether an `If-Match` value names `etag` (a list, or `*`).

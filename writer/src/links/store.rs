@@ -9,6 +9,7 @@
 //! | --- | --- |
 //! | `store/listing.rs` | an owner's links a page at a time ([`Page`]), and the owners with an index |
 //! | `store/details.rs` | the links' details beside their values ([`crate::links::details::LinkDetails`]) |
+//! | `store/crawlable.rs` | the crawlable keys robots.txt allows |
 //! | `store/export_scan.rs` | every link (or one owner's) for an export ([`Export`]): `SCAN`/`HSCAN` over the hashes, or an index |
 //!
 //! The children use the store's connection and key scheme; nothing here
@@ -23,6 +24,7 @@ use shortlink_core::{digest_key, Key, KeyScheme, Owner, Record, Stored};
 
 use crate::config::{Domain, Settings};
 
+mod crawlable;
 mod details;
 mod export_scan;
 mod listing;

@@ -33,8 +33,10 @@ pub fn values(settings: &Settings) -> Vec<(&'static str, String)> {
         .iter()
         .filter_map(|domain| domain.key_space.as_ref().map(DomainName::as_str))
         .collect();
+    // Not on what the VMOD marks crawlable: such a link, and robots.txt.
     let noindex = if config.redirect.noindex {
-        "        set resp.http.X-Robots-Tag = \"noindex\";\n"
+        "        if (!resp.http.Shortlink-Crawlable) {\n            \
+         set resp.http.X-Robots-Tag = \"noindex\";\n        }\n"
     } else {
         ""
     };
@@ -101,18 +103,71 @@ fn routes(domains: &[Domain], key_pattern: &str) -> String {
                 "            if (req.url ~ \"^{path}(?:[?#]|$)\") {{\n                return (synth(752, \"Found\"));\n            }}"
             );
         }
-        if at_root {
-            out.push_str(
-                "            if (req.url ~ \"^/robots\\.txt(?:[?#]|$)\") {\n                return (synth(750, \"OK\"));\n            }\n",
-            );
-        }
-        out.push_str("            return (synth(404, \"Not Found\"));\n");
+        // `<path>robots.txt` is the domain's robots.txt, which the VMOD
+        // answers: asked for at the root, purged by the writer anywhere.
+        let robots = format!("req.url !~ \"^{path}robots\\.txt(?:[?#]|$)\"");
+        let refused = if at_root {
+            robots
+        } else {
+            format!("req.method != \"PURGE\" || {robots}")
+        };
+        let _ = writeln!(out, "            if ({refused}) {{");
+        out.push_str("                return (synth(404, \"Not Found\"));\n            }\n");
         out.push_str("        }\n        call shortlink_recv;\n");
     }
     if !out.is_empty() {
         out.push_str("    }\n");
     }
     out
+}
+
+/// What goes at `@ROBOTS_ROUTES@` in the standalone VCL, which answers
+/// `/robots.txt` on every host: it is the robots.txt of the domain the
+/// host names (the default domain's on any other), fetched and purged as
+/// `<link path>robots.txt`. Empty in a site's VCL, where `/robots.txt` is
+/// the site's unless links are at the root (their route takes it).
+pub fn robots_routes(domains: &[Domain]) -> String {
+    let named: Vec<&Domain> = domains.iter().filter(|d| !d.hosts.is_empty()).collect();
+    let every_host = domains.iter().find(|d| d.hosts.is_empty());
+    let mut out = String::from("    if (req.url == \"/robots.txt\") {\n");
+    for (index, domain) in named.iter().enumerate() {
+        let keyword = if index == 0 { "if" } else { "} elsif" };
+        let _ = writeln!(
+            out,
+            "        {keyword} ({}) {{",
+            host_condition(&domain.hosts)
+        );
+        robots_route(domain, "            ", &mut out);
+    }
+    match (named.is_empty(), every_host) {
+        (true, Some(domain)) => robots_route(domain, "        ", &mut out),
+        (false, Some(domain)) => {
+            out.push_str("        } else {\n");
+            robots_route(domain, "            ", &mut out);
+            out.push_str("        }\n");
+        }
+        (false, None) => out.push_str("        }\n"),
+        (true, None) => {}
+    }
+    out.push_str("    }\n");
+    out
+}
+
+/// Sends a request for `/robots.txt` to `domain`'s, each line indented.
+fn robots_route(domain: &Domain, indent: &str, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "{indent}set req.url = \"{}robots.txt\";",
+        domain.link_path
+    );
+    let _ = writeln!(
+        out,
+        "{indent}set req.backend_hint = shortlink_links.backend();"
+    );
+    if let Some(space) = &domain.key_space {
+        let _ = writeln!(out, "{indent}set req.http.Shortlink-Domain = \"{space}\";");
+    }
+    let _ = writeln!(out, "{indent}call shortlink_recv;");
 }
 
 /// A VCL condition true for a request to one of `hosts`, on any port.

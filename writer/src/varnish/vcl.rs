@@ -29,6 +29,17 @@ pub const COUNT_CLICKS: &str =
         }
 ";
 
+/// Counts the visits to no link that `vcl_synth` answers: the bare
+/// domain, and any other 404 of a link route (unknown keys are counted
+/// by `.count()` with the lookup's 404).
+pub const COUNT_ORPHANS: &str = "        # Visits to no link: counted and logged for the domain.
+        if (resp.status == 752) {
+            shortlink_links.count_orphan(client.ip, \"base_url\");
+        } elsif (resp.status == 404) {
+            shortlink_links.count_orphan(client.ip, \"regular_404\");
+        }
+";
+
 /// The page of a 503: Redis did not answer a link's lookup.
 const TRY_AGAIN_PAGE: &str = "<!DOCTYPE html>
 <html lang=\"en\"><head><meta charset=\"utf-8\"><title>Try again</title></head>\
@@ -148,6 +159,10 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("ADMISSION_WINDOW", redirect.admission_window_s.to_string()),
         ("CACHE_CONTROL", redirect.cache_control.as_str().to_owned()),
         ("COUNT", count.to_owned()),
+        (
+            "COUNT_ORPHANS",
+            if clicks.enabled { COUNT_ORPHANS } else { "" }.to_owned(),
+        ),
         ("FLUSH_MS", clicks.flush_interval_ms.to_string()),
         ("CLICK_BACKLOG", clicks.backlog.to_string()),
         ("CLICK_QUEUE_MB", clicks.queue_mb.to_string()),
@@ -155,9 +170,17 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("HOURS_KEPT", clicks.hours_kept.to_string()),
         ("GEOIP", clicks.geoip.clone()),
         ("CLICKS_REDIS_URL", clicks.redis_url.clone()),
+        ("VISITS_KEPT", clicks.visits_kept.to_string()),
+        ("DOMAIN_VISITS_KEPT", clicks.domain_visits_kept.to_string()),
+        ("VISIT_DAYS", clicks.visit_days.to_string()),
     ];
     values.extend(try_again_values());
     values.extend(routes::values(settings));
+    let robots_routes = match form {
+        Form::Standalone => routes::robots_routes(&settings.domains),
+        Form::Include => String::new(),
+    };
+    values.push(("ROBOTS_ROUTES", robots_routes));
     // The link text, filled, is one more value: one pass over the frame
     // places it whole, so nothing in it is filled again.
     let links = fill(LINKS, &values);
@@ -378,7 +401,10 @@ mod tests {
             !included.contains("synth(404, \"Not Found\"));\n}"),
             "{included}"
         );
-        let standalone = generate(&settings, "x", Form::Standalone).unwrap();
+        // The same link text, but for the standalone's routes of robots.txt.
+        let standalone = generate(&settings, "x", Form::Standalone)
+            .unwrap()
+            .replace(&routes::robots_routes(&settings.domains), "");
         assert!(standalone.contains(&included[included.find("import").unwrap()..]));
     }
 }

@@ -12,6 +12,7 @@
 //! | `bulk.rs` | many links in one request (JSON array or CSV) |
 //! | `export.rs` | every link, streamed as CSV or JSON lines |
 //! | `stats.rs` | a link's click counts, and the trending links |
+//! | `visits.rs` | a link's visit log |
 //! | `qr.rs` | a link's QR code, SVG or PNG |
 //! | `whoami.rs` | who a token belongs to |
 //! | `openapi.rs` | the OpenAPI document and the page that draws it |
@@ -50,6 +51,7 @@ pub mod pages;
 pub mod qr;
 pub mod shlink;
 pub mod stats;
+pub mod visits;
 pub mod whoami;
 
 pub use bulk::bulk_body_limit;
@@ -105,6 +107,10 @@ pub fn routes(config: &mut web::ServiceConfig, settings: &Settings) {
                 .route("/api/links/{key}", web::patch().to(edit_link))
                 .route("/api/links/{key}", web::delete().to(delete_link))
                 .route("/api/links/{key}/stats", web::get().to(link_stats))
+                .route(
+                    "/api/links/{key}/visits",
+                    web::get().to(visits::link_visits),
+                )
                 .route("/api/links/{key}/qr.svg", web::get().to(link_qr_svg))
                 .route("/api/links/{key}/qr.png", web::get().to(link_qr_png))
                 .route(

@@ -18,6 +18,7 @@ use crate::web::error::ErrorBody;
 use crate::web::html_page;
 use crate::web::links::{Deleted, LinkChange, LinkInput, LinkPage};
 use crate::web::stats::{DomainStats, TrendingLinks};
+use crate::web::visits::{VisitBody, VisitsBody};
 use crate::web::whoami::WhoAmI;
 
 /// Adds the bearer token scheme the paths name.
@@ -58,6 +59,7 @@ impl Modify for BearerToken {
         crate::web::links::delete_link,
         crate::web::stats::link_stats,
         crate::web::stats::link_stats_report,
+        crate::web::visits::link_visits,
         crate::web::qr::link_qr_svg,
         crate::web::qr::link_qr_png,
         crate::web::stats::trending,
@@ -75,7 +77,7 @@ impl Modify for BearerToken {
         ErrorBody, ErrorCode, LinkInput, LinkChange, LinkBody, LinkPage, BulkAnswer, BulkResult,
         RowOutcome, Made, Refused, Summary, Deleted, WhoAmI, TrendingLinks, Trending,
         DomainStats, LinkStats, DayCount, HourCount, Share, ExportFormat, RuleBody, SplitBody,
-        TargetClicks
+        TargetClicks, VisitsBody, VisitBody
     )),
     modifiers(&BearerToken),
     tags(

@@ -39,7 +39,7 @@ pub fn command_line_export_and_import_keep_starts_titles_and_tags(
         .redis
         .query(&["HGET", &format!("{first}de"), "tailsA"])?;
     ensure(
-        value.as_deref() == Some(&*format!("https://example.org/details ^{STARTED}")),
+        value.as_deref() == Some(&*format!("https://example.org/details ^{STARTED} !c")),
         || format!("stored: {value:?}"),
     )?;
     let shown = shortlink(&from, &["show", "detailsA"])?.stdout;

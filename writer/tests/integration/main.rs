@@ -12,6 +12,7 @@ mod browser;
 mod bulk;
 mod clicks;
 mod cluster;
+mod crawlable;
 mod details;
 mod e2e;
 mod form;
@@ -76,6 +77,10 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
 
 /// Every test of the suite, by name.
 const TESTS: &[(&str, common::Test)] = &[
+    (
+        "crawlable::a_crawlable_link_is_indexable_and_allowed_in_robots_txt",
+        crawlable::a_crawlable_link_is_indexable_and_allowed_in_robots_txt,
+    ),
     (
         "titles::titles_are_read_within_their_bounds",
         titles::titles_are_read_within_their_bounds,

@@ -33,9 +33,10 @@ const IPHONE = 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebK
 
 /** Follows a short URL once, as a browser, naming `host` (else the URL's):
  * the status and where it leads. */
-const follow = (url, host, userAgent = FIREFOX) => new Promise((resolve, reject) => {
+const follow = (url, host, userAgent = FIREFOX, referer = undefined) => new Promise((resolve, reject) => {
   const parsed = new URL(url);
   const headers = { 'User-Agent': userAgent, Host: host ?? parsed.host };
+  if (referer) headers.Referer = referer;
   const request = http.get(url, { headers }, (response) => {
     response.resume();
     response.on('end', () => resolve({ status: response.statusCode, location: response.headers.location }));
@@ -359,6 +360,63 @@ test('the visits overview adds up the links a key may see', async () => {
   assert.deepEqual(Object.keys(before.orphanVisits).sort(), ['bots', 'nonBots', 'total']);
 });
 
+test('every visit is kept: a short URL\'s, a tag\'s, a domain\'s and orphans, with dates and bots', async () => {
+  const tag = `visited-${run}`;
+  const created = await admin.createShortUrl({ longUrl: `https://example.org/shlink/${run}/visited`, tags: [tag] });
+  await follow(created.shortUrl, undefined, FIREFOX, 'https://News.Example.org/item?id=1');
+  await follow(created.shortUrl, undefined, IPHONE);
+  await follow(created.shortUrl, undefined, 'curl/8.0');
+  const mine = (list) => list.data.filter((visit) => visit.visitedUrl === created.shortUrl);
+  const visits = await eventually(15, async () => {
+    const list = await admin.getShortUrlVisits({ shortCode: created.shortCode });
+    assert.equal(list.data.length, 3);
+    return list;
+  });
+  assert.deepEqual(visits.data.map((visit) => visit.userAgent), ['curl/8.0', IPHONE, FIREFOX], 'newest first');
+  assert.deepEqual(visits.data.map((visit) => visit.potentialBot), [true, false, false]);
+  assert.equal(visits.data[2].referer, 'news.example.org', 'the referrer\'s host');
+  assert.ok(visits.data.every((visit) => visit.visitedUrl === created.shortUrl && visit.type === undefined));
+  assert.ok(Date.parse(visits.data[0].date) > Date.now() - 60_000, visits.data[0].date);
+  assert.equal(visits.pagination.totalItems, 3);
+
+  const people = await admin.getShortUrlVisits({ shortCode: created.shortCode }, { excludeBots: true });
+  assert.equal(people.data.length, 2);
+  const second = await admin.getShortUrlVisits({ shortCode: created.shortCode }, { page: 2, itemsPerPage: 1 });
+  assert.deepEqual([second.data[0].userAgent, second.pagination.pagesCount], [IPHONE, 3]);
+  const later = await admin.getShortUrlVisits({ shortCode: created.shortCode }, { startDate: days(1) });
+  assert.equal(later.data.length, 0);
+  const earlier = await admin.getShortUrlVisits({ shortCode: created.shortCode }, { endDate: days(-1) });
+  assert.equal(earlier.data.length, 0);
+
+  assert.equal((await admin.getTagVisits(tag)).data.length, 3);
+  await eventually(15, async () => {
+    assert.equal(mine(await admin.getDomainVisits('DEFAULT', { itemsPerPage: -1 })).length, 3);
+    assert.equal(mine(await admin.getNonOrphanVisits({ excludeBots: true, itemsPerPage: -1 })).length, 2);
+  });
+  assert.equal(mine(await other.getNonOrphanVisits({ itemsPerPage: -1 })).length, 0, 'another\'s visits stay hidden');
+
+  // Visits to no link: an unknown code, and a path that is no code.
+  const unknown = created.shortUrl.replace(created.shortCode, `nocode-${run}`);
+  assert.equal((await follow(unknown)).status, 404);
+  const elsewhere = created.shortUrl.replace(created.shortCode, `no/such/${run}`);
+  assert.equal((await follow(elsewhere)).status, 404);
+  await eventually(15, async () => {
+    const invalid = await admin.getOrphanVisits({ type: 'invalid_short_url', itemsPerPage: -1 });
+    assert.ok(invalid.data.some((visit) => visit.visitedUrl === unknown && visit.type === 'invalid_short_url'));
+    const other404 = await admin.getOrphanVisits({ type: 'regular_404', itemsPerPage: -1 });
+    assert.ok(other404.data.some((visit) => visit.visitedUrl === elsewhere && visit.type === 'regular_404'));
+  });
+  const overview = await admin.getVisitsOverview();
+  assert.ok(overview.orphanVisits.total >= 2, JSON.stringify(overview));
+
+  assert.deepEqual(await admin.deleteShortUrlVisits({ shortCode: created.shortCode }), { deletedVisits: 3 });
+  assert.equal((await admin.getShortUrlVisits({ shortCode: created.shortCode })).data.length, 0);
+  const summary = (await admin.getShortUrl({ shortCode: created.shortCode })).visitsSummary;
+  assert.deepEqual(summary, { total: 3, nonBots: 2, bots: 1 }, 'the totals stay exact');
+  const { deletedVisits } = await admin.deleteOrphanVisits();
+  assert.ok(deletedVisits >= 2, `${deletedVisits}`);
+});
+
 test('each refusal carries its Shlink problem type and status', async () => {
   const cases = [
     [() => admin.createShortUrl({ longUrl: 'javascript:alert(1)' }), ErrorType.INVALID_ARGUMENT, 400],
@@ -370,7 +428,9 @@ test('each refusal carries its Shlink problem type and status', async () => {
     [() => client('').listShortUrls(), ErrorType.INVALID_AUTHORIZATION, 401],
     [() => client('not-a-key-of-this-shortener').listShortUrls(), ErrorType.INVALID_API_KEY, 401],
     [() => admin.mercureInfo(), ErrorType.MERCURE_NOT_CONFIGURED, 501],
-    [() => admin.getShortUrlVisits({ shortCode: `full-${run}` }), ErrorType.NOT_FOUND, 404],
+    [() => admin.getShortUrlVisits({ shortCode: `nothing-${run}` }), ErrorType.INVALID_SHORTCODE, 404],
+    [() => admin.getOrphanVisits({ type: 'elsewhere' }), ErrorType.INVALID_ARGUMENT, 400],
+    [() => admin.getShortUrlVisits({ shortCode: `full-${run}` }, { startDate: 'soon' }), ErrorType.INVALID_ARGUMENT, 400],
   ];
   for (const [call, type, status] of cases) {
     const problem = await refusal(call);

@@ -43,6 +43,22 @@ while i <= #ARGV do
       end
     end
     if ttl ~= '0' then redis.pcall('EXPIRE', key, ttl) end
+  elseif op == 'l' then
+    -- A visit list: its bound, the oldest time kept, then records oldest
+    -- first, each starting with its time; the newest end up at the head.
+    local bound, oldest = tonumber(ARGV[first]), tonumber(ARGV[first+1])
+    if last >= first + 2 then
+      redis.pcall('LPUSH', key, unpack(ARGV, first + 2, last))
+    end
+    redis.pcall('LTRIM', key, 0, bound - 1)
+    for _ = 1, bound do
+      local tail = redis.pcall('LINDEX', key, -1)
+      if type(tail) ~= 'string' or (tonumber(string.match(tail, '^%d+')) or 0) >= oldest then
+        break
+      end
+      redis.pcall('RPOP', key)
+    end
+    redis.pcall('EXPIRE', key, ttl)
   elseif op == 'p' then
     made = redis.pcall('PFADD', key, unpack(ARGV, first, last)) == 1
   else

@@ -13,6 +13,7 @@ use shortlink_core::Key;
 use super::args::Args;
 use super::batches::{Batch, SealedTally};
 use super::tally::{total_slot, DayVisitors, Names, Tally};
+use super::visits::{seal_link_visits, ListOrHash, LIST_LEAD};
 use super::{Flusher, Map, SEALED_VISITORS_MAX};
 use crate::clicks::destination::{lane_of, Lane};
 use crate::clicks::store::CountSettings;
@@ -52,6 +53,8 @@ enum Letter {
     Hash,
     Details,
     Visitors,
+    /// A visit list: its lead (bound, oldest time kept), then records.
+    List,
 }
 
 impl Letter {
@@ -60,6 +63,16 @@ impl Letter {
             Self::Hash => "h",
             Self::Details => "d",
             Self::Visitors => "p",
+            Self::List => "l",
+        }
+    }
+
+    /// Arguments at the start of the operation's, repeated in every part
+    /// of one split across calls.
+    fn lead(self) -> usize {
+        match self {
+            Self::List => LIST_LEAD,
+            Self::Hash | Self::Details | Self::Visitors => 0,
         }
     }
 
@@ -68,7 +81,7 @@ impl Letter {
     fn width(self) -> usize {
         match self {
             Self::Hash | Self::Details => 2,
-            Self::Visitors => 1,
+            Self::Visitors | Self::List => 1,
         }
     }
 }
@@ -169,6 +182,7 @@ impl Flusher {
         let days_kept = settings.days_kept.as_secs();
         let hours_kept = settings.hours_kept.as_secs();
         let minutes_kept = (MINUTES_KEPT + 1) * 60;
+        let visit_ttl = settings.visits.days.as_secs();
         if self.sealed_visitors.len() >= SEALED_VISITORS_MAX {
             self.sealed_visitors.clear();
         }
@@ -231,8 +245,25 @@ impl Flusher {
             }
             let visitors = std::mem::take(&mut link.visitors);
             self.add_visitors(&mut ops, key, visitors, names, counts, days_kept);
+            if !link.visits.is_empty() {
+                let args = ops.push(Letter::List, counts.visits(key.as_str()), visit_ttl);
+                seal_link_visits(&mut link.visits, key.as_str(), names, settings.visits, args);
+            }
             false
         });
+        for (kind, key, args) in tally.log.seal(whole, names, counts, settings.visits) {
+            let (letter, ttl) = match kind {
+                ListOrHash::Hash => (Letter::Hash, 0),
+                ListOrHash::List => (Letter::List, visit_ttl),
+            };
+            ops.all.push(Op {
+                letter,
+                key,
+                ttl,
+                args,
+            });
+        }
+        waiting += tally.log.entries();
         self.next_tally += 1;
         let mut sealed = SealedTally {
             batches: 0,
@@ -244,8 +275,8 @@ impl Flusher {
         // next send.
         self.tallies.insert(self.next_tally, sealed);
         tally.entries = waiting;
-        if tally.links.is_empty() {
-            // The links waiting number their sources by these names.
+        if tally.links.is_empty() && tally.log.is_empty() {
+            // The links and visits waiting number their texts by these names.
             tally.names.clear();
         }
         // A burst of links is not kept allocated for good.
@@ -269,11 +300,11 @@ impl Flusher {
             let mut batch = self.batch(lane, counts, today);
             for &(_, index) in lane_ops {
                 let op = &mut ops.all[index];
-                let width = op.letter.width();
-                let mut done = 0;
+                let (width, lead) = (op.letter.width(), op.letter.lead());
+                let mut done = lead;
                 while done < op.args.len() {
                     // The call's own arguments, the batch's, this operation's.
-                    let used = CALL_ARGS + batch.keys.len() + batch.args.len() + 1 + 4;
+                    let used = CALL_ARGS + batch.keys.len() + batch.args.len() + 1 + 4 + lead;
                     let room = BATCH_ARGS.saturating_sub(used).min(OP_ARGS) / width * width;
                     if room == 0 {
                         let next = self.batch(lane, counts, today);
@@ -292,7 +323,8 @@ impl Flusher {
                     batch.args.push(op.letter.name());
                     batch.args.push_number(batch.keys.len() as u64 + 1);
                     batch.args.push_number(op.ttl);
-                    batch.args.push_number((end - done) as u64);
+                    batch.args.push_number((lead + end - done) as u64);
+                    batch.args.extend_from(&op.args, 0..lead);
                     batch.args.extend_from(&op.args, done..end);
                     done = end;
                 }

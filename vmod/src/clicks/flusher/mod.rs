@@ -37,6 +37,7 @@ mod encoding;
 mod mirror;
 mod pace;
 mod tally;
+mod visits;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Read as _;
@@ -70,7 +71,9 @@ use crate::now_ms;
 /// instead; the TTL is set anew on every write, so a link's
 /// details are kept the days kept past its last click by a person, where
 /// a day's counts are kept from that day), `p key ttl element...`
-/// (`PFADD`). One operation per key: a link's clicks share the hashes of
+/// (`PFADD`), `l list ttl n bound oldest record...` (a visit list: `LPUSH`
+/// the records, oldest first, `LTRIM` to `bound`, `RPOP` records older
+/// than `oldest` from the tail, `EXPIRE` `ttl`). One operation per key: a link's clicks share the hashes of
 /// its bucket (and the minute's hash, a field per key), so most calls
 /// carry many fields.
 ///

@@ -2,7 +2,7 @@
 //! (agent, referrer host, country) numbered once, within the backlog's
 //! bound; and the flusher's taking of the store's clicks into it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -13,6 +13,7 @@ use shortlink_core::clicks::{ClickTime, Day, Detail, Hour, Minute, Total};
 use shortlink_core::rules::Chosen;
 use shortlink_core::{Key, KeyScheme};
 
+use super::visits::{push_bounded, DomainLog, LoggedVisit};
 use super::{Flusher, Map, Set};
 use crate::clicks::click::Outcome;
 use crate::clicks::store::{add_pending, subtract_pending, ClickStore, CountSettings};
@@ -32,6 +33,8 @@ pub(super) struct Tally {
     /// Clicks on links with a click limit, pending in the store until
     /// their batch is stored.
     pub(super) limited: HashMap<Box<str>, u64>,
+    /// The domain's visits and orphans (see [`super::visits`]).
+    pub(super) log: DomainLog,
 }
 
 /// Where people's clicks came from, as a tally numbers them: agent,
@@ -71,7 +74,7 @@ pub(super) struct Names {
 
 impl Names {
     /// The source of a click by `agent` from `referrer` and `country`.
-    fn source(
+    pub(super) fn source(
         &mut self,
         agent: &Rc<Agent>,
         referrer: &str,
@@ -133,7 +136,7 @@ pub(super) struct Numbered {
 }
 
 impl Numbered {
-    fn number(&mut self, name: &str) -> u32 {
+    pub(super) fn number(&mut self, name: &str) -> u32 {
         if let Some(number) = self.numbers.get(name) {
             return *number;
         }
@@ -143,7 +146,7 @@ impl Numbered {
         number
     }
 
-    fn name(&self, number: u32) -> &str {
+    pub(super) fn name(&self, number: u32) -> &str {
         self.names.get(number as usize).map_or("", |name| &**name)
     }
 
@@ -156,7 +159,7 @@ impl Numbered {
 impl Tally {
     /// Neither clicks nor a link's history waiting (see [`super::pace`]).
     pub(super) fn is_empty(&self) -> bool {
-        self.clicks == 0 && self.links.is_empty()
+        self.clicks == 0 && self.links.is_empty() && self.log.is_empty()
     }
 }
 
@@ -190,6 +193,8 @@ pub(super) struct LinkTally {
     /// People by address and agent (numbered in [`Names`]); hashed and
     /// salted when sealed.
     pub(super) visitors: DayVisitors,
+    /// The newest visits, oldest first, within the log's bound per link.
+    pub(super) visits: VecDeque<LoggedVisit>,
 }
 
 impl LinkTally {
@@ -199,7 +204,8 @@ impl LinkTally {
             && self.hours.is_empty()
             && self.minutes.is_empty()
             && self.sources.is_empty()
-            && self.visitors.is_empty())
+            && self.visitors.is_empty()
+            && self.visits.is_empty())
     }
 
     /// The backlog's entries the link's history holds, counted as the
@@ -218,6 +224,7 @@ impl LinkTally {
                 .iter()
                 .map(|(_, people)| people.len())
                 .sum::<usize>()
+            + self.visits.len()
     }
 
     /// A click that adds to one of the link's totals only: a bot's, or an
@@ -352,7 +359,9 @@ impl Flusher {
             links,
             names,
             limited,
+            log,
         } = &mut self.open;
+        let bounds = settings.visits;
         let mut taken = 0;
         let mut released = Released { store, bytes: 0 };
         // Past the backlog's room the rest wait, in order, for Redis to
@@ -363,6 +372,21 @@ impl Flusher {
             };
             taken += 1;
             released.bytes += click.bytes();
+            // Whole: with details, visitor and visit.
+            let whole = *entries < whole_room;
+            let country_of = |click: &crate::clicks::Click<'_>| {
+                countries.and_then(|c| click.client.and_then(|ip| c.country(ip)))
+            };
+            if let Outcome::Orphan(kind) = click.outcome {
+                *tallied += 1;
+                let agent = agents.classify(click.user_agent());
+                let country = if whole { country_of(&click) } else { None };
+                let bot = click.head || agent.bot;
+                let referrer = click.referrer().unwrap_or_default();
+                let visit = names.visit(&agent, referrer, country, None, click.at, bot);
+                log.orphan(kind, click.key(), visit, bounds, entries);
+                continue;
+            }
             if click.outcome == Outcome::Limited {
                 add_pending(limited, click.key(), 1);
             }
@@ -377,28 +401,38 @@ impl Flusher {
                 continue;
             };
             *tallied += 1;
-            // Gone answers and bots count in a total only: their user
-            // agent (a HEAD is a bot's whatever it says) and country are
-            // not looked up.
+            // Gone answers count in a total only, and make no visit.
             if click.outcome == Outcome::Gone {
                 link.add_total(Total::Gone, entries);
                 continue;
             }
-            if click.head {
+            let logged = whole && bounds.on();
+            // A bot's click counts in a total only, but for its visit: its
+            // agent (a HEAD is a bot's whatever it says) and country are
+            // looked up only for that.
+            let agent = (logged || !click.head).then(|| agents.classify(click.user_agent()));
+            let bot = click.head || agent.as_ref().is_none_or(|agent| agent.bot);
+            let country = if logged || (whole && !bot) {
+                country_of(&click)
+            } else {
+                None
+            };
+            if let (true, Some(agent)) = (logged, &agent) {
+                let referrer = click.referrer().unwrap_or_default();
+                let target = click.target();
+                let visit = names.visit(agent, referrer, country, target, click.at, bot);
+                push_bounded(&mut link.visits, visit, bounds.per_link, entries);
+                log.link_visit(text, visit, bounds, entries);
+            }
+            let Some(agent) = agent.filter(|_| !bot) else {
                 link.add_total(Total::Bots, entries);
                 continue;
-            }
-            let agent = agents.classify(click.user_agent());
-            if agent.bot {
-                link.add_total(Total::Bots, entries);
-                continue;
-            }
-            if *entries >= whole_room {
+            };
+            if !whole {
                 link.add_person_counts(click.at, entries);
                 without_details += 1;
                 continue;
             }
-            let country = countries.and_then(|c| click.client.and_then(|ip| c.country(ip)));
             let referrer = click.referrer().unwrap_or("(none)");
             let source = names.source(&agent, referrer, country, click.target());
             link.add_person(click.at, source, click.client, entries);

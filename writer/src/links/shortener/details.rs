@@ -109,3 +109,10 @@ impl Shortener {
         Ok(details)
     }
 }
+
+/// Now, in Unix seconds: when a link is created.
+pub(super) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}

@@ -80,13 +80,11 @@ impl Change<'_> {
             || self.forward_query.is_some()
             || self.rules.is_some()
             || self.split.is_some()
+            || self.crawlable.is_some()
     }
 
     /// Whether it changes nothing at all.
     pub fn is_empty(&self) -> bool {
-        !self.changes_value()
-            && self.title.is_none()
-            && self.tags.is_none()
-            && self.crawlable.is_none()
+        !self.changes_value() && self.title.is_none() && self.tags.is_none()
     }
 }

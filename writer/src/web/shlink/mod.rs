@@ -12,7 +12,7 @@
 //! | `redirect_rules/` | a short URL's rules, in Shlink's conditions |
 //! | `tags/` | list, stats, rename, delete tags |
 //! | `domains.rs` | the short domains and their redirects |
-//! | `visits.rs` | the visits overview, from the click totals |
+//! | `visits/` | the visits overview, from the click totals; visit lists from the visit log |
 //! | `health.rs` | `health`, and `mercure-info` (not offered) |
 //!
 //! Auth: `X-Api-Key` carries the native API's tokens, with their owners,
@@ -76,7 +76,29 @@ pub fn routes(config: &mut web::ServiceConfig, origins: &[String]) {
             .route("/v3/tags", web::put().to(tags::rename::rename))
             .route("/v3/tags", web::delete().to(tags::delete::delete))
             .route("/v3/domains", web::get().to(domains::list))
-            .route("/v3/visits", web::get().to(visits::overview))
+            .route("/v3/visits", web::get().to(visits::overview::overview))
+            .route(
+                "/v3/short-urls/{short_code}/visits",
+                web::get().to(visits::short_url::visits),
+            )
+            .route(
+                "/v3/short-urls/{short_code}/visits",
+                web::delete().to(visits::delete_short_url::delete),
+            )
+            .route("/v3/tags/{tag}/visits", web::get().to(visits::tag::visits))
+            .route(
+                "/v3/domains/{domain}/visits",
+                web::get().to(visits::domain::visits),
+            )
+            .route(
+                "/v3/visits/non-orphan",
+                web::get().to(visits::non_orphan::visits),
+            )
+            .route("/v3/visits/orphan", web::get().to(visits::orphan::visits))
+            .route(
+                "/v3/visits/orphan",
+                web::delete().to(visits::delete_orphans::delete),
+            )
             .default_service(web::to(not_found)),
     );
 }

@@ -1,5 +1,5 @@
 //! `GET /rest/v3/visits`: the visits overview, from the exact click totals
-//! of the links the key may change.
+//! of the links the key may change, and the orphans' counts (an admin's).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::json;
@@ -23,8 +23,7 @@ pub(crate) async fn overview(
         totals.bots += entry.totals.bots;
     }
     let links = VisitsSummary::from(totals);
-    // Visits to unknown codes and bare domains are not counted here yet.
-    let orphans = VisitsSummary::default();
+    let orphans = VisitsSummary::from(shortener.orphan_totals(&who).await?);
     Ok(HttpResponse::Ok().json(json!({
         "visits": {
             "nonOrphanVisits": links,

@@ -1,0 +1,24 @@
+//! `GET /rest/v3/tags/{tag}/visits`: the visits of every link holding the
+//! tag that the key may see, newest first.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use crate::access::Gatekeeper;
+use crate::links::shortener::{Shortener, VisitScope};
+use crate::web::shlink::problem::Problem;
+use crate::web::shlink::request::{api_key, Query};
+
+pub(crate) async fn visits(
+    request: HttpRequest,
+    shortener: web::Data<Shortener>,
+    guard: web::Data<Gatekeeper>,
+    tag: web::Path<String>,
+) -> Result<HttpResponse, Problem> {
+    let who = api_key(&request, &guard)?;
+    let query = Query::of(&request);
+    let visit_query = super::visit_query(&query, &shortener, true)?;
+    let page = shortener
+        .visits(&who, VisitScope::Tag(&tag), &visit_query)
+        .await?;
+    super::answer(page, &query, &shortener)
+}
