@@ -37,6 +37,13 @@ runs Zipf traffic,
 measures it (`zipf-before-restart`), restarts Varnish, warms its empty cache
 with `shortlink warm`, and then measures the same traffic against it.
 
+The visit log (each click's visit kept, the newest per link and per
+domain) is measured the same way: `hit`, `miss` and `storm` each have runs
+paired on a VCL with the log off (`hit-unlogged`, `miss-unlogged`,
+`storm-unlogged`), counting into the same clicks' Redis through a store of
+its own; the target is hit's ratio, within 3 points, and `visit_log_cost`
+reports all three.
+
 Short domains and forwarded queries: the bench's configuration has a second
 domain (SECOND_DOMAIN, reached through DOMAIN_ALIAS, its links at the root)
 beside the default one, which `hit` measures as before (its requests now
@@ -786,9 +793,11 @@ def run(processes):
     # Without purging, for measuring what the purge costs an insert.
     purge_url = "" if os.environ.get("BENCH_WRITER_PURGE") == "0" else f"http://127.0.0.1:{varnish_port}"
 
-    def configuration(counted, links_url=redis_url, clicks=clicks_url, domains=True, admission=True):
+    def configuration(counted, links_url=redis_url, clicks=clicks_url, domains=True, admission=True,
+                      logged=True):
         # `admission`: a key cached from its second request (the shipped
-        # default); without it, every answer cached at its first.
+        # default); without it, every answer cached at its first. `logged`:
+        # the visit log kept (the shipped default); without it, totals alone.
         return (
             f'listen = "127.0.0.1:{writer_port}"\n'
             f'public_base_url = "http://127.0.0.1:{varnish_port}/l/"\n'
@@ -796,6 +805,7 @@ def run(processes):
             + ('' if admission else '[redirect]\nadmission_window_s = 0\n') +
             f'[clicks]\nenabled = {"true" if counted else "false"}\nredis_url = "{clicks}"\n{os.environ.get("BENCH_CLICKS_EXTRA", "")}\n'
             f'geoip = "{WORK / "countries.mmdb"}"\n'
+            + ('' if logged else 'visits_kept = 0\ndomain_visits_kept = 0\n') +
             f'[varnish]\npurge_url = "{purge_url}"\n'
             f'vmod = "{RELEASE / "libvmod_shortlink.so"}"\n'
             # The 16 insert clients share one address: as token holders they are
@@ -807,10 +817,10 @@ def run(processes):
             + (f'[[domains]]\nbase_url = "http://{SECOND_DOMAIN}/"\naliases = ["{DOMAIN_ALIAS}"]\n'
                'forward_query = true\n' if domains else ''))
 
-    def generated_vcl(name, counted, links_url=redis_url, clicks=clicks_url, admission=True):
+    def generated_vcl(name, counted, links_url=redis_url, clicks=clicks_url, admission=True, logged=True):
         """Writes `name`.toml and the VCL `shortlink vcl` makes of it."""
         toml, vcl = WORK / f"{name}.toml", WORK / f"{name}.vcl"
-        toml.write_text(configuration(counted, links_url, clicks, admission=admission))
+        toml.write_text(configuration(counted, links_url, clicks, admission=admission, logged=logged))
         vcl.write_text(subprocess.run([str(RELEASE / "shortlink"), "vcl", "--config", str(toml)],
                                       capture_output=True, text=True, check=True).stdout)
         return toml, vcl
@@ -831,6 +841,17 @@ def run(processes):
     # admission: what the admission rule gains `miss`.
     _, cached_first_vcl = generated_vcl("cachedfirst", counted=True, admission=False)
     varnishadm(workdir, "vcl.load", "cachedfirst", str(cached_first_vcl))
+    # The same with the visit log off: the limit of what the log costs. A
+    # VMOD's click store is one per clicks' Redis URL and prefix, whose
+    # settings the newest VCL gives: this VCL names the same Redis and
+    # database by another URL (the database left to its default, 0), so
+    # that it counts in a store of its own, the log off, while the shipped
+    # VCL's store keeps it on; both store into the one database the
+    # exactness check reads.
+    unlogged_clicks = clicks_url.removesuffix("?db=0").removesuffix("/0")
+    assert unlogged_clicks != clicks_url, clicks_url
+    _, unlogged_vcl = generated_vcl("unlogged", counted=True, clicks=unlogged_clicks, logged=False)
+    varnishadm(workdir, "vcl.load", "unlogged", str(unlogged_vcl))
     # The limits are VCLs of the same varnishd, so they run on the same
     # process with the same parameters as the VCL they are compared with.
     varnishadm(workdir, "vcl.load", "ceiling", str(write_vcl("ceiling.vcl", CEILING_VCL)))
@@ -1192,10 +1213,12 @@ def run(processes):
     # links on the VCL generated with counting off) paired with hit's: turns
     # of 50 ms would share the click pipeline's work (a flush a second, the
     # clicks' Redis) between both sides, and hide it.
-    say("hit: cached links, each run paired with ceiling-paired (the ceiling on the same keys) and "
-        "hit-uncounted (the same links on the VCL generated with counting off)")
+    say("hit: cached links, each run paired with ceiling-paired (the ceiling on the same keys), "
+        "hit-uncounted (the same links on the VCL generated with counting off) and hit-unlogged "
+        "(counted, the visit log off)")
     scenario("hit", links_wrk("random", hit_keys), prepare=warm, counted=True,
-             pairs=[("ceiling-paired", "ceiling"), ("hit-uncounted", "uncounted")])
+             pairs=[("ceiling-paired", "ceiling"), ("hit-uncounted", "uncounted"),
+                    ("hit-unlogged", "unlogged", True)])
     if "hit/hit-uncounted" in scenarios:
         scenarios["hit/counting"] = {
             "hit_rps": scenarios["hit"]["rps"], "uncounted_rps": scenarios["hit-uncounted"]["rps"],
@@ -1455,7 +1478,8 @@ def run(processes):
     say("miss: every request a fresh key, each run paired with miss-uncounted (the same with counting off) "
         "and miss-cached-first (every answer cached at its first request, as before the admission rule)")
     scenario("miss", links_wrk("fresh", fresh_keys), prepare=empty_cache, counted=True,
-             pairs=[("miss-uncounted", "uncounted"), ("miss-cached-first", "cachedfirst", True)])
+             pairs=[("miss-uncounted", "uncounted"), ("miss-cached-first", "cachedfirst", True),
+                    ("miss-unlogged", "unlogged", True)])
     if CLUSTER:
         say(f"miss-cluster: the same, each key looked up in the cluster of {CLUSTER_PRIMARIES} primaries")
         scenario("miss-cluster", links_wrk("fresh", fresh_keys), prepare=empty_cache, vcl_name="cluster",
@@ -1538,7 +1562,8 @@ def run(processes):
         f"each run paired with ceiling500 (the ceiling with as many connections): a storm's p99 moves "
         f"between runs with the machine's speed by more than the target allows")
     scenario("storm", links_wrk("random", storm_keys, STORM_CONNECTIONS, STORM_DURATION, statuses=True),
-             prepare=empty_cache, pairs=[("ceiling500", "ceiling")], counted=True)
+             prepare=empty_cache, pairs=[("ceiling500", "ceiling"), ("storm-unlogged", "unlogged", True)],
+             counted=True)
     if "storm-uncounted" in ONLY:
         # For profiling only: what counting costs the storm.
         scenario("storm-uncounted", links_wrk("random", storm_keys, STORM_CONNECTIONS, STORM_DURATION,
@@ -1645,6 +1670,10 @@ def run(processes):
         },
         # hit and hit-uncounted in paired runs, the median of their ratios.
         "counting_cost": scenarios["hit/counting"],
+        # Each of hit, miss and storm against runs paired with it on the VCL
+        # with the visit log off: the median of their rate ratios.
+        "visit_log_cost": {name: round(scenarios[f"{name}/{name}-unlogged"], 3)
+                           for name in ("hit", "miss", "storm") if f"{name}/{name}-unlogged" in scenarios},
         "hit_p99_to_ceiling_per_pair_median": round(scenarios["hit/ceiling-paired p99"], 3),
         "storm_p99_to_ceiling500_per_pair_median": round(scenarios["storm/ceiling500 p99"], 3),
         "restart": {"zipf_restart_to_before_per_run_median":
@@ -1791,6 +1820,10 @@ TARGETS = [
      "hit Redis commands", lambda r: r["rules"]["links_redis_commands"]["hit"], "<=", 1.0, True,
      lambda r: round((r["rules"]["links_redis_commands"]["hit-rules"] + 1)
                      / (r["rules"]["links_redis_commands"]["hit"] + 1), 3)),
+    # The visit log on against off, hits each run paired with one.
+    ("visit log cost", lambda r: r["scenarios"]["hit"]["rps"], "hit-unlogged req/s",
+     lambda r: r["scenarios"]["hit-unlogged"]["rps"], ">=", 0.97, False,
+     lambda r: r["visit_log_cost"]["hit"]),
     # A cold request costs no more than one lookup and an answer.
     ("miss req/s, in turns", lambda r: r["cold_path"]["miss_beside_lookup_synth"]["miss_rps"],
      "lookup-synth req/s, in turns", lambda r: r["cold_path"]["miss_beside_lookup_synth"]["lookup_synth_rps"],

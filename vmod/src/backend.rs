@@ -1,6 +1,10 @@
 //! The native backend: turns a fetch of `/any/path/<key>` into a redirect,
 //! a 404, or a failed fetch, without any HTTP server behind Varnish.
 
+mod robots;
+
+pub use robots::is_robots_txt;
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -346,7 +350,7 @@ impl Resolver {
 
     fn respond(&self, ctx: &mut Ctx) -> Result<Option<Body>, VclError> {
         let (domain, key) = link_of(ctx.http_bereq.as_ref());
-        if crate::robots::is_robots_txt(&key) {
+        if is_robots_txt(&key) {
             return self.respond_robots_txt(ctx, domain.as_deref());
         }
         let resolution = self
@@ -399,7 +403,7 @@ impl Resolver {
                 http.set_status(self.settings.status.code());
                 http.set_header("Location", url)?;
                 if *crawlable {
-                    http.set_header(crate::robots::CRAWLABLE_MARK, "1")?;
+                    http.set_header(robots::CRAWLABLE_MARK, "1")?;
                 }
                 if let Some(forward) = forward_query {
                     http.set_header(FORWARD_MARK, if *forward { "+" } else { "-" })?;

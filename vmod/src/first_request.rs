@@ -38,7 +38,7 @@ impl redirector {
             || {
                 let resolver = self.resolver();
                 let (domain, key) = link_of(ctx.http_req.as_ref());
-                if crate::robots::is_robots_txt(&key) {
+                if crate::backend::is_robots_txt(&key) {
                     let url = request_url(ctx.http_req.as_ref()).to_owned();
                     let resp = ctx
                         .http_resp

@@ -15,7 +15,6 @@ mod headers;
 mod limits;
 mod lookups;
 mod pages;
-mod robots;
 mod stats;
 mod targeting;
 
@@ -54,27 +53,17 @@ pub use backend::{key_of, Resolution};
 /// ```
 #[varnish::vmod(docs = "API.md")]
 mod shortlink {
-    use std::time::Duration;
-
     use std::net::SocketAddr;
-    use std::sync::atomic::AtomicU64;
+    use std::time::Duration;
 
     use shortlink_core::clicks::visits::VisitKind;
     use shortlink_core::rules::Chosen;
-    use shortlink_core::settings::ClickQueueMb;
-    use shortlink_core::{
-        ClickBacklog, FlushInterval, HeaderValue, KeyScheme, PoolSize, RedirectStatus,
-        ReplicasToAck, Retention, Timeout, Ttl,
-    };
     use varnish::ffi::VCL_BACKEND;
-    use varnish::vcl::{Backend, Ctx, LogTag, VclError};
-    use varnish::Vsc;
+    use varnish::vcl::{Ctx, LogTag, VclError};
 
-    use crate::arguments::{admission_of, duration_or, visit_bounds};
+    use crate::arguments::RedirectorArgs;
     use crate::backend::time_left;
-    use crate::backend::{KeySpaces, LinkBackend, Resolution, Resolver, Settings};
-    use crate::clicks::CountSettings;
-    use crate::lookups::{PoolSettings, RedisPool};
+    use crate::backend::Resolution;
     use crate::{redirector, without_panic};
 
     /// `url` without its query string and fragment: what a link's cache
@@ -250,101 +239,33 @@ mod shortlink {
         ) -> Result<Self, VclError> {
             without_panic(
                 || {
-                    let scheme = KeyScheme::new(prefix, usize::try_from(split).unwrap_or(0))
-                        .map_err(|e| format!("shortlink: {name}: {e}"))?;
-                    let spaces = KeySpaces::new(scheme, domains)
-                        .map_err(|e| format!("shortlink: {name}: domains: {e}"))?;
-                    let settings = Settings {
-                        spaces,
-                        status: RedirectStatus::try_from(status)
-                            .map_err(|e| format!("shortlink: {name}: {e}"))?,
-                        ttl: duration_or(ttl, Ttl::FOUND, "ttl", name)?,
-                        negative_ttl: duration_or(
-                            negative_ttl,
-                            Ttl::NEGATIVE,
-                            "negative_ttl",
-                            name,
-                        )?,
-                        grace: duration_or(grace, Ttl::GRACE, "grace", name)?,
-                        cache_control: HeaderValue::try_from(cache_control)
-                            .map_err(|e| format!("shortlink: {name}: cache_control {e}"))?,
-                    };
-                    let admission = admission_of(admission_window, name)?;
-                    let connect_timeout =
-                        duration_or(connect_timeout, Timeout::CONNECT, "connect_timeout", name)?;
-                    let command_timeout =
-                        duration_or(command_timeout, Timeout::COMMAND, "command_timeout", name)?;
-                    let counting = CountSettings {
-                        flush_interval: duration_or(
-                            flush_interval,
-                            FlushInterval::DEFAULT,
-                            "flush_interval",
-                            name,
-                        )?,
-                        backlog: ClickBacklog::try_from(click_backlog)
-                            .map_err(|e| format!("shortlink: {name}: click_backlog {e}"))?
-                            .get() as usize,
-                        queue_bytes: ClickQueueMb::try_from(click_queue_mb)
-                            .map_err(|e| format!("shortlink: {name}: click_queue_mb {e}"))?
-                            .bytes(),
-                        days_kept: duration_or(days_kept, Retention::DAYS, "days_kept", name)?,
-                        hours_kept: duration_or(hours_kept, Retention::HOURS, "hours_kept", name)?,
-                        geoip: (!geoip.is_empty()).then(|| geoip.to_owned()),
+                    let args = RedirectorArgs {
+                        redis,
+                        prefix,
+                        split,
                         connect_timeout,
                         command_timeout,
-                        replicas_to_ack: ReplicasToAck::try_from(replicas_to_ack)
-                            .map_err(|e| format!("shortlink: {name}: replicas_to_ack {e}"))?
-                            .get(),
-                        visits: visit_bounds(visits_kept, domain_visits_kept, visit_days, name)?,
+                        pool_size,
+                        status,
+                        ttl,
+                        negative_ttl,
+                        grace,
+                        admission_window,
+                        cache_control,
+                        flush_interval,
+                        click_backlog,
+                        click_queue_mb,
+                        days_kept,
+                        hours_kept,
+                        geoip,
+                        clicks_redis,
+                        replicas_to_ack,
+                        visits_kept,
+                        domain_visits_kept,
+                        visit_days,
+                        domains,
                     };
-                    let pool_size = PoolSize::try_from(pool_size)
-                        .map_err(|e| format!("shortlink: {name}: pool_size {e}"))?
-                        .get();
-                    let pool_of = |url| {
-                        RedisPool::new(&PoolSettings {
-                            url,
-                            connect_timeout,
-                            command_timeout,
-                            size: pool_size,
-                        })
-                        .map_err(|e| format!("shortlink: {name}: {e}"))
-                    };
-                    let pool = std::sync::Arc::new(pool_of(redis)?);
-                    let apart = shortlink_core::clicks::own_redis(clicks_redis, redis);
-                    let click_pool = apart.map(pool_of).transpose()?;
-                    let mirror = apart.map(|_| std::sync::Arc::clone(&pool));
-                    // One store, with its flusher, per key space.
-                    let clicks = settings
-                        .spaces
-                        .schemes()
-                        .map(|scheme| {
-                            let (url, mirror) = (apart.unwrap_or(redis), mirror.clone());
-                            crate::clicks::store_for(url, scheme, counting.clone(), mirror)
-                                .map_err(|e| format!("shortlink: {name}: {e}"))
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let resolver = Resolver {
-                        settings,
-                        pool,
-                        click_pool,
-                        stats: Vsc::new("shortlink", name),
-                        changes: crate::changes::Changes::default(),
-                        clicks: clicks.clone(),
-                        robots_txt: std::sync::OnceLock::new(),
-                    };
-                    let backend =
-                        Backend::new(ctx, "shortlink", name, LinkBackend { resolver }, true)?;
-                    let countries = (!geoip.is_empty())
-                        .then(|| crate::clicks::Countries::open(geoip))
-                        .transpose()
-                        .map_err(|e| format!("shortlink: {name}: geoip: {e}"))?;
-                    Ok(Self {
-                        backend,
-                        admission,
-                        clicks,
-                        published: AtomicU64::new(u64::MAX),
-                        countries,
-                    })
+                    Self::build(ctx, name, &args)
                 },
                 || Err(VclError::Str("shortlink: internal error in vcl_init")),
             )

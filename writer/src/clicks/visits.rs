@@ -27,6 +27,10 @@ pub struct VisitRecord {
     pub agent: String,
     /// The canonical name of the domain visited.
     pub domain: String,
+    /// Where a link's visit was sent, as the link reads now (its URL, or
+    /// the target its rules or split chose); `None` until the links area
+    /// looks it up, and for orphans and links gone since.
+    pub redirect: Option<String>,
 }
 
 /// Which list to read.
@@ -80,6 +84,7 @@ impl ClickReader {
             referrer: visit.referrer.to_owned(),
             agent: visit.agent.to_owned(),
             domain: self.domain.clone(),
+            redirect: None,
         }
     }
 

@@ -319,17 +319,26 @@ impl LinkStore {
         Ok(lookups.query_async(connection).await?)
     }
 
-    /// The owner of each of `keys` that holds a link (`None` inside for a
-    /// link without one), in one round trip.
-    pub async fn owners_of(&self, keys: &[Key]) -> Result<Vec<Option<Option<Owner>>>, StoreError> {
+    /// The link each of `keys` holds, if any, in one round trip.
+    pub async fn records_of(&self, keys: &[Key]) -> Result<Vec<Option<Record>>, StoreError> {
         let mut connection = self.connection.get()?;
         let values = self.values_of(&mut connection, keys).await?;
         Ok(values
             .into_iter()
             .map(|value| match value.map(|raw| Stored::parse(&raw)) {
-                Some(Ok(Stored::Link(record))) => Some(record.owner),
+                Some(Ok(Stored::Link(record))) => Some(record),
                 _ => None,
             })
+            .collect())
+    }
+
+    /// The owner of each of `keys` that holds a link (`None` inside for a
+    /// link without one), in one round trip.
+    pub async fn owners_of(&self, keys: &[Key]) -> Result<Vec<Option<Option<Owner>>>, StoreError> {
+        let records = self.records_of(keys).await?;
+        Ok(records
+            .into_iter()
+            .map(|record| record.map(|record| record.owner))
             .collect())
     }
 

@@ -57,6 +57,10 @@ pub struct VisitBody {
     /// The target a link with rules or a split chose (`url`, `r1`, `s2`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// Where the visit was sent, as the link reads now (the URL of the
+    /// target chosen); absent once the link is gone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirect_url: Option<String>,
 }
 
 impl From<VisitRecord> for VisitBody {
@@ -69,6 +73,7 @@ impl From<VisitRecord> for VisitBody {
             referrer: some(visit.referrer),
             user_agent: visit.agent,
             target: some(visit.target),
+            redirect_url: visit.redirect,
         }
     }
 }

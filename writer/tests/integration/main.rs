@@ -27,6 +27,7 @@ mod shlink;
 mod splits;
 mod store;
 mod titles;
+mod visits;
 mod writers;
 
 use std::process::ExitCode;
@@ -80,6 +81,10 @@ const TESTS: &[(&str, common::Test)] = &[
     (
         "crawlable::a_crawlable_link_is_indexable_and_allowed_in_robots_txt",
         crawlable::a_crawlable_link_is_indexable_and_allowed_in_robots_txt,
+    ),
+    (
+        "visits::a_links_visits_are_read_newest_first_a_page_at_a_time",
+        visits::a_links_visits_are_read_newest_first_a_page_at_a_time,
     ),
     (
         "titles::titles_are_read_within_their_bounds",

@@ -300,6 +300,13 @@ test('redirect rules choose the target at the edge, per request', async () => {
   assert.equal((await follow(created.shortUrl, undefined, IPHONE)).location, ios);
   assert.equal((await follow(`${created.shortUrl}?ref=mail`)).location.split('?')[0], dutchMail);
   assert.equal((await follow(created.shortUrl)).location, longUrl);
+  const sent = await eventually(15, async () => {
+    const list = await author.getShortUrlVisits({ shortCode: created.shortCode });
+    assert.equal(list.data.length, 3);
+    return list;
+  });
+  assert.deepEqual(sent.data.map((visit) => visit.redirectUrl), [longUrl, dutchMail, ios],
+    'where each visit was sent, newest first');
 
   const unknown = await refusal(() => author.setShortUrlRedirectRules({ shortCode: created.shortCode }, {
     redirectRules: [{ longUrl: ios, conditions: [{ type: 'browser', matchValue: 'firefox', matchKey: null }] }],
@@ -376,6 +383,7 @@ test('every visit is kept: a short URL\'s, a tag\'s, a domain\'s and orphans, wi
   assert.deepEqual(visits.data.map((visit) => visit.potentialBot), [true, false, false]);
   assert.equal(visits.data[2].referer, 'news.example.org', 'the referrer\'s host');
   assert.ok(visits.data.every((visit) => visit.visitedUrl === created.shortUrl && visit.type === undefined));
+  assert.ok(visits.data.every((visit) => visit.redirectUrl === created.longUrl));
   assert.ok(Date.parse(visits.data[0].date) > Date.now() - 60_000, visits.data[0].date);
   assert.equal(visits.pagination.totalItems, 3);
 

@@ -7,6 +7,8 @@
 //! in memory: a domain's list is at most `domain_visits_kept` records.
 
 use shortlink_core::clicks::visits::VisitKind;
+use shortlink_core::rules::Chosen;
+use shortlink_core::Key;
 
 use crate::access::Identity;
 use crate::clicks::{Totals, VisitList, VisitRecord};
@@ -121,7 +123,43 @@ impl Shortener {
         visits.retain(|visit| query.keeps(visit));
         // Lists of several links or domains, each newest first: merged.
         visits.sort_by_key(|visit| std::cmp::Reverse(visit.at));
-        Ok(query.page_of(visits))
+        let mut page = query.page_of(visits);
+        self.join_redirects(&mut page.visits).await?;
+        Ok(page)
+    }
+
+    /// Names where each link visit of `visits` was sent, as its link reads
+    /// now: the record of each link visited, read once per domain.
+    async fn join_redirects(&self, visits: &mut [VisitRecord]) -> Result<(), ShortenError> {
+        for domain in &self.settings.domains {
+            let mut keys: Vec<Key> = visits
+                .iter()
+                .filter(|visit| visit.kind == VisitKind::Link && visit.domain == domain.name)
+                .filter_map(|visit| domain.scheme.key(&visit.asked).ok())
+                .collect();
+            keys.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+            keys.dedup_by(|a, b| a.as_str() == b.as_str());
+            if keys.is_empty() {
+                continue;
+            }
+            let records = self.store(domain).records_of(&keys).await?;
+            for visit in visits
+                .iter_mut()
+                .filter(|visit| visit.domain == domain.name)
+            {
+                let Ok(at) = keys.binary_search_by(|key| key.as_str().cmp(&visit.asked)) else {
+                    continue;
+                };
+                visit.redirect =
+                    records[at].as_ref().and_then(|record| {
+                        match Chosen::from_label(&visit.target).unwrap_or(Chosen::Url) {
+                            Chosen::Url => Some(record.url.to_string()),
+                            chosen => record.targeting.target(chosen).map(ToString::to_string),
+                        }
+                    });
+            }
+        }
+        Ok(())
     }
 
     /// Forgets one link's visit log, or (for an admin) every domain's

@@ -44,7 +44,8 @@ struct VisitObject {
     visit_location: Option<Location>,
     potential_bot: bool,
     visited_url: String,
-    /// The log keeps which target a link's rules chose, not its URL then.
+    /// Where a link's visit was sent, as the link reads now: the log keeps
+    /// which of its targets was chosen, not that target's URL then.
     redirect_url: Option<String>,
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     orphan_type: Option<&'static str>,
@@ -99,7 +100,7 @@ impl VisitObject {
             }),
             potential_bot: visit.bot,
             visited_url,
-            redirect_url: None,
+            redirect_url: visit.redirect.clone(),
             orphan_type: visit.kind.orphan_type(),
         }
     }

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use shortlink_core::{MAX_ROBOTS_ALLOWS, ROBOTS_TXT};
 use varnish::vcl::{Ctx, HttpHeaders, VclError};
 
-use crate::backend::{Body, Resolution, Resolver};
+use super::{Body, Resolution, Resolver};
 
 /// Header marking an answer that goes without `X-Robots-Tag: noindex`: a
 /// crawlable link's redirect, and robots.txt itself. `vcl_deliver` reads
