@@ -46,19 +46,24 @@ while i <= #ARGV do
   elseif op == 'l' then
     -- A visit list: its bound, the oldest time kept, then records oldest
     -- first, each starting with its time; the newest end up at the head.
+    -- A list this push made (a link's first visits, the common case) needs
+    -- no cut and holds nothing old: a push and its TTL.
     local bound, oldest = tonumber(ARGV[first]), tonumber(ARGV[first+1])
-    if last >= first + 2 then
-      redis.pcall('LPUSH', key, unpack(ARGV, first + 2, last))
-    end
-    redis.pcall('LTRIM', key, 0, bound - 1)
-    for _ = 1, bound do
-      local tail = redis.pcall('LINDEX', key, -1)
-      if type(tail) ~= 'string' or (tonumber(string.match(tail, '^%d+')) or 0) >= oldest then
-        break
+    local pushed = last - first - 1
+    local length = 0
+    if pushed > 0 then length = redis.pcall('LPUSH', key, unpack(ARGV, first + 2, last)) end
+    if type(length) ~= 'number' then length = 0 end
+    if length > bound then redis.pcall('LTRIM', key, 0, bound - 1) end
+    if length > pushed then
+      for _ = 1, bound do
+        local tail = redis.pcall('LINDEX', key, -1)
+        if type(tail) ~= 'string' or (tonumber(string.match(tail, '^%d+')) or 0) >= oldest then
+          break
+        end
+        redis.pcall('RPOP', key)
       end
-      redis.pcall('RPOP', key)
     end
-    redis.pcall('EXPIRE', key, ttl)
+    if length > 0 then redis.pcall('EXPIRE', key, ttl) end
   elseif op == 'p' then
     made = redis.pcall('PFADD', key, unpack(ARGV, first, last)) == 1
   else

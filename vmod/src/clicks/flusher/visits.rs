@@ -401,8 +401,45 @@ mod tests {
         assert!(ttl > 86_000 && ttl <= 86_400, "kept the days: {ttl}");
         let ttl: i64 = redis.query(&["TTL", "short:orphans"]).unwrap();
         assert_eq!(ttl, -1, "a total");
+
+        a_later_flush_cuts_the_full_list(&redis, &store, &settings, &mut flusher);
         drop(redis);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A later flush onto `short:visits:Lm25`, full: its oldest make way
+    /// in Redis too.
+    fn a_later_flush_cuts_the_full_list(
+        redis: &test_support::Redis,
+        store: &ClickStore,
+        settings: &crate::clicks::CountSettings,
+        flusher: &mut Flusher,
+    ) {
+        for referrer in ["later1.example", "later2.example"] {
+            let click = Click::new(
+                Outcome::Redirect,
+                false,
+                None,
+                "Lm25",
+                FIREFOX,
+                Some(referrer),
+                None,
+            );
+            store.record(&click.unwrap());
+        }
+        flusher.tick(store, settings);
+        let link = list(redis, "short:visits:Lm25");
+        let seen: Vec<&str> = (link.iter())
+            .map(|r| Visit::parse(r).unwrap().referrer)
+            .collect();
+        let newest = [
+            "later2.example",
+            "later1.example",
+            "r11.example",
+            "r10.example",
+            "r9.example",
+        ];
+        assert_eq!(seen, newest);
     }
 
     /// Off, the log writes nothing and the tally holds no visit.
