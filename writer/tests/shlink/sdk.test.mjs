@@ -39,7 +39,11 @@ const follow = (url, host, userAgent = FIREFOX, referer = undefined) => new Prom
   if (referer) headers.Referer = referer;
   const request = http.get(url, { headers }, (response) => {
     response.resume();
-    response.on('end', () => resolve({ status: response.statusCode, location: response.headers.location }));
+    response.on('end', () => resolve({
+      status: response.statusCode,
+      location: response.headers.location,
+      robots: response.headers['x-robots-tag'],
+    }));
   });
   request.on('error', reject);
 });
@@ -126,6 +130,7 @@ test('a short URL created with every field is served by Varnish as created', asy
   const followed = await follow(`${created.shortUrl}?utm_medium=sdk`);
   assert.ok([301, 302, 307, 308].includes(followed.status), `${followed.status}`);
   assert.equal(followed.location, `${longUrl}&utm_medium=sdk`, 'the query is forwarded');
+  assert.equal(followed.robots, undefined, 'a crawlable link is sent without noindex');
   const counted = await eventually(15, async () => {
     const now = await admin.getShortUrl({ shortCode: created.shortCode });
     assert.equal(now.visitsSummary.nonBots, 1);
@@ -358,7 +363,7 @@ test('tags are listed, counted, renamed and deleted', async () => {
 test('the visits overview adds up the links a key may see', async () => {
   const before = await author.getVisitsOverview();
   const created = await author.createShortUrl({ longUrl: `https://example.org/shlink/${run}/overview` });
-  await follow(created.shortUrl);
+  assert.equal((await follow(created.shortUrl)).robots, 'noindex', 'a link not crawlable stays unindexed');
   await eventually(15, async () => {
     const after = await author.getVisitsOverview();
     assert.equal(after.nonOrphanVisits.total, before.nonOrphanVisits.total + 1);
