@@ -18,10 +18,12 @@
 //! the flush script reads it without parsing the rest:
 //!
 //! ```text
-//! 1765200000<TAB>vp<TAB>DE<TAB>url<TAB>Lm25<TAB>news.example.org<TAB>Mozilla/5.0 …
+//! 1765200000.123456<TAB>vp<TAB>DE<TAB>url<TAB>Lm25<TAB>news.example.org<TAB>Mozilla/5.0 …
 //! ```
 //!
-//! time (Unix seconds); kind (`v` a link's visit, `b` the bare domain, `i`
+//! time (Unix seconds and microseconds: a link's visits from one client
+//! come a round trip apart, so they sort in the order made, even from
+//! Varnish's worker threads' different queues); kind (`v` a link's visit, `b` the bare domain, `i`
 //! an unknown key, `r` another 404) and `p` (a person) or `b` (a bot);
 //! country (ISO code, or empty); the target a link with rules or a split
 //! chose (`url`, `r2`, `s1`; empty for none); what was asked (the key, or
@@ -95,8 +97,8 @@ impl VisitKind {
 /// reads back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Visit<'t> {
-    /// Unix seconds.
-    pub at: u64,
+    /// Unix microseconds.
+    pub at_us: u64,
     pub kind: VisitKind,
     pub bot: bool,
     /// ISO 3166 code, or empty.
@@ -116,8 +118,9 @@ impl Visit<'_> {
     pub fn write(&self, out: &mut String) {
         let _ = write!(
             out,
-            "{}\t{}{}\t",
-            self.at,
+            "{}.{:06}\t{}{}\t",
+            self.at_us / MICROS,
+            self.at_us % MICROS,
             self.kind.letter(),
             if self.bot { 'b' } else { 'p' }
         );
@@ -143,7 +146,7 @@ impl<'t> Visit<'t> {
     #[must_use]
     pub fn parse(record: &'t str) -> Option<Self> {
         let mut fields = record.splitn(7, '\t');
-        let at = fields.next()?.parse().ok()?;
+        let at_us = parse_time(fields.next()?)?;
         let mut flags = fields.next()?.chars();
         let kind = VisitKind::of_letter(flags.next()?)?;
         let bot = match flags.next()? {
@@ -152,7 +155,7 @@ impl<'t> Visit<'t> {
             _ => return None,
         };
         Some(Self {
-            at,
+            at_us,
             kind,
             bot,
             country: fields.next()?,
@@ -161,6 +164,34 @@ impl<'t> Visit<'t> {
             referrer: fields.next()?,
             agent: fields.next()?,
         })
+    }
+}
+
+/// Microseconds in a second.
+const MICROS: u64 = 1_000_000;
+
+/// `seconds[.micros]` as Unix microseconds.
+fn parse_time(text: &str) -> Option<u64> {
+    let (seconds, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let micros = if fraction.is_empty() {
+        0
+    } else {
+        let digits = fraction.get(..fraction.len().min(6))?;
+        let scale = 10_u64.pow(u32::try_from(6 - digits.len()).ok()?);
+        digits.parse::<u64>().ok()?.checked_mul(scale)?
+    };
+    seconds
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(MICROS)?
+        .checked_add(micros)
+}
+
+impl Visit<'_> {
+    /// The visit's time in whole Unix seconds.
+    #[must_use]
+    pub fn seconds(&self) -> u64 {
+        self.at_us / MICROS
     }
 }
 
@@ -235,7 +266,7 @@ mod tests {
 
     fn visit() -> Visit<'static> {
         Visit {
-            at: 1_765_200_000,
+            at_us: 1_765_200_000_123_456,
             kind: VisitKind::Link,
             bot: false,
             country: "DE",
@@ -251,7 +282,7 @@ mod tests {
         let record = visit().record();
         assert_eq!(
             record,
-            "1765200000\tvp\tDE\turl\tLm25\tnews.example.org\tMozilla/5.0 (X11; Linux x86_64)"
+            "1765200000.123456\tvp\tDE\turl\tLm25\tnews.example.org\tMozilla/5.0 (X11; Linux x86_64)"
         );
         assert_eq!(Visit::parse(&record), Some(visit()));
         let orphan = Visit {
@@ -277,6 +308,25 @@ mod tests {
         let parsed = Visit::parse(&back).unwrap();
         assert_eq!(parsed.agent, "evil agent  X: 1");
         assert_eq!(parsed.referrer, "news.example.org");
+    }
+
+    #[test]
+    fn times_read_with_or_without_their_microseconds() {
+        for (text, at_us) in [
+            ("1765200000", 1_765_200_000_000_000),
+            ("1765200000.5", 1_765_200_000_500_000),
+            ("1765200000.000007", 1_765_200_000_000_007),
+            ("1765200000.1234567", 1_765_200_000_123_456),
+        ] {
+            let record = format!("{text}\tvp\t\t\tLm25\t\t");
+            assert_eq!(
+                Visit::parse(&record).map(|v| v.at_us),
+                Some(at_us),
+                "{text}"
+            );
+        }
+        assert_eq!(Visit::parse("1.x\tvp\t\t\tLm25\t\t"), None);
+        assert_eq!(visit().seconds(), 1_765_200_000);
     }
 
     #[test]

@@ -37,7 +37,8 @@ pub enum Outcome {
 /// back out of a queue, borrowing its text from wherever it lies.
 #[derive(Debug, Clone, Copy)]
 pub struct Click<'t> {
-    pub at: ClickTime,
+    /// When, in Unix microseconds: visits sort by it (see [`Click::at`]).
+    pub at_us: u64,
     pub outcome: Outcome,
     /// `HEAD` requests are counted as bots: people's browsers `GET`.
     pub head: bool,
@@ -49,6 +50,13 @@ pub struct Click<'t> {
     /// The target a link with rules or a split sent it to, packed (see
     /// [`pack_target`]).
     target: u8,
+}
+
+/// Microseconds since the Unix epoch (0 before it).
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// `target` in a byte: 0 for none, rules from 1, split targets from 65,
@@ -93,7 +101,7 @@ impl<'t> Click<'t> {
             cut -= 1;
         }
         Some(Self {
-            at: ClickTime::now(),
+            at_us: now_us(),
             outcome,
             head,
             client,
@@ -102,6 +110,11 @@ impl<'t> Click<'t> {
             referrer,
             target: pack_target(target),
         })
+    }
+
+    /// When, in whole seconds, as the counts' buckets see it.
+    pub fn at(&self) -> ClickTime {
+        ClickTime(self.at_us / 1_000_000)
     }
 
     /// The target a link with rules or a split sent this click to.
@@ -140,7 +153,7 @@ impl<'t> Click<'t> {
 /// buffer: key, user agent, referrer host.
 #[derive(Debug, Clone)]
 struct Stored {
-    at: ClickTime,
+    at_us: u64,
     client: Option<IpAddr>,
     start: usize,
     referrer_len: u16,
@@ -166,7 +179,7 @@ impl Clicks {
         self.text.push_str(click.user_agent);
         self.text.push_str(click.referrer);
         self.stored.push(Stored {
-            at: click.at,
+            at_us: click.at_us,
             client: click.client,
             start,
             // Within bounds: `Click::new` refused longer ones.
@@ -194,7 +207,7 @@ impl Clicks {
         let agent_end = key_end + usize::from(stored.agent_len);
         let referrer_end = agent_end + usize::from(stored.referrer_len);
         Some(Click {
-            at: stored.at,
+            at_us: stored.at_us,
             outcome: stored.outcome,
             head: stored.head,
             client: stored.client,
@@ -316,8 +329,8 @@ mod tests {
                 )
             );
             assert_eq!(
-                (given.at, given.outcome, given.head, given.client),
-                (back.at, back.outcome, back.head, back.client)
+                (given.at_us, given.outcome, given.head, given.client),
+                (back.at_us, back.outcome, back.head, back.client)
             );
         }
         assert!(queue.get(3).is_none());

@@ -12,8 +12,8 @@ use super::{ClickReader, Totals};
 /// One visit as read, its texts owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VisitRecord {
-    /// Unix seconds.
-    pub at: u64,
+    /// Unix microseconds: visits sort by it.
+    pub at_us: u64,
     pub kind: VisitKind,
     pub bot: bool,
     /// ISO 3166 code; empty when not known.
@@ -39,6 +39,13 @@ pub enum VisitList<'k> {
     Link(&'k str),
     Domain,
     Orphans,
+}
+
+impl VisitRecord {
+    /// The visit's time in whole Unix seconds.
+    pub fn seconds(&self) -> u64 {
+        self.at_us / 1_000_000
+    }
 }
 
 impl ClickReader {
@@ -75,7 +82,7 @@ impl ClickReader {
 
     fn owned(&self, visit: &Visit<'_>) -> VisitRecord {
         VisitRecord {
-            at: visit.at,
+            at_us: visit.at_us,
             kind: visit.kind,
             bot: visit.bot,
             country: visit.country.to_owned(),

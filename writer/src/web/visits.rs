@@ -67,7 +67,7 @@ impl From<VisitRecord> for VisitBody {
     fn from(visit: VisitRecord) -> Self {
         let some = |text: String| (!text.is_empty()).then_some(text);
         Self {
-            at: visit.at,
+            at: visit.seconds(),
             bot: visit.bot,
             country: some(visit.country),
             referrer: some(visit.referrer),

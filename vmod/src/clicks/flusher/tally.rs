@@ -383,7 +383,7 @@ impl Flusher {
                 let country = if whole { country_of(&click) } else { None };
                 let bot = click.head || agent.bot;
                 let referrer = click.referrer().unwrap_or_default();
-                let visit = names.visit(&agent, referrer, country, None, click.at, bot);
+                let visit = names.visit(&agent, referrer, country, None, click.at_us, bot);
                 log.orphan(kind, click.key(), visit, bounds, entries);
                 continue;
             }
@@ -420,7 +420,7 @@ impl Flusher {
             if let (true, Some(agent)) = (logged, &agent) {
                 let referrer = click.referrer().unwrap_or_default();
                 let target = click.target();
-                let visit = names.visit(agent, referrer, country, target, click.at, bot);
+                let visit = names.visit(agent, referrer, country, target, click.at_us, bot);
                 push_bounded(&mut link.visits, visit, bounds.per_link, entries);
                 log.link_visit(text, visit, bounds, entries);
             }
@@ -429,13 +429,13 @@ impl Flusher {
                 continue;
             };
             if !whole {
-                link.add_person_counts(click.at, entries);
+                link.add_person_counts(click.at(), entries);
                 without_details += 1;
                 continue;
             }
             let referrer = click.referrer().unwrap_or("(none)");
             let source = names.source(&agent, referrer, country, click.target());
-            link.add_person(click.at, source, click.client, entries);
+            link.add_person(click.at(), source, click.client, entries);
         }
         (store.counters.without_details).fetch_add(without_details, Ordering::Relaxed);
         store.settle(&never_stored);

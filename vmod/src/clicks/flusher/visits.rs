@@ -29,7 +29,8 @@ const PROMPT_VISITS: usize = 100;
 /// One visit, its texts numbered by the tally's [`Names`].
 #[derive(Debug, Clone, Copy)]
 pub(super) struct LoggedVisit {
-    at: ClickTime,
+    /// Unix microseconds.
+    at_us: u64,
     bot: bool,
     agent: u32,
     referrer: u32,
@@ -80,12 +81,12 @@ impl Names {
         referrer: &str,
         country: Option<&str>,
         target: Option<Chosen>,
-        at: ClickTime,
+        at_us: u64,
         bot: bool,
     ) -> LoggedVisit {
         let source = self.source(agent, referrer, country, target);
         LoggedVisit {
-            at,
+            at_us,
             bot,
             agent: source.agent,
             referrer: source.referrer,
@@ -103,7 +104,7 @@ impl Names {
             self.countries.name(visit.country)
         };
         Visit {
-            at: visit.at.0,
+            at_us: visit.at_us,
             kind,
             bot: visit.bot,
             country,

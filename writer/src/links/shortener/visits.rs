@@ -60,8 +60,8 @@ impl VisitQuery {
         self.domain
             .as_ref()
             .is_none_or(|domain| *domain == visit.domain)
-            && self.since.is_none_or(|since| visit.at >= since)
-            && self.until.is_none_or(|until| visit.at <= until)
+            && self.since.is_none_or(|since| visit.seconds() >= since)
+            && self.until.is_none_or(|until| visit.seconds() <= until)
             && !(self.exclude_bots && visit.bot)
     }
 
@@ -122,7 +122,7 @@ impl Shortener {
         };
         visits.retain(|visit| query.keeps(visit));
         // Lists of several links or domains, each newest first: merged.
-        visits.sort_by_key(|visit| std::cmp::Reverse(visit.at));
+        visits.sort_by_key(|visit| std::cmp::Reverse(visit.at_us));
         let mut page = query.page_of(visits);
         self.join_redirects(&mut page.visits).await?;
         Ok(page)

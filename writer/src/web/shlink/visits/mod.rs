@@ -86,7 +86,7 @@ impl VisitObject {
         };
         Self {
             referer: visit.referrer.clone(),
-            date: iso_date(visit.at),
+            date: iso_date(visit.seconds()),
             user_agent: visit.agent.clone(),
             visit_location: (!visit.country.is_empty()).then(|| Location {
                 country_code: visit.country.clone(),
