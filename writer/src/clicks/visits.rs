@@ -128,13 +128,15 @@ impl ClickReader {
         Ok(totals)
     }
 
-    /// Forgets the domain's orphan visits and their counts; answers how
-    /// many visits the log held.
+    /// Forgets the domain's orphan visits and their counts, in one
+    /// transaction; answers how many visits the log held.
     pub async fn delete_orphans(&self) -> RedisResult<u64> {
-        let held = self.delete_visits(VisitList::Orphans).await?;
+        let list = self.list_name(VisitList::Orphans);
         let mut connection = self.connection.get()?;
-        let _: u64 = redis::cmd("DEL")
-            .arg(self.names.orphan_counts())
+        let (held, _): (u64, u64) = redis::pipe()
+            .atomic()
+            .llen(&list)
+            .del(&[list.as_str(), self.names.orphan_counts().as_str()])
             .query_async(&mut connection)
             .await?;
         Ok(held)

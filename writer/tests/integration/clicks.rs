@@ -57,21 +57,25 @@ pub fn stats_once(
     token: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Result<Value, String> {
+    read_once(suite, &format!("/api/links/{key}/stats"), token, done)
+}
+
+/// What `GET path` answers `token` once `done` holds for it, as for
+/// [`stats_once`].
+pub fn read_once(
+    suite: &Suite,
+    path: &str,
+    token: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Result<Value, String> {
     let started = Instant::now();
     loop {
-        let answer = api(
-            suite,
-            "GET",
-            &format!("/api/links/{key}/stats"),
-            Some(token),
-            None,
-            None,
-        )?;
+        let answer = api(suite, "GET", path, Some(token), None, None)?;
         if answer.status == 200 && done(&answer.body) {
             return Ok(answer.body);
         }
         if started.elapsed() > Duration::from_secs(15) {
-            return Err(format!("stats of {key}: {} {}", answer.status, answer.body));
+            return Err(format!("GET {path}: {} {}", answer.status, answer.body));
         }
         std::thread::sleep(Duration::from_millis(200));
     }

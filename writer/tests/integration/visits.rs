@@ -1,32 +1,10 @@
 //! The visit log through the native API: a link's newest visits, a page at
 //! a time, each as Varnish saw it.
 
-use std::time::{Duration, Instant};
+use serde_json::json;
 
-use serde_json::{json, Value};
-
-use crate::clicks::{click, FIREFOX, IPHONE};
+use crate::clicks::{click, read_once, FIREFOX, IPHONE};
 use crate::common::{api, create, ensure, Suite, ALICE_TOKEN, BOB_TOKEN};
-
-/// `path` as `token` reads it once `done` holds (or after 15 s).
-fn visits_once(
-    suite: &Suite,
-    path: &str,
-    token: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Result<Value, String> {
-    let started = Instant::now();
-    loop {
-        let answer = api(suite, "GET", path, Some(token), None, None)?;
-        if answer.status == 200 && done(&answer.body) {
-            return Ok(answer.body);
-        }
-        if started.elapsed() > Duration::from_secs(15) {
-            return Err(format!("GET {path}: {} {}", answer.status, answer.body));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 pub fn a_links_visits_are_read_newest_first_a_page_at_a_time(suite: &Suite) -> Result<(), String> {
     let url = "https://example.org/visits/native";
@@ -40,7 +18,7 @@ pub fn a_links_visits_are_read_newest_first_a_page_at_a_time(suite: &Suite) -> R
     click(suite, &key, IPHONE, None)?;
     click(suite, &key, "curl/8.5.0", None)?;
     let path = format!("/api/links/{key}/visits");
-    let all = visits_once(suite, &path, ALICE_TOKEN, |body| body["total"] == 3)?;
+    let all = read_once(suite, &path, ALICE_TOKEN, |body| body["total"] == 3)?;
     let agents: Vec<&str> = (all["visits"].as_array().into_iter().flatten())
         .filter_map(|visit| visit["user_agent"].as_str())
         .collect();

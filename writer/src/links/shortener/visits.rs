@@ -41,7 +41,7 @@ pub struct VisitQuery {
     pub since: Option<u64>,
     pub until: Option<u64>,
     pub exclude_bots: bool,
-    /// From 1.
+    /// From 1 (0 reads as 1).
     pub page: usize,
     /// `None`: every visit on one page.
     pub per_page: Option<usize>,
@@ -68,13 +68,9 @@ impl VisitQuery {
     /// The page asked for of `visits`, which are newest first.
     fn page_of(&self, visits: Vec<VisitRecord>) -> VisitPage {
         let total = visits.len();
-        let visits = match self.per_page {
-            None => visits,
-            Some(per_page) => {
-                let skip = self.page.saturating_sub(1).saturating_mul(per_page);
-                visits.into_iter().skip(skip).take(per_page).collect()
-            }
-        };
+        let size = self.per_page.unwrap_or(total.max(1)).max(1);
+        let skip = self.page.max(1).saturating_sub(1).saturating_mul(size);
+        let visits = visits.into_iter().skip(skip).take(size).collect();
         VisitPage { visits, total }
     }
 }

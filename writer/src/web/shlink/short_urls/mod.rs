@@ -130,21 +130,34 @@ pub(crate) fn page_of<T>(
     per_page: Option<usize>,
 ) -> (Vec<T>, Pagination) {
     let total = items.len();
-    let per_page = per_page.unwrap_or(total.max(1)).max(1);
-    let page = page.max(1);
+    let (page, size) = (page.max(1), page_size(per_page, total));
     let kept: Vec<T> = items
         .into_iter()
-        .skip((page - 1).saturating_mul(per_page))
-        .take(per_page)
+        .skip((page - 1).saturating_mul(size))
+        .take(size)
         .collect();
-    let pagination = Pagination {
-        current_page: page,
-        pages_count: total.div_ceil(per_page),
-        items_per_page: per_page,
-        items_in_current_page: kept.len(),
-        total_items: total,
-    };
+    let pagination = Pagination::of(total, page, per_page, kept.len());
     (kept, pagination)
+}
+
+/// Items a page holds: `per_page`, or all `total` of them for `None`.
+fn page_size(per_page: Option<usize>, total: usize) -> usize {
+    per_page.unwrap_or(total.max(1)).max(1)
+}
+
+impl Pagination {
+    /// Page `page` (from 1) of `per_page` items (`None`: all), holding
+    /// `in_page` of `total` items.
+    pub fn of(total: usize, page: usize, per_page: Option<usize>, in_page: usize) -> Self {
+        let size = page_size(per_page, total);
+        Self {
+            current_page: page.max(1),
+            pages_count: total.div_ceil(size),
+            items_per_page: size,
+            items_in_current_page: in_page,
+            total_items: total,
+        }
+    }
 }
 
 /// `page` and `itemsPerPage` of a query, Shlink's way: pages from 1, ten

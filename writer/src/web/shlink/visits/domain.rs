@@ -22,5 +22,5 @@ pub(crate) async fn visits(
     let page = shortener
         .visits(&who, VisitScope::Domain(domain), &visit_query)
         .await?;
-    super::answer(page, &query, &shortener)
+    Ok(super::answer(&page, &visit_query, &shortener))
 }

@@ -31,7 +31,7 @@ use crate::links::shortener::{Shortener, VisitPage, VisitQuery};
 use crate::web::shlink::problem::Problem;
 use crate::web::shlink::request::{domain_param, Query};
 use crate::web::shlink::short_url::{iso_date, parse_date};
-use crate::web::shlink::short_urls::{page_of, paging};
+use crate::web::shlink::short_urls::{paging, Pagination};
 
 /// Shlink's visit object.
 #[derive(Debug, Serialize)]
@@ -67,22 +67,15 @@ struct Location {
 
 impl VisitObject {
     fn of(visit: &VisitRecord, shortener: &Shortener) -> Self {
-        let short_url = |path: &str| {
-            shortener
-                .domain(Some(&visit.domain))
-                .map(|domain| domain.short_url(path))
-                .unwrap_or_default()
-        };
-        let visited_url = if visit.kind == VisitKind::Link {
-            short_url(&visit.asked)
-        } else {
-            // The domain's origin, and the path asked.
-            let base = short_url("");
-            let origin_end = base
-                .find("://")
-                .and_then(|at| base[at + 3..].find('/').map(|end| at + 3 + end))
-                .unwrap_or(base.len());
-            format!("{}{}", &base[..origin_end], visit.asked)
+        let visited_url = match (shortener.domain(Some(&visit.domain)), visit.kind) {
+            (Err(_), _) => String::new(),
+            (Ok(domain), VisitKind::Link) => domain.short_url(&visit.asked),
+            // An orphan's path is the whole path asked, from the origin.
+            (Ok(domain), _) => format!(
+                "{}{}",
+                domain.base.origin().ascii_serialization(),
+                visit.asked
+            ),
         };
         Self {
             referer: visit.referrer.clone(),
@@ -130,25 +123,27 @@ fn visit_query(
         Some(name) if by_domain => Some(shortener.domain(Some(name))?.name.clone()),
         _ => None,
     };
+    // Every visit on one page unless asked otherwise.
+    let (page, per_page) = paging(query, None)?;
     Ok(VisitQuery {
         domain,
         since: date("startDate")?,
         until: date("endDate")?,
         exclude_bots: query.flag("excludeBots"),
-        page: 1,
-        per_page: None,
+        page,
+        per_page,
     })
 }
 
-/// Shlink's answer of a visit list: the page asked for of `page`.
-fn answer(page: VisitPage, query: &Query, shortener: &Shortener) -> Result<HttpResponse, Problem> {
-    let (number, per_page) = paging(query, None)?;
-    let (visits, pagination) = page_of(page.visits, number, per_page);
-    let data: Vec<VisitObject> = visits
+/// Shlink's answer of a visit list: `found`, the page `asked` of it.
+fn answer(found: &VisitPage, asked: &VisitQuery, shortener: &Shortener) -> HttpResponse {
+    let pagination = Pagination::of(found.total, asked.page, asked.per_page, found.visits.len());
+    let data: Vec<VisitObject> = found
+        .visits
         .iter()
         .map(|visit| VisitObject::of(visit, shortener))
         .collect();
-    Ok(HttpResponse::Ok().json(json!({
+    HttpResponse::Ok().json(json!({
         "visits": { "data": data, "pagination": pagination }
-    })))
+    }))
 }

@@ -29,5 +29,5 @@ pub(crate) async fn visits(
     let page = shortener
         .visits(&who, VisitScope::Orphans(kind), &visit_query)
         .await?;
-    super::answer(page, &query, &shortener)
+    Ok(super::answer(&page, &visit_query, &shortener))
 }

@@ -23,5 +23,5 @@ pub(crate) async fn visits(
         key: &short_code,
     };
     let page = shortener.visits(&who, scope, &visit_query).await?;
-    super::answer(page, &query, &shortener)
+    Ok(super::answer(&page, &visit_query, &shortener))
 }
