@@ -1182,9 +1182,15 @@ def run(processes):
     def empty_cache():
         # Restarting the child empties the cache outright; a ban would leave
         # dead objects filling storage until each is looked up again. The
-        # last run's clicks are sent first: a stopped child loses up to one
-        # flush interval of them.
+        # last run's clicks are all sent first: a stopped child loses what
+        # its flusher still holds, which after a saturated run (a miss run,
+        # each click with its visit to log) can be seconds of clicks.
+        # Redis quiet for seconds says every store's flusher is idle, whichever
+        # VCL is in use (each VCL object publishes its counters only when it
+        # answers, so clicks_settle reads the one in use alone).
         time.sleep(FLUSH_WAIT)
+        for port in [clicks_port, *(cluster_ports if CLUSTER else [])]:
+            flushes_settle(port)
         varnishadm(workdir, "stop")
         varnishadm(workdir, "start")
         wait_for_port(varnish_port, "Varnish")
