@@ -67,7 +67,11 @@ sub vcl_recv {
     if (req.url ~ "^/l/") {
         set req.backend_hint = shortlink_links.backend();
         if (req.url !~ "^/l/[A-Za-z0-9_-]{3,64}(?:[?#]|$)") {
-            if (req.method != "PURGE" || req.url !~ "^/l/robots\.txt(?:[?#]|$)") {
+            if (req.url ~ "^/l/(?:[?#]|$)") {
+                if (req.method != "PURGE") {
+                    return (synth(752, "Found"));
+                }
+            } elsif (req.method != "PURGE" || req.url !~ "^/l/robots\.txt(?:[?#]|$)") {
                 return (synth(404, "Not Found"));
             }
         }
@@ -87,6 +91,11 @@ sub shortlink_recv {
     if (req.method == "PURGE") {
         if (!(client.ip ~ shortlink_purgers)) {
             return (synth(403, "Forbidden"));
+        }
+        # The writer purges a domain's bare path when it changed the
+        # domain's redirects: they are read again before it is answered.
+        if (shortlink.path(req.url) ~ "/$" && !shortlink_links.reload_redirects()) {
+            return (synth(503, "Service Unavailable"));
         }
         # A lookup of this key already under way must not cache what it
         # read before the change: the purge skips objects being fetched.
@@ -314,7 +323,7 @@ sub vcl_synth {
         if (resp.status == 752) {
             call shortlink_bare_domain;
         } elsif (resp.status == 404) {
-            call shortlink_unknown_key;
+            call shortlink_regular_404;
         }
         if (!resp.http.Shortlink-Crawlable) {
             set resp.http.X-Robots-Tag = "noindex";
@@ -331,16 +340,36 @@ sub vcl_synth {
     }
 }
 
-# What an unknown key answers on a domain that redirects it elsewhere: a
-# 302 there; the 404 page otherwise.
+# Where a visit to no link goes: the URL its domain redirects such visits
+# to (set while the writer runs, or else configured; read from memory),
+# with a 302; the 404 page when there is none.
 sub shortlink_unknown_key {
+    set resp.http.Location = shortlink_links.domain_redirect(
+        req.http.Shortlink-Domain, "invalid_short_url");
+    call shortlink_not_found_redirect;
 }
 
-# What the bare domain (its link path alone) redirects to, for the domains
-# that say.
+sub shortlink_regular_404 {
+    set resp.http.Location = shortlink_links.domain_redirect(
+        req.http.Shortlink-Domain, "regular_404");
+    call shortlink_not_found_redirect;
+}
+
 sub shortlink_bare_domain {
     set resp.status = 404;
     set resp.reason = "Not Found";
+    set resp.http.Location = shortlink_links.domain_redirect(
+        req.http.Shortlink-Domain, "base_url");
+    call shortlink_not_found_redirect;
+}
+
+sub shortlink_not_found_redirect {
+    if (resp.http.Location == "") {
+        unset resp.http.Location;
+    } else {
+        set resp.status = 302;
+        set resp.reason = "Found";
+    }
 }
 
 # /robots.txt of a short domain Varnish serves alone; ends the response.

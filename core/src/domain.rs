@@ -18,6 +18,10 @@ use std::fmt;
 
 use crate::KeyScheme;
 
+mod redirects;
+
+pub use redirects::{NotFoundKind, NotFoundRedirects};
+
 /// Longest domain name (RFC 1035).
 pub const MAX_DOMAIN_LEN: usize = 253;
 

@@ -31,7 +31,7 @@ pub mod record;
 pub mod rules;
 pub mod settings;
 
-pub use domain::{DomainError, DomainName};
+pub use domain::{DomainError, DomainName, NotFoundKind, NotFoundRedirects};
 
 pub use record::{ClickLimit, Expiry, Owner, Record, RecordError, Stored, DELETED};
 
@@ -345,6 +345,15 @@ impl KeyScheme {
             hash: format!("{}meta:{head}", self.prefix),
             field,
         }
+    }
+
+    /// The domain's redirects for visits to no link, set while the writer
+    /// runs ([`NotFoundRedirects`]): `<prefix>domain:redirects`, a hash
+    /// whose fields are [`NotFoundKind`] names. `:` is no key character,
+    /// so it never names a link's hash.
+    #[must_use]
+    pub fn domain_redirects(&self) -> String {
+        format!("{}domain:redirects", self.prefix)
     }
 
     /// The keys of this key space's crawlable links (`!c`), which its

@@ -32,8 +32,10 @@
 //!   `links.example` only;
 //! - `${vcl_domains}`: links on three domains: the default one under `/l/`
 //!   on every host; `go.example` (alias `go.example.net`) at the root,
-//!   forwarding queries, with redirects for unknown keys and the bare
-//!   domain; `b.example` under `/x/`; `${vcl_include_domains}`: the same,
+//!   forwarding queries, with redirects for unknown keys
+//!   (`https://example.org/missing`), the bare domain
+//!   (`https://example.org/home`) and other paths that are no key
+//!   (`https://example.org/no-such-page`); `b.example` under `/x/`; `${vcl_include_domains}`: the same,
 //!   included, with the default domain on `links.example` only;
 //! - `${vcl_indexable}`: links a crawler may index: default settings but
 //!   `[redirect] noindex = false` and a `[varnish] robots_txt` of its own
@@ -237,6 +239,7 @@ impl Setup {
                  aliases = [\"go.example.net\"]\nforward_query = true\n\
                  not_found_url = \"https://example.org/missing\"\n\
                  bare_url = \"https://example.org/home\"\n\
+                 regular_404_url = \"https://example.org/no-such-page\"\n\
                  [[domains]]\nbase_url = \"http://b.example/x/\"\n"
             )
         };

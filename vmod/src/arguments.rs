@@ -196,6 +196,11 @@ impl redirector {
                     .map_err(|e| format!("shortlink: {name}: {e}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let domain_redirects = crate::domain_redirects::DomainRedirects::start(
+            std::sync::Arc::clone(&pool),
+            &settings.spaces,
+        )
+        .map_err(|e| format!("shortlink: {name}: {e}"))?;
         let resolver = Resolver {
             settings,
             pool,
@@ -216,6 +221,7 @@ impl redirector {
             clicks,
             published: AtomicU64::new(u64::MAX),
             countries,
+            domain_redirects,
         })
     }
 }

@@ -67,6 +67,15 @@ impl KeySpaces {
         std::iter::once(&self.default).chain(self.others.iter().map(|(_, scheme)| scheme))
     }
 
+    /// Every domain's name (`""` for the default one) with its scheme.
+    pub fn named(&self) -> impl Iterator<Item = (&str, &KeyScheme)> {
+        std::iter::once(("", &self.default)).chain(
+            self.others
+                .iter()
+                .map(|(name, scheme)| (name.as_str(), scheme)),
+        )
+    }
+
     /// The space of the domain a request names (`None`: the default one),
     /// with its index; `None` for a domain this object does not serve.
     pub fn of(&self, domain: Option<&str>) -> Option<(usize, &KeyScheme)> {

@@ -9,16 +9,20 @@ mod backend;
 mod changes;
 mod clicks;
 mod counting;
+mod domain_redirects;
 mod first_request;
 mod forwarding;
 mod headers;
 mod limits;
 mod lookups;
+mod object;
 mod pages;
 mod stats;
 mod targeting;
 
 pub use backend::{key_of, Resolution};
+pub use object::redirector;
+pub(crate) use object::{now_ms, without_panic};
 
 /// Cacheable redirects for short links stored in Redis hashes.
 ///
@@ -365,12 +369,7 @@ mod shortlink {
             #[required] client: Option<SocketAddr>,
             kind: &str,
         ) -> Result<(), VclError> {
-            let Some(kind) = VisitKind::of_orphan_type(kind) else {
-                return Err(VclError::new(format!(
-                    "shortlink: count_orphan: kind {kind:?} is none of \
-                     base_url, invalid_short_url, regular_404"
-                )));
-            };
+            let kind = VisitKind::from(crate::domain_redirects::kind_named("count_orphan", kind)?);
             without_panic(|| self.count_orphan_visit(ctx, client, kind), || ());
             Ok(())
         }
@@ -468,6 +467,54 @@ mod shortlink {
                 .map_err(|_| VclError::Str("shortlink: .robots_txt() was called twice"))
         }
 
+        /// Where a visit to no link on a domain redirects: for `kind`
+        /// (`base_url`: the bare domain; `regular_404`: a path that is no
+        /// key; `invalid_short_url`: a key no link holds) on the domain
+        /// named `domain` (`""`: the default one), the URL set while the
+        /// writer runs (field `kind` of the domain's
+        /// `<prefix>domain:redirects` hash), or else the one
+        /// `.default_redirect()` gave; `""` for none. Answered from memory:
+        /// this object reads every domain's as the VCL loads, every 10
+        /// seconds, and at `.reload_redirects()`.
+        ///
+        /// ```vcl
+        /// set resp.http.Location = links.domain_redirect(
+        ///     req.http.Shortlink-Domain, "regular_404");
+        /// ```
+        pub fn domain_redirect(&self, domain: &str, kind: &str) -> Result<String, VclError> {
+            self.redirect_for(domain, kind)
+        }
+
+        /// Give, in `vcl_init`, where a visit of `kind` to no link on the
+        /// domain named `domain` (`""`: the default one) redirects unless a
+        /// URL is set for it while the writer runs: the writer's
+        /// configuration. An `http(s)` URL.
+        ///
+        /// ```vcl
+        /// links.default_redirect("", "base_url", "https://example.org/");
+        /// ```
+        pub fn default_redirect(
+            &self,
+            domain: &str,
+            kind: &str,
+            url: &str,
+        ) -> Result<(), VclError> {
+            self.set_default_redirect(domain, kind, url)
+        }
+
+        /// Read every domain's redirects from Redis now: when the writer
+        /// purges a domain's bare path, which it does after changing them.
+        /// False when Redis gave no answer within the command timeout (the
+        /// redirects read last stay): answer the purge with an error, and
+        /// the writer sends it again.
+        ///
+        /// ```vcl
+        /// if (!links.reload_redirects()) { return (synth(503)); }
+        /// ```
+        pub fn reload_redirects(&self, ctx: &mut Ctx) -> bool {
+            self.reload_domain_redirects(ctx)
+        }
+
         /// Whether the answer for this request's link may be cached, in
         /// `vcl_miss`: yes for a key asked for within the last
         /// `admission_window` (one to two windows); a key's first request
@@ -547,42 +594,6 @@ mod shortlink {
             self.resolver().lifetime(status, time_left(ctx)).1
         }
     }
-}
-
-/// A `shortlink.redirector` VCL object.
-#[allow(non_camel_case_types)]
-pub struct redirector {
-    backend: varnish::vcl::Backend<backend::LinkBackend, backend::Body>,
-    /// The keys asked for lately, which `.admit()` lets into the cache.
-    admission: admission::Admission,
-    /// One per key space (the default domain's first), each shared with
-    /// every VCL counting for the same Redis and key scheme.
-    clicks: Vec<std::sync::Arc<clicks::ClickStore>>,
-    /// The flusher generation last copied into this object's varnishstat
-    /// counters.
-    published: std::sync::atomic::AtomicU64,
-    /// The country database `.choose()` reads, mapped once per VCL load.
-    countries: Option<clicks::Countries>,
-}
-
-impl redirector {
-    fn resolver(&self) -> &backend::Resolver {
-        &self.backend.get_inner().resolver
-    }
-}
-
-/// Runs `work`, answering `on_panic()` instead if it panics: a panic must
-/// never unwind into Varnish, where it would take the child process down.
-/// Every entry point Varnish calls, and the Redis I/O thread, goes through it.
-pub(crate) fn without_panic<T>(work: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> T {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| on_panic())
-}
-
-/// Milliseconds since the Unix epoch, as Redis is told them (0 before it).
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

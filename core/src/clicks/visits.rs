@@ -32,6 +32,7 @@
 use std::fmt::Write as _;
 
 use super::CountNames;
+use crate::NotFoundKind;
 
 /// Most bytes of an orphan's path kept in its record.
 pub const MAX_ASKED: usize = 255;
@@ -72,24 +73,38 @@ impl VisitKind {
         .find(|kind| kind.letter() == letter)
     }
 
+    /// What an orphan visit asked for; `None` for a link's visit.
+    #[must_use]
+    pub const fn not_found(self) -> Option<NotFoundKind> {
+        match self {
+            Self::Link => None,
+            Self::BaseUrl => Some(NotFoundKind::BaseUrl),
+            Self::InvalidShortUrl => Some(NotFoundKind::InvalidShortUrl),
+            Self::Regular404 => Some(NotFoundKind::Regular404),
+        }
+    }
+
     /// An orphan's type as Shlink names it, and the field counting it in
     /// the orphans' hash; `None` for a link's visit.
     #[must_use]
-    pub const fn orphan_type(self) -> Option<&'static str> {
-        match self {
-            Self::Link => None,
-            Self::BaseUrl => Some("base_url"),
-            Self::InvalidShortUrl => Some("invalid_short_url"),
-            Self::Regular404 => Some("regular_404"),
-        }
+    pub fn orphan_type(self) -> Option<&'static str> {
+        self.not_found().map(NotFoundKind::name)
     }
 
     /// The orphan kind Shlink's `type` names.
     #[must_use]
     pub fn of_orphan_type(name: &str) -> Option<Self> {
-        Self::ORPHANS
-            .into_iter()
-            .find(|kind| kind.orphan_type() == Some(name))
+        NotFoundKind::of_name(name).map(Self::from)
+    }
+}
+
+impl From<NotFoundKind> for VisitKind {
+    fn from(kind: NotFoundKind) -> Self {
+        match kind {
+            NotFoundKind::BaseUrl => Self::BaseUrl,
+            NotFoundKind::Regular404 => Self::Regular404,
+            NotFoundKind::InvalidShortUrl => Self::InvalidShortUrl,
+        }
     }
 }
 

@@ -29,7 +29,7 @@ use shortlink_writer::varnish::vcl;
 
 use lex::{first_difference, known, lex};
 use shape::Shape;
-use sites::{Redirect, Site};
+use sites::Site;
 
 const LINKS: &str = include_str!("../../../writer/src/varnish/links.vcl.in");
 const STANDALONE: &str = include_str!("../../../writer/src/varnish/standalone.vcl.in");
@@ -239,8 +239,11 @@ fn check_site_slot(
             );
             return;
         }
+        // The name the VMOD knows the domain by: `""` for the default.
+        "VMOD_DOMAIN" => Some(site.space.as_deref().unwrap_or("")),
         "NOT_FOUND" => site.not_found.as_deref(),
         "BARE" => site.bare.as_deref(),
+        "NO_KEY" => site.regular_404.as_deref(),
         slot => panic!("sites.rs made a slot this check does not know: {slot}"),
     };
     let value = value.unwrap_or_else(|| panic!("the domain at {index} has no {slot}"));
@@ -303,7 +306,7 @@ fn expected_template(settings: &Settings, sites: &[Site], form: vcl::Form) -> St
         .replace("@IMPORT@", import)
         .replace("@ACL@", &acl)
         .replace("@FROM_WRITER@", from_writer)
-        .replace("@ROUTES@", &sites::routes(sites))
+        .replace("@ROUTES@", &sites::routes(sites, from_writer))
         .replace(
             "@ROBOTS_ROUTES@",
             &match form {
@@ -313,14 +316,7 @@ fn expected_template(settings: &Settings, sites: &[Site], form: vcl::Form) -> St
         )
         .replace("@FORWARDING@", &sites::forwarding(sites))
         .replace("@NOINDEX@", noindex)
-        .replace(
-            "@UNKNOWN_KEY@",
-            &sites::redirects(sites, Redirect::UnknownKey),
-        )
-        .replace(
-            "@BARE_DOMAIN@",
-            &sites::redirects(sites, Redirect::BareDomain),
-        );
+        .replace("@DEFAULT_REDIRECTS@", &sites::default_redirects(sites));
     let frame = match form {
         vcl::Form::Standalone => STANDALONE,
         vcl::Form::Include => INCLUDE,

@@ -62,6 +62,7 @@ struct DomainShape {
     forward_query: Option<bool>,
     not_found_url: Option<Pick>,
     bare_url: Option<Pick>,
+    regular_404_url: Option<Pick>,
 }
 
 /// One of a field's good values, maybe with text inserted into it.
@@ -199,6 +200,14 @@ impl DomainShape {
                 "",
             ];
             entry.insert("bare_url".into(), url.render(&choices));
+        }
+        if let Some(url) = &self.regular_404_url {
+            let choices = [
+                "https://example.org/404",
+                "https://example.org/x?y=\"z\"",
+                "",
+            ];
+            entry.insert("regular_404_url".into(), url.render(&choices));
         }
         toml::Value::Table(entry)
     }

@@ -22,8 +22,11 @@ pub struct Site {
     /// Its key space, which is its name; `None` for the default domain.
     pub space: Option<String>,
     pub forward_query: bool,
+    /// Its configured redirects for visits to no link: an unknown key,
+    /// the bare domain, a path that is no key.
     pub not_found: Option<String>,
     pub bare: Option<String>,
+    pub regular_404: Option<String>,
 }
 
 impl Site {
@@ -61,6 +64,7 @@ pub fn sites(config: &Config) -> Vec<Site> {
         forward_query: false,
         not_found: None,
         bare: None,
+        regular_404: None,
     };
     let mut others = Vec::new();
     for entry in &config.domains {
@@ -77,6 +81,7 @@ pub fn sites(config: &Config) -> Vec<Site> {
             default.forward_query = entry.forward_query;
             default.not_found = url(&entry.not_found_url);
             default.bare = url(&entry.bare_url);
+            default.regular_404 = url(&entry.regular_404_url);
         } else {
             others.push(Site {
                 hosts: std::iter::once(name.clone()).chain(aliases).collect(),
@@ -85,6 +90,7 @@ pub fn sites(config: &Config) -> Vec<Site> {
                 forward_query: entry.forward_query,
                 not_found: url(&entry.not_found_url),
                 bare: url(&entry.bare_url),
+                regular_404: url(&entry.regular_404_url),
             });
         }
     }
@@ -101,8 +107,15 @@ pub fn same_as_settings(sites: &[Site], domains: &[Domain]) -> bool {
                 && site.path == domain.link_path
                 && site.space.as_deref() == domain.key_space.as_ref().map(DomainName::as_str)
                 && site.forward_query == domain.forward_query
-                && site.not_found.as_deref() == domain.not_found.as_ref().map(ValidUrl::as_str)
-                && site.bare.as_deref() == domain.bare.as_ref().map(ValidUrl::as_str)
+                && site.not_found.as_deref()
+                    == domain
+                        .redirects
+                        .invalid_short_url
+                        .as_ref()
+                        .map(ValidUrl::as_str)
+                && site.bare.as_deref() == domain.redirects.base_url.as_ref().map(ValidUrl::as_str)
+                && site.regular_404.as_deref()
+                    == domain.redirects.regular_404.as_ref().map(ValidUrl::as_str)
         })
 }
 
@@ -111,7 +124,7 @@ pub fn same_as_settings(sites: &[Site], domains: &[Domain]) -> bool {
 /// other domain claims. Each sends its link requests to `shortlink_recv`
 /// with the domain named once its path passes the key rule (a query may
 /// follow), after its bare domain and robots.txt are dealt with.
-pub fn routes(sites: &[Site]) -> String {
+pub fn routes(sites: &[Site], from_writer: &str) -> String {
     let named = sites
         .iter()
         .enumerate()
@@ -124,10 +137,14 @@ pub fn routes(sites: &[Site]) -> String {
             condition.push(format!("req.http.host ~ \"@HOST_REGEX#{index}@\""));
         }
         let at_root = site.path == "/";
-        if at_root && site.bare.is_none() {
-            // Every path but `/` alone (with a query or fragment): that
-            // stays the health page, or the site's own.
-            condition.push("req.url ~ \"^/[^?#]\"".to_owned());
+        if at_root {
+            // Every path but `/` alone (with a query or fragment), which
+            // stays the health page or the site's own unless the domain
+            // redirects it, or the writer purges it.
+            condition.push(format!(
+                "(req.url ~ \"^/[^?#]\" || (req.method == \"PURGE\" && {from_writer}) || \
+                 shortlink_links.domain_redirect(\"@VMOD_DOMAIN#{index}@\", \"base_url\") != \"\")"
+            ));
         } else {
             condition.push(format!("req.url ~ \"@PATH_REGEX#{index}@\""));
         }
@@ -150,13 +167,15 @@ pub fn routes(sites: &[Site]) -> String {
             &mut out,
             &format!("if (req.url !~ \"@KEY_REGEX#{index}@\") {{\n"),
         );
-        if site.bare.is_some() {
-            code(
-                &mut out,
-                &format!("if (req.url ~ \"@BARE_REGEX#{index}@\") {{\n"),
-            );
-            code(&mut out, "return (synth(752, \"Found\"));\n}\n");
-        }
+        // The bare domain: its redirect (752), but for the writer's purge.
+        code(
+            &mut out,
+            &format!("if (req.url ~ \"@BARE_REGEX#{index}@\") {{\n"),
+        );
+        code(
+            &mut out,
+            "if (req.method != \"PURGE\") {\nreturn (synth(752, \"Found\"));\n}\n",
+        );
         // Its robots.txt: asked for at the root, purged anywhere.
         let robots = format!("req.url !~ \"@ROBOTS_REGEX#{index}@\"");
         let refused = if at_root {
@@ -164,7 +183,7 @@ pub fn routes(sites: &[Site]) -> String {
         } else {
             format!("req.method != \"PURGE\" || {robots}")
         };
-        code(&mut out, &format!("if ({refused}) {{\n"));
+        code(&mut out, &format!("}} elsif ({refused}) {{\n"));
         code(&mut out, "return (synth(404, \"Not Found\"));\n}\n");
         code(&mut out, "}\ncall shortlink_recv;\n");
     }
@@ -235,55 +254,26 @@ pub fn forwarding(sites: &[Site]) -> String {
     }
 }
 
-/// Which redirect a subroutine of [`redirects`] makes.
-#[derive(Clone, Copy)]
-pub enum Redirect {
-    /// An unknown key's, to `not_found_url`; the 404 stays otherwise.
-    UnknownKey,
-    /// The bare domain's, to `bare_url`; a 404 otherwise.
-    BareDomain,
-}
-
-/// The body of `shortlink_unknown_key` or `shortlink_bare_domain`: a 302
-/// to each domain's URL, the URL at `@NOT_FOUND#index@` or `@BARE#index@`.
-pub fn redirects(sites: &[Site], which: Redirect) -> String {
-    let (slot, otherwise): (&str, &[&str]) = match which {
-        Redirect::UnknownKey => ("NOT_FOUND", &[]),
-        Redirect::BareDomain => (
-            "BARE",
-            &["set resp.status = 404;", "set resp.reason = \"Not Found\";"],
-        ),
-    };
+/// What goes at `@DEFAULT_REDIRECTS@` in `vcl_init`: each configured
+/// redirect given to the VMOD, by domain and kind, its URL at
+/// `@NOT_FOUND#index@`, `@BARE#index@` or `@NO_KEY#index@`.
+pub fn default_redirects(sites: &[Site]) -> String {
     let mut out = String::new();
-    let mut branches = 0;
     for (index, site) in sites.iter().enumerate() {
-        let url = match which {
-            Redirect::UnknownKey => &site.not_found,
-            Redirect::BareDomain => &site.bare,
-        };
-        if url.is_none() {
-            continue;
+        for (kind, url, slot) in [
+            ("base_url", &site.bare, "BARE"),
+            ("regular_404", &site.regular_404, "NO_KEY"),
+            ("invalid_short_url", &site.not_found, "NOT_FOUND"),
+        ] {
+            if url.is_some() {
+                code(
+                    &mut out,
+                    &format!(
+                        "shortlink_links.default_redirect(\"@VMOD_DOMAIN#{index}@\", \"{kind}\", \"@{slot}#{index}@\");\n"
+                    ),
+                );
+            }
         }
-        let keyword = if branches == 0 { "if" } else { "} elsif" };
-        branches += 1;
-        code(&mut out, &format!("{keyword} ({}) {{\n", site.named(index)));
-        code(
-            &mut out,
-            "set resp.status = 302;\nset resp.reason = \"Found\";\n",
-        );
-        code(
-            &mut out,
-            &format!("set resp.http.Location = \"@{slot}#{index}@\";\n"),
-        );
-    }
-    if branches > 0 && !otherwise.is_empty() {
-        code(&mut out, "} else {\n");
-    }
-    for line in otherwise {
-        code(&mut out, line);
-    }
-    if branches > 0 {
-        code(&mut out, "}\n");
     }
     out
 }

@@ -118,14 +118,30 @@ impl RedisPool {
         self.wait(&lookup)
     }
 
+    /// `HGET` of each slot, in one batch: for each, the reply or why
+    /// Redis gave none.
+    pub fn hget_each(&self, slots: &[Slot<'_>]) -> Vec<Outcome> {
+        self.run_each(
+            &slots
+                .iter()
+                .map(|slot| Arc::new(Lookup::new(slot, Command::Get)))
+                .collect::<Vec<_>>(),
+        )
+    }
+
     /// Raises each field to its count unless it holds more, in one batch:
     /// for each, the count it holds then, or why Redis gave none.
     pub fn raise(&self, counts: &[(Slot<'_>, u64)]) -> Vec<Outcome> {
-        let lookups: Vec<Arc<Lookup>> = counts
-            .iter()
-            .map(|(slot, count)| Arc::new(Lookup::new(slot, Command::Raise(*count))))
-            .collect();
-        if let Err(error) = self.queue(&lookups) {
+        self.run_each(
+            &counts
+                .iter()
+                .map(|(slot, count)| Arc::new(Lookup::new(slot, Command::Raise(*count))))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    fn run_each(&self, lookups: &[Arc<Lookup>]) -> Vec<Outcome> {
+        if let Err(error) = self.queue(lookups) {
             return vec![Err(error); lookups.len()];
         }
         lookups.iter().map(|lookup| self.wait(lookup)).collect()

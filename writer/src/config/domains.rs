@@ -9,7 +9,7 @@
 
 use serde::Deserialize;
 use shortlink_core::clicks::{CountNames, Layout};
-use shortlink_core::{DomainName, KeyScheme, ValidUrl};
+use shortlink_core::{DomainName, KeyScheme, NotFoundRedirects, ValidUrl};
 use url::Url;
 
 use super::ConfigError;
@@ -28,12 +28,15 @@ pub struct DomainConfig {
     /// for links that do not say (`?+` or `?-` in their value).
     pub forward_query: bool,
     /// Where a key the domain does not hold redirects (302); empty: the
-    /// 404 page.
+    /// 404 page. Shlink's `invalidShortUrlRedirect`.
     pub not_found_url: String,
     /// Where the bare domain (its link path alone) redirects (302); empty:
     /// what it answers without domains (404, or the standalone VCL's
-    /// health page at `/`).
+    /// health page at `/`). Shlink's `baseUrlRedirect`.
     pub bare_url: String,
+    /// Where any other path of the domain that is no key redirects (302);
+    /// empty: the 404 page. Shlink's `regular404Redirect`.
+    pub regular_404_url: String,
 }
 
 /// A short domain, checked.
@@ -56,8 +59,9 @@ pub struct Domain {
     /// The names of its click counts.
     pub count_names: CountNames,
     pub forward_query: bool,
-    pub not_found: Option<ValidUrl>,
-    pub bare: Option<ValidUrl>,
+    /// Where its visits to no link redirect, from the configuration: the
+    /// defaults of what is set while the writer runs.
+    pub redirects: NotFoundRedirects,
 }
 
 impl Domain {
@@ -133,16 +137,18 @@ pub fn domains(entries: &[DomainConfig], spaces: &Spaces<'_>) -> Result<Vec<Doma
         scheme: spaces.scheme.clone(),
         count_names: count_names(spaces.scheme)?,
         forward_query: false,
-        not_found: None,
-        bare: None,
+        redirects: NotFoundRedirects::default(),
     };
     let mut others: Vec<Domain> = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
         let what = format!("domains[{index}].base_url");
         let (base_url, link_path) = check_base_url(&what, &entry.base_url)?;
         let name = base_url.host_str().unwrap_or_default().to_ascii_lowercase();
-        let not_found = redirect_url(index, "not_found_url", &entry.not_found_url)?;
-        let bare = redirect_url(index, "bare_url", &entry.bare_url)?;
+        let redirects = NotFoundRedirects {
+            base_url: redirect_url(index, "bare_url", &entry.bare_url)?,
+            regular_404: redirect_url(index, "regular_404_url", &entry.regular_404_url)?,
+            invalid_short_url: redirect_url(index, "not_found_url", &entry.not_found_url)?,
+        };
         let mut aliases = Vec::with_capacity(entry.aliases.len());
         for alias in &entry.aliases {
             let alias = DomainName::try_from(alias.as_str())
@@ -166,8 +172,7 @@ pub fn domains(entries: &[DomainConfig], spaces: &Spaces<'_>) -> Result<Vec<Doma
                 default.hosts.extend(aliases);
             }
             default.forward_query = entry.forward_query;
-            default.not_found = not_found;
-            default.bare = bare;
+            default.redirects = redirects;
             continue;
         }
         let key_space =
@@ -184,8 +189,7 @@ pub fn domains(entries: &[DomainConfig], spaces: &Spaces<'_>) -> Result<Vec<Doma
             key_space: Some(key_space),
             scheme,
             forward_query: entry.forward_query,
-            not_found,
-            bare,
+            redirects,
         });
     }
     let mut all = vec![default];
@@ -194,8 +198,8 @@ pub fn domains(entries: &[DomainConfig], spaces: &Spaces<'_>) -> Result<Vec<Doma
     Ok(all)
 }
 
-/// A domain's `field` (`not_found_url`, `bare_url`): empty for none, or a
-/// valid redirect target.
+/// A domain's `field` (`not_found_url`, `bare_url`, `regular_404_url`):
+/// empty for none, or a valid redirect target.
 fn redirect_url(index: usize, field: &str, text: &str) -> Result<Option<ValidUrl>, ConfigError> {
     if text.is_empty() {
         return Ok(None);

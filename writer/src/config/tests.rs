@@ -344,13 +344,20 @@ bare_url = "https://example.org/"
     assert_eq!(go.short_url("Lm25"), "https://go.example/Lm25");
     assert!(go.forward_query);
     assert_eq!(
-        go.not_found.as_ref().map(shortlink_core::ValidUrl::as_str),
+        go.redirects
+            .invalid_short_url
+            .as_ref()
+            .map(shortlink_core::ValidUrl::as_str),
         Some("https://example.org/missing")
     );
     let default = settings.domain(Some("s.example")).unwrap();
     assert!(default.is_default());
     assert_eq!(
-        default.bare.as_ref().map(shortlink_core::ValidUrl::as_str),
+        default
+            .redirects
+            .base_url
+            .as_ref()
+            .map(shortlink_core::ValidUrl::as_str),
         Some("https://example.org/")
     );
     let unknown = settings.domain(Some("other.example")).unwrap_err();

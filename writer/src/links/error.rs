@@ -35,6 +35,11 @@ pub enum ShortenError {
          allowed on it (or an admin token), or name one of the token's domains"
     )]
     DomainNotAllowed(String),
+    #[error(
+        "changing the redirects of {0:?} takes an admin token, or a token limited to \
+         that domain: they answer for everyone's visits there"
+    )]
+    NotDomainAdmin(String),
     #[error(transparent)]
     BadRule(#[from] BadRule),
 }
@@ -60,6 +65,7 @@ impl ShortenError {
             Self::Stale { .. } => (ErrorCode::Stale, None),
             Self::UnknownDomain(_) => (ErrorCode::UnknownDomain, Some(Field::Domain)),
             Self::DomainNotAllowed(_) => (ErrorCode::DomainNotAllowed, Some(Field::Domain)),
+            Self::NotDomainAdmin(_) => (ErrorCode::Forbidden, Some(Field::Domain)),
             Self::BadRule(bad) => (ErrorCode::BadRule, Some(bad.field())),
         }
     }

@@ -34,6 +34,7 @@ mod crawlable;
 mod details;
 mod listing;
 mod purging;
+mod redirects;
 mod request;
 mod visits;
 
@@ -41,6 +42,7 @@ pub use crate::links::error::ShortenError;
 pub use catalog::{Entry, TagError, TagStats};
 pub use clicks::{WarmError, Warmed};
 pub use listing::{found_by, ListQuery, Listing};
+pub use redirects::{RedirectsChange, RedirectsSet};
 pub use request::{Change, NewLink};
 pub use visits::{VisitPage, VisitQuery, VisitScope};
 

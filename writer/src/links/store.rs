@@ -10,6 +10,7 @@
 //! | `store/listing.rs` | an owner's links a page at a time ([`Page`]), and the owners with an index |
 //! | `store/details.rs` | the links' details beside their values ([`crate::links::details::LinkDetails`]) |
 //! | `store/crawlable.rs` | the crawlable keys robots.txt allows |
+//! | `store/redirects.rs` | the domain's redirects for visits to no link, set while the writer runs |
 //! | `store/export_scan.rs` | every link (or one owner's) for an export ([`Export`]): `SCAN`/`HSCAN` over the hashes, or an index |
 //!
 //! The children use the store's connection and key scheme; nothing here
@@ -28,6 +29,7 @@ mod crawlable;
 mod details;
 mod export_scan;
 mod listing;
+mod redirects;
 
 pub use export_scan::Export;
 pub use listing::Page;

@@ -3,7 +3,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::SystemTime;
 
-use shortlink_core::{ClickLimit, Expiry, Key, ValidUrl};
+use shortlink_core::{ClickLimit, Expiry, Key, NotFoundKind, ValidUrl};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use url::{Host, Url};
@@ -45,6 +45,8 @@ pub enum Field {
     Days,
     Minutes,
     Owner,
+    /// Where a domain sends one kind of visit to no link.
+    Redirect(NotFoundKind),
     /// A field the API does not know.
     Unknown,
 }
@@ -75,6 +77,9 @@ impl Field {
             Self::Days => "days",
             Self::Minutes => "minutes",
             Self::Owner => "owner",
+            Self::Redirect(NotFoundKind::BaseUrl) => "base_url_redirect",
+            Self::Redirect(NotFoundKind::Regular404) => "regular_404_redirect",
+            Self::Redirect(NotFoundKind::InvalidShortUrl) => "invalid_short_url_redirect",
             Self::Unknown => "unknown",
         }
     }

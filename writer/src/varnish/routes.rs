@@ -10,13 +10,14 @@
 
 use std::fmt::Write as _;
 
-use shortlink_core::DomainName;
+use shortlink_core::{DomainName, NotFoundKind};
 
 use crate::config::{Domain, Settings};
 
 /// The values of the placeholders that depend on the domains and on what
 /// crawlers are told.
-pub fn values(settings: &Settings) -> Vec<(&'static str, String)> {
+/// `from_writer` is the VCL condition that a request comes from the writer.
+pub fn values(settings: &Settings, from_writer: &str) -> Vec<(&'static str, String)> {
     let domains = &settings.domains;
     let config = &settings.config;
     let hosts_note: Vec<String> = domains
@@ -42,22 +43,14 @@ pub fn values(settings: &Settings) -> Vec<(&'static str, String)> {
     };
     vec![
         ("HOSTS_NOTE", format!(" ({})", hosts_note.join("; "))),
-        ("ROUTES", routes(domains, &settings.scheme.key_pattern())),
+        (
+            "ROUTES",
+            routes(domains, &settings.scheme.key_pattern(), from_writer),
+        ),
         ("DOMAINS", names.join(" ")),
         ("FORWARDING", forwarding(domains)),
         ("NOINDEX", noindex.to_owned()),
-        (
-            "UNKNOWN_KEY",
-            redirects(domains, |d| d.not_found.as_ref(), &[]),
-        ),
-        (
-            "BARE_DOMAIN",
-            redirects(
-                domains,
-                |d| d.bare.as_ref(),
-                &["set resp.status = 404;", "set resp.reason = \"Not Found\";"],
-            ),
-        ),
+        ("DEFAULT_REDIRECTS", default_redirects(domains)),
         ("ROBOTS_TXT", config.varnish.robots_txt.clone()),
     ]
 }
@@ -65,22 +58,28 @@ pub fn values(settings: &Settings) -> Vec<(&'static str, String)> {
 /// The routes of `vcl_recv`: one branch per domain, the named ones first
 /// and a default domain that takes every host last, each sending its
 /// link requests to `shortlink_recv` with the domain named.
-fn routes(domains: &[Domain], key_pattern: &str) -> String {
+fn routes(domains: &[Domain], key_pattern: &str, from_writer: &str) -> String {
     let mut ordered: Vec<&Domain> = domains.iter().filter(|d| !d.hosts.is_empty()).collect();
     ordered.extend(domains.iter().filter(|d| d.hosts.is_empty()));
     let mut out = String::new();
     for (index, domain) in ordered.iter().enumerate() {
         let path = regex_escape(&domain.link_path);
+        let name = domain_literal(domain);
         let mut condition = Vec::new();
         if !domain.hosts.is_empty() {
             condition.push(host_condition(&domain.hosts));
         }
         let at_root = domain.link_path == "/";
-        if at_root && domain.bare.is_none() {
+        if at_root {
             // The bare domain (`/`, `/?...`, `/#...`) stays what it is
-            // without domains: the standalone VCL's health page, or the
-            // site's. One regex, as a key's route pays one.
-            condition.push("req.url ~ \"^/[^?#]\"".to_owned());
+            // without domains (the standalone VCL's health page, or the
+            // site's) unless the domain redirects it, or the writer purges
+            // it to have its redirects read again. One regex for a key's
+            // route, as it pays one.
+            condition.push(format!(
+                "(req.url ~ \"^/[^?#]\" || (req.method == \"PURGE\" && {from_writer}) || \
+                 shortlink_links.domain_redirect(\"{name}\", \"base_url\") != \"\")"
+            ));
         } else {
             condition.push(format!("req.url ~ \"^{path}\""));
         }
@@ -92,17 +91,13 @@ fn routes(domains: &[Domain], key_pattern: &str) -> String {
         }
         // The key rule, checked on the path before any lookup: keys that
         // break it never reach the VMOD, let alone Redis. A query or
-        // fragment may follow; it stays in the URL for forwarding.
+        // fragment may follow; it stays in the URL for forwarding. The
+        // bare domain answers its redirect (752), or the 404 page; the
+        // writer's PURGE of it goes on to `shortlink_recv`.
         let _ = writeln!(
             out,
             "        if (req.url !~ \"^{path}{key_pattern}(?:[?#]|$)\") {{"
         );
-        if domain.bare.is_some() {
-            let _ = writeln!(
-                out,
-                "            if (req.url ~ \"^{path}(?:[?#]|$)\") {{\n                return (synth(752, \"Found\"));\n            }}"
-            );
-        }
         // `<path>robots.txt` is the domain's robots.txt, which the VMOD
         // answers: asked for at the root, purged by the writer anywhere.
         let robots = format!("req.url !~ \"^{path}robots\\.txt(?:[?#]|$)\"");
@@ -111,7 +106,12 @@ fn routes(domains: &[Domain], key_pattern: &str) -> String {
         } else {
             format!("req.method != \"PURGE\" || {robots}")
         };
-        let _ = writeln!(out, "            if ({refused}) {{");
+        let _ = writeln!(out, "            if (req.url ~ \"^{path}(?:[?#]|$)\") {{");
+        out.push_str(
+            "                if (req.method != \"PURGE\") {\n                    \
+             return (synth(752, \"Found\"));\n                }\n",
+        );
+        let _ = writeln!(out, "            }} elsif ({refused}) {{");
         out.push_str("                return (synth(404, \"Not Found\"));\n            }\n");
         out.push_str("        }\n        call shortlink_recv;\n");
     }
@@ -195,36 +195,29 @@ fn forwarding(domains: &[Domain]) -> String {
     }
 }
 
-/// The body of a subroutine that turns the answer into a 302 to the URL
-/// `target` gives each domain, for the domains that have one, and does
-/// `otherwise` (VCL statements, one a line) for the rest.
-fn redirects(
-    domains: &[Domain],
-    target: impl Fn(&Domain) -> Option<&shortlink_core::ValidUrl>,
-    otherwise: &[&str],
-) -> String {
+/// The `vcl_init` lines giving the VMOD each domain's configured
+/// redirects: what a kind not set while the writer runs answers.
+fn default_redirects(domains: &[Domain]) -> String {
     let mut out = String::new();
     for domain in domains {
-        let Some(url) = target(domain) else {
-            continue;
-        };
-        let condition = is_the_domain(domain);
-        let keyword = if out.is_empty() { "if" } else { "} elsif" };
-        let _ = writeln!(out, "    {keyword} ({condition}) {{");
-        out.push_str("        set resp.status = 302;\n        set resp.reason = \"Found\";\n");
-        let _ = writeln!(out, "        set resp.http.Location = \"{url}\";");
-    }
-    let indent = if out.is_empty() { "    " } else { "        " };
-    if !out.is_empty() && !otherwise.is_empty() {
-        out.push_str("    } else {\n");
-    }
-    for line in otherwise {
-        let _ = writeln!(out, "{indent}{line}");
-    }
-    if !out.is_empty() && out.starts_with("    if") {
-        out.push_str("    }\n");
+        for kind in NotFoundKind::ALL {
+            if let Some(url) = domain.redirects.get(kind) {
+                let _ = writeln!(
+                    out,
+                    "    shortlink_links.default_redirect(\"{}\", \"{}\", \"{url}\");",
+                    domain_literal(domain),
+                    kind.name()
+                );
+            }
+        }
     }
     out
+}
+
+/// The name the VMOD knows `domain` by: its key space's, `""` for the
+/// default domain.
+fn domain_literal(domain: &Domain) -> &str {
+    domain.key_space.as_ref().map_or("", DomainName::as_str)
 }
 
 /// A VCL condition true for a link request of `domain`: the routes name

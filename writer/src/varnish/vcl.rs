@@ -144,7 +144,7 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("PATH", settings.link_path.clone()),
         ("HEALTH_MATCH", health_match.to_owned()),
         ("ACL", acl),
-        ("FROM_WRITER", from_writer),
+        ("FROM_WRITER", from_writer.clone()),
         ("REDIS_URL", redis.url.clone()),
         ("PREFIX", settings.scheme.prefix().to_owned()),
         ("SPLIT", settings.scheme.split().to_string()),
@@ -175,7 +175,7 @@ pub fn generate(settings: &Settings, source: &str, form: Form) -> Result<String,
         ("VISIT_DAYS", clicks.visit_days.to_string()),
     ];
     values.extend(try_again_values());
-    values.extend(routes::values(settings));
+    values.extend(routes::values(settings, &from_writer));
     let robots_routes = match form {
         Form::Standalone => routes::robots_routes(&settings.domains),
         Form::Include => String::new(),
@@ -346,9 +346,13 @@ mod tests {
             "{standalone}"
         );
         // Every path but the bare one is a link's; the bare one stays the
-        // health page.
+        // health page unless the domain redirects it (or the writer purges
+        // it, to have its redirects read again).
         assert!(
-            standalone.contains("if (req.url ~ \"^/[^?#]\") {"),
+            standalone.contains(
+                "if ((req.url ~ \"^/[^?#]\" || (req.method == \"PURGE\" && client.ip ~ shortlink_purgers) || \
+                 shortlink_links.domain_redirect(\"\", \"base_url\") != \"\")) {"
+            ),
             "{standalone}"
         );
         let refusal = generate(&settings, "x", Form::Include).unwrap_err().0;
@@ -368,7 +372,7 @@ mod tests {
         let settings = Settings::new(config).unwrap();
         let vcl = generate(&settings, "x", Form::Standalone).unwrap();
         let go = vcl
-            .find("if (req.http.host ~ \"^(?i)(go\\.example|go\\.example\\.net)(:[0-9]+)?$\" && req.url ~ \"^/[^?#]\") {")
+            .find("if (req.http.host ~ \"^(?i)(go\\.example|go\\.example\\.net)(:[0-9]+)?$\" && (req.url ~ \"^/[^?#]\" || ")
             .expect(&vcl);
         let default = vcl.find("} elsif (req.url ~ \"^/l/\") {").expect(&vcl);
         assert!(go < default, "{vcl}");
@@ -376,7 +380,8 @@ mod tests {
             "domains = \"go.example\");",
             "set req.http.Shortlink-Domain = \"go.example\";",
             "(!resp.http.Shortlink-Forward && (req.http.Shortlink-Domain == \"go.example\"))",
-            "set resp.http.Location = \"https://example.org/missing\";",
+            "shortlink_links.default_redirect(\"go.example\", \"invalid_short_url\", \"https://example.org/missing\");",
+            "shortlink_links.domain_redirect(\"go.example\", \"base_url\") != \"\")) {",
             "synthetic({\"User-agent: *\nDisallow: /private\n\"});",
         ] {
             assert!(vcl.contains(expected), "missing {expected:?} in:\n{vcl}");

@@ -454,3 +454,49 @@ test('each refusal carries its Shlink problem type and status', async () => {
   const invalid = await refusal(() => admin.createShortUrl({ longUrl: 'ftp://example.org/' }));
   assert.deepEqual(invalid.invalidElements, ['longUrl']);
 });
+
+test('a domain\'s redirects set through the SDK are what Varnish answers when it returns', async () => {
+  const made = await shop.createShortUrl({ longUrl: `https://example.org/shlink/${run}/domain-redirects`, domain: goDomain });
+  const short = new URL(made.shortUrl);
+  // The domain's links are at its root: `/` is its bare path.
+  const at = (path) => follow(onVarnish(`${short.origin}/${path}`), short.host);
+  const home = `https://example.org/shlink/${run}/home`;
+  const missing = `https://example.org/shlink/${run}/missing`;
+  const other = `https://example.org/shlink/${run}/other`;
+  assert.notEqual((await at('')).status, 302, 'nothing redirects the bare domain yet');
+
+  const set = await shop.editDomainRedirects({
+    domain: goDomain, baseUrlRedirect: home, invalidShortUrlRedirect: missing, regular404Redirect: other,
+  });
+  assert.deepEqual(set, { baseUrlRedirect: home, regular404Redirect: other, invalidShortUrlRedirect: missing });
+  const bare = await at('?ref=card');
+  assert.deepEqual([bare.status, bare.location], [302, home]);
+  assert.equal((await at(`nothing-${run}`)).location, missing);
+  assert.equal((await at('favicon.ico')).location, other);
+  assert.equal((await at(made.shortCode)).location, `https://example.org/shlink/${run}/domain-redirects`);
+  const listed = await admin.listDomains();
+  assert.deepEqual(listed.data.find((domain) => domain.domain === goDomain).redirects, set);
+
+  // One left out is kept; null clears one, and the configuration's (none
+  // here) answers again.
+  const cleared = await admin.editDomainRedirects({ domain: goDomain, baseUrlRedirect: null });
+  assert.deepEqual(cleared, { baseUrlRedirect: null, regular404Redirect: other, invalidShortUrlRedirect: missing });
+  assert.notEqual((await at('')).status, 302);
+  assert.equal((await at(`nothing-${run}`)).location, missing);
+
+  // They speak for everyone on the domain: a plain key may not set them,
+  // nor a key limited to another domain; a bad URL changes nothing.
+  const plain = await refusal(() => author.editDomainRedirects({ domain: goDomain, baseUrlRedirect: home }));
+  assert.equal(plain.status, 403, JSON.stringify(plain));
+  const elsewhere = await refusal(() => shop.editDomainRedirects({ domain: '127.0.0.1', baseUrlRedirect: home }));
+  assert.equal(elsewhere.status, 403, JSON.stringify(elsewhere));
+  const bad = await refusal(() => admin.editDomainRedirects({ domain: goDomain, regular404Redirect: 'javascript:alert(1)', baseUrlRedirect: home }));
+  assert.equal(bad.type, ErrorType.INVALID_ARGUMENT, JSON.stringify(bad));
+  assert.deepEqual(bad.invalidElements, ['regular404Redirect']);
+  assert.notEqual((await at('')).status, 302, 'a refused change sets nothing');
+  const unknown = await refusal(() => admin.editDomainRedirects({ domain: 'nowhere.test', baseUrlRedirect: home }));
+  assert.equal(unknown.type, ErrorType.DOMAIN_NOT_FOUND, JSON.stringify(unknown));
+
+  await admin.editDomainRedirects({ domain: goDomain, regular404Redirect: null, invalidShortUrlRedirect: null });
+  assert.equal((await at(`nothing-${run}`)).status, 404);
+});

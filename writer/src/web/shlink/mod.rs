@@ -11,7 +11,7 @@
 //! | `short_urls/` | list, create, get, edit, delete a short URL |
 //! | `redirect_rules/` | a short URL's rules, in Shlink's conditions |
 //! | `tags/` | list, stats, rename, delete tags |
-//! | `domains.rs` | the short domains and their redirects |
+//! | `domains/` | the short domains, and their redirects for visits to no link |
 //! | `visits/` | the visits overview, from the click totals; visit lists from the visit log |
 //! | `health.rs` | `health`, and `mercure-info` (not offered) |
 //!
@@ -75,7 +75,11 @@ pub fn routes(config: &mut web::ServiceConfig, origins: &[String]) {
             .route("/v3/tags/stats", web::get().to(tags::stats::stats))
             .route("/v3/tags", web::put().to(tags::rename::rename))
             .route("/v3/tags", web::delete().to(tags::delete::delete))
-            .route("/v3/domains", web::get().to(domains::list))
+            .route("/v3/domains", web::get().to(domains::list::list))
+            .route(
+                "/v3/domains/redirects",
+                web::patch().to(domains::set_redirects::set),
+            )
             .route("/v3/visits", web::get().to(visits::overview::overview))
             .route(
                 "/v3/short-urls/{short_code}/visits",

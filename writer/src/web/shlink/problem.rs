@@ -12,6 +12,7 @@ use crate::error_code::ErrorCode;
 use crate::links::shortener::{ShortenError, TagError};
 use crate::links::store::StoreError;
 use crate::links::validate::Field;
+use shortlink_core::NotFoundKind;
 
 /// Where Shlink's own problem types live.
 const SHLINK_TYPES: &str = "https://shlink.io/api/error/";
@@ -175,6 +176,9 @@ pub fn shlink_name(field: Field) -> &'static str {
         Field::ValidSince => "validSince",
         Field::KeyLength => "shortCodeLength",
         Field::Limit => "itemsPerPage",
+        Field::Redirect(NotFoundKind::BaseUrl) => "baseUrlRedirect",
+        Field::Redirect(NotFoundKind::Regular404) => "regular404Redirect",
+        Field::Redirect(NotFoundKind::InvalidShortUrl) => "invalidShortUrlRedirect",
         other => other.name(),
     }
 }

@@ -1,0 +1,32 @@
+//! The short domains, one endpoint a file, and their redirects for visits
+//! to no link in Shlink's names.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `list.rs` | `GET /domains`: the domains the key may use, with their redirects |
+//! | `set_redirects.rs` | `PATCH /domains/redirects`: a domain's redirects set |
+
+use serde_json::json;
+use shortlink_core::{NotFoundKind, NotFoundRedirects};
+
+pub mod list;
+pub mod set_redirects;
+
+/// Each kind with the name Shlink gives its redirect.
+const SHLINK_NAMES: [(NotFoundKind, &str); 3] = [
+    (NotFoundKind::BaseUrl, "baseUrlRedirect"),
+    (NotFoundKind::Regular404, "regular404Redirect"),
+    (NotFoundKind::InvalidShortUrl, "invalidShortUrlRedirect"),
+];
+
+/// Shlink's `NotFoundRedirects` object.
+fn redirects_json(redirects: &NotFoundRedirects) -> serde_json::Value {
+    let mut object = serde_json::Map::new();
+    for (kind, name) in SHLINK_NAMES {
+        object.insert(
+            name.to_owned(),
+            json!(redirects.get(kind).map(ToString::to_string)),
+        );
+    }
+    serde_json::Value::Object(object)
+}
