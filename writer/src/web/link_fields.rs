@@ -131,13 +131,23 @@ impl Fields {
     }
 
     pub(crate) fn done(self) -> Result<(), Invalid> {
+        self.done_of("a link", &LINK_FIELDS)
+    }
+
+    /// Refuses what was not taken, naming the first such field and the
+    /// fields `what` has.
+    pub(crate) fn done_of(self, what: &str, known: &[Field]) -> Result<(), Invalid> {
         match self.0.keys().next() {
             None => Ok(()),
             Some(unknown) => Err(Invalid {
                 field: Field::Unknown,
                 message: format!(
-                    "unknown field {unknown:?}; a link has {}",
-                    LINK_FIELDS.map(Field::name).join(", ")
+                    "unknown field {unknown:?}; {what} has {}",
+                    known
+                        .iter()
+                        .map(|field| field.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             }),
         }

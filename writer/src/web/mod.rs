@@ -13,6 +13,7 @@
 //! | `export.rs` | every link, streamed as CSV or JSON lines |
 //! | `stats.rs` | a link's click counts, and the trending links |
 //! | `visits.rs` | a link's visit log |
+//! | `domains.rs` | the short domains, and their redirects for visits to no link |
 //! | `qr.rs` | a link's QR code, SVG or PNG |
 //! | `whoami.rs` | who a token belongs to |
 //! | `openapi.rs` | the OpenAPI document and the page that draws it |
@@ -42,6 +43,7 @@ use crate::web::stats::{link_stats, link_stats_report, trending};
 use crate::web::whoami::whoami;
 
 pub mod bulk;
+pub mod domains;
 pub mod error;
 pub mod export;
 pub mod link_fields;
@@ -118,7 +120,12 @@ pub fn routes(config: &mut web::ServiceConfig, settings: &Settings) {
                     web::get().to(link_stats_report),
                 )
                 .route("/manage/stats/{key}", web::get().to(stats_page))
-                .route("/api/trending", web::get().to(trending)),
+                .route("/api/trending", web::get().to(trending))
+                .route("/api/domains", web::get().to(domains::list_domains))
+                .route(
+                    "/api/domains/{domain}/redirects",
+                    web::patch().to(domains::set_domain_redirects),
+                ),
         );
 }
 

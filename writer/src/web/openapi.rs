@@ -14,6 +14,7 @@ use crate::links::bulk::{Made, Refused, RowOutcome, Summary};
 use crate::links::export::ExportFormat;
 use crate::links::rules::{RuleBody, SplitBody};
 use crate::web::bulk::{BulkAnswer, BulkResult};
+use crate::web::domains::{DomainBody, DomainsBody, RedirectsBody, RedirectsInput};
 use crate::web::error::ErrorBody;
 use crate::web::html_page;
 use crate::web::links::{Deleted, LinkChange, LinkInput, LinkPage};
@@ -60,6 +61,8 @@ impl Modify for BearerToken {
         crate::web::stats::link_stats,
         crate::web::stats::link_stats_report,
         crate::web::visits::link_visits,
+        crate::web::domains::list_domains,
+        crate::web::domains::set_domain_redirects,
         crate::web::qr::link_qr_svg,
         crate::web::qr::link_qr_png,
         crate::web::stats::trending,
@@ -77,7 +80,7 @@ impl Modify for BearerToken {
         ErrorBody, ErrorCode, LinkInput, LinkChange, LinkBody, LinkPage, BulkAnswer, BulkResult,
         RowOutcome, Made, Refused, Summary, Deleted, WhoAmI, TrendingLinks, Trending,
         DomainStats, LinkStats, DayCount, HourCount, Share, ExportFormat, RuleBody, SplitBody,
-        TargetClicks, VisitsBody, VisitBody
+        TargetClicks, VisitsBody, VisitBody, DomainsBody, DomainBody, RedirectsBody, RedirectsInput
     )),
     modifiers(&BearerToken),
     tags(

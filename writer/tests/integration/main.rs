@@ -14,6 +14,7 @@ mod clicks;
 mod cluster;
 mod crawlable;
 mod details;
+mod domains;
 mod e2e;
 mod form;
 mod import_export;
@@ -78,6 +79,10 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
 
 /// Every test of the suite, by name.
 const TESTS: &[(&str, common::Test)] = &[
+    (
+        "domains::a_domains_bare_path_redirect_is_set_and_cleared_through_the_native_api",
+        domains::a_domains_bare_path_redirect_is_set_and_cleared_through_the_native_api,
+    ),
     (
         "crawlable::a_crawlable_link_is_indexable_and_allowed_in_robots_txt",
         crawlable::a_crawlable_link_is_indexable_and_allowed_in_robots_txt,
