@@ -135,6 +135,21 @@ if [ "$purpose" = test ]; then
     fi
 fi
 
+# YOURLS' published Python client drives the writer's yourls-api.php in
+# the integration suite: pinned by writer/tests/yourls/requirements.txt,
+# installed into the project's venv, again whenever that file changes.
+if [ "$purpose" = test ]; then
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    venv=$root/target/tools/venv
+    pins=$root/writer/tests/yourls/requirements.txt
+    if ! cmp -s "$pins" "$venv/.yourls-requirements.txt"; then
+        say "installing YOURLS' Python client into $venv"
+        [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$pins"
+        cp "$pins" "$venv/.yourls-requirements.txt"
+    fi
+fi
+
 # Shlink's published SDK drives the writer's Shlink API in the integration
 # suite: pinned by writer/tests/shlink/package-lock.json, installed beside
 # the test that imports it, again whenever the lock file changes.

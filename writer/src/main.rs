@@ -68,6 +68,19 @@ fn main() -> ExitCode {
         }),
         Command::Serve => cli::serve::serve(settings),
         Command::Generate { out } => cli::generate::generate(&out),
+        Command::YourlsSignature { name } => settings
+            .config
+            .access
+            .tokens
+            .iter()
+            .find(|token| token.owner().is_ok_and(|owner| owner.as_str() == name))
+            .map(|token| {
+                println!(
+                    "{}",
+                    shortlink_writer::access::yourls_signature(token.expose())
+                );
+            })
+            .ok_or_else(|| format!("no token is named {name:?} in [access] tokens")),
         command => with_shortener(settings, |shortener| cli::links::manage(shortener, command)),
     };
     match result {

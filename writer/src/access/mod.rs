@@ -4,16 +4,19 @@
 
 mod cross_site;
 mod rate_limit;
+mod signatures;
 mod tokens;
 
 use actix_web::HttpRequest;
 
 pub use cross_site::{is_form_cookie, new_form_cookie, CSRF_COOKIE};
+pub use signatures::{yourls_signature, SignInError, TIMESTAMP_WINDOW_S};
 pub use tokens::Identity;
 
 use crate::config::Settings;
 use cross_site::FormProtection;
 use rate_limit::{RateLimit, Spending};
+use signatures::Signatures;
 use tokens::{bearer, AccessTokens};
 
 /// Why a write was refused.
@@ -82,8 +85,31 @@ pub struct Admitted {
 
 /// Checks every request that creates a link. One per writer, shared by all
 /// workers.
+/// The bearer token a request carries, if any.
+pub fn bearer_token(request: &HttpRequest) -> Option<String> {
+    bearer(request).ok().flatten().map(str::to_owned)
+}
+
+/// What a YOURLS tool signs in with, in the order YOURLS tries them: one
+/// alone is tried, never another after it fails.
+#[derive(Debug, Clone, Copy)]
+pub enum YourlsSignIn<'a> {
+    Timed {
+        timestamp: &'a str,
+        signature: &'a str,
+        hash: Option<&'a str>,
+    },
+    Signature(&'a str),
+    Password {
+        username: &'a str,
+        password: &'a str,
+    },
+}
+
 pub struct Gatekeeper {
     tokens: AccessTokens,
+    /// The tokens' YOURLS signatures.
+    signatures: Signatures,
     rate_limit: Option<RateLimit>,
     /// The same limit for QR code PNGs, with buckets of their own.
     image_limit: Option<RateLimit>,
@@ -92,8 +118,10 @@ pub struct Gatekeeper {
 
 impl Gatekeeper {
     pub fn new(settings: &Settings) -> Result<Self, String> {
+        let tokens = AccessTokens::new(settings)?;
         Ok(Self {
-            tokens: AccessTokens::new(settings)?,
+            signatures: Signatures::new(settings, |token| tokens.identify(token)),
+            tokens,
             rate_limit: RateLimit::new(settings, Spending::Links)?,
             image_limit: RateLimit::new(settings, Spending::Images)?,
             form: FormProtection::new(settings)?,
@@ -210,6 +238,33 @@ impl Gatekeeper {
     /// Shlink's `X-Api-Key`): the same tokens, owners and limits.
     pub fn identify_key(&self, token: &str) -> Result<Identity, Refusal> {
         self.tokens.identify(token).ok_or(Refusal::TokenInvalid)
+    }
+
+    /// Who a YOURLS tool signed in as: a token's signature, that signature
+    /// hashed with a timestamp near `now`, or a token's name and the token.
+    pub fn identify_yourls(
+        &self,
+        sign_in: &YourlsSignIn<'_>,
+        now: u64,
+    ) -> Result<Identity, SignInError> {
+        match sign_in {
+            YourlsSignIn::Timed {
+                timestamp,
+                signature,
+                hash,
+            } => self
+                .signatures
+                .identify_timed(timestamp, signature, *hash, now),
+            YourlsSignIn::Signature(signature) => self
+                .signatures
+                .identify(signature)
+                .ok_or(SignInError::Unknown),
+            YourlsSignIn::Password { username, password } => self
+                .tokens
+                .identify(password)
+                .filter(|who| who.owner.as_str() == *username)
+                .ok_or(SignInError::Unknown),
+        }
     }
 
     /// The form token for the browser holding `cookie`.

@@ -162,6 +162,12 @@ pub enum Command {
         #[arg(long)]
         include: bool,
     },
+    /// Print the YOURLS signature of the token named NAME in `[access]
+    /// tokens`: what YOURLS' tools send as `signature` to sign in as it.
+    YourlsSignature {
+        /// The token's name.
+        name: String,
+    },
     /// Write the man pages and the bash, zsh and fish completions into a
     /// directory (`make deb` packages them).
     #[command(hide = true)]

@@ -18,6 +18,7 @@
 //! | `whoami.rs` | who a token belongs to |
 //! | `openapi.rs` | the OpenAPI document and the page that draws it |
 //! | `shlink/` | Shlink's REST API v3, for Shlink's clients |
+//! | `yourls/` | YOURLS' `yourls-api.php`, for YOURLS' tools |
 //! | `pages/` | the HTML pages: the form, management, statistics |
 //!
 //! The children use this module's helpers (`html_page`, `query`) and the
@@ -55,6 +56,7 @@ pub mod shlink;
 pub mod stats;
 pub mod visits;
 pub mod whoami;
+pub mod yourls;
 
 pub use bulk::bulk_body_limit;
 pub use error::ApiError;
@@ -83,6 +85,7 @@ pub fn routes(config: &mut web::ServiceConfig, settings: &Settings) {
                 .wrap(middleware::from_fn(count_writes))
                 .wrap(middleware::from_fn(harden))
                 .configure(|config| shlink::routes(config, &cors_origins))
+                .configure(yourls::routes)
                 .route("/", web::get().to(form_page))
                 .route("/", web::post().to(form_submit))
                 .route("/bulk", web::post().to(form_upload))

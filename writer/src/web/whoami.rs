@@ -21,6 +21,9 @@ pub struct WhoAmI {
     /// The short domains (canonical names) the token may act on: every
     /// domain served here unless it is limited to some.
     pub domains: Vec<String>,
+    /// The token's YOURLS signature, which YOURLS' tools sign in with
+    /// (`signature`) instead of the token itself.
+    pub yourls_signature: String,
 }
 
 /// Who the bearer token belongs to: lets a client check a token before
@@ -41,6 +44,7 @@ pub(crate) async fn whoami(
     guard: web::Data<Gatekeeper>,
 ) -> Result<HttpResponse, ApiError> {
     let who = guard.identify(&request)?;
+    let token = crate::access::bearer_token(&request).unwrap_or_default();
     let domains = shortener
         .domains_of(&who, None)?
         .into_iter()
@@ -52,5 +56,6 @@ pub(crate) async fn whoami(
             name: who.owner.to_string(),
             admin: who.admin,
             domains,
+            yourls_signature: crate::access::yourls_signature(&token),
         }))
 }

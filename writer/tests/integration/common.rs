@@ -46,6 +46,8 @@ pub const DOMAINS: [&str; 2] = ["127.0.0.1", GO_DOMAIN];
 
 /// A token named `shop`, limited to [`GO_DOMAIN`].
 pub const SHOP_TOKEN: &str = "shop-token-0123456789abcdef0123456789a";
+/// The token YOURLS' client signs in with; no other test uses it.
+pub const YOURLS_TOKEN: &str = "yo-token-0123456789abcdef0123456789abc";
 
 pub const WRITER: &str = env!("CARGO_BIN_EXE_shortlink");
 
@@ -93,7 +95,8 @@ impl Suite {
                  {{ name = \"dana\", token = \"{DANA_TOKEN}\" }},\n\
                  {{ name = \"erin\", token = \"{ERIN_TOKEN}\", domains = [\"{GO_DOMAIN}\"] }},\n\
                  {{ name = \"ops\", token = \"{ADMIN_TOKEN}\", admin = true }},\n\
-                 {{ name = \"shop\", token = \"{SHOP_TOKEN}\", domains = [\"{GO_DOMAIN}\"] }}]\n\
+                 {{ name = \"shop\", token = \"{SHOP_TOKEN}\", domains = [\"{GO_DOMAIN}\"] }},\n\
+                 {{ name = \"yo\", token = \"{YOURLS_TOKEN}\" }}]\n\
                  # Every anonymous client of the suite is 127.0.0.1, the\n\
                  # tests of the rate limit have writers of their own.\n\
                  [rate_limit]\nburst = 10000\n\

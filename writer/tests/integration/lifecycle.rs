@@ -215,11 +215,17 @@ pub fn only_owners_and_admins_change_links(suite: &Suite) -> Result<(), String> 
     for (token, expected) in [
         (
             Some(ALICE_TOKEN),
-            json!({ "name": "alice", "admin": false, "domains": crate::common::DOMAINS }),
+            json!({
+                "name": "alice", "admin": false, "domains": crate::common::DOMAINS,
+                "yourls_signature": shortlink_writer::access::yourls_signature(ALICE_TOKEN),
+            }),
         ),
         (
             Some(ADMIN_TOKEN),
-            json!({ "name": "ops", "admin": true, "domains": crate::common::DOMAINS }),
+            json!({
+                "name": "ops", "admin": true, "domains": crate::common::DOMAINS,
+                "yourls_signature": shortlink_writer::access::yourls_signature(ADMIN_TOKEN),
+            }),
         ),
         (None, json!(401)),
     ] {

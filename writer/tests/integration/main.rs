@@ -30,6 +30,7 @@ mod store;
 mod titles;
 mod visits;
 mod writers;
+mod yourls;
 
 use std::process::ExitCode;
 
@@ -79,6 +80,14 @@ fn compiles_for_several_configurations(suite: &Suite) -> Result<(), String> {
 
 /// Every test of the suite, by name.
 const TESTS: &[(&str, common::Test)] = &[
+    (
+        "yourls::the_yourls_client_shortens_expands_and_counts",
+        yourls::the_yourls_client_shortens_expands_and_counts,
+    ),
+    (
+        "yourls::every_action_format_and_sign_in_answers_as_yourls_does",
+        yourls::every_action_format_and_sign_in_answers_as_yourls_does,
+    ),
     (
         "domains::a_domains_bare_path_redirect_is_set_and_cleared_through_the_native_api",
         domains::a_domains_bare_path_redirect_is_set_and_cleared_through_the_native_api,

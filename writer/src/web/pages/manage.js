@@ -124,6 +124,7 @@ function signIn(token) {
     sessionStorage.setItem(TOKEN_SLOT, token);
     $('token').value = '';
     $('who').textContent = result.body.name + (result.body.admin ? ' (admin: every link)' : '');
+    $('yourls-signature').textContent = result.body.yourls_signature;
     // A token limited to some domains is offered those only.
     var allowed = result.body.domains;
     if (allowed && $('domain-filter')) {

@@ -207,6 +207,7 @@ fn manager_section(page: &mut String, domains: &[PageDomain]) {
         "<button type=\"submit\" class=\"secondary\">Search</button>\n</form>\n\
          <div><span class=\"who\">Signed in as <span id=\"who\"></span></span> \
          <button type=\"button\" id=\"sign-out\" class=\"secondary\">Sign out</button></div>\n</div>\n\
+         <p class=\"who\">YOURLS signature, for YOURLS' tools: <code id=\"yourls-signature\"></code></p>\n\
          <p id=\"tag-filter\" hidden>Tagged <span id=\"tag-filter-name\" class=\"tag\"></span> \
          <button type=\"button\" id=\"tag-filter-clear\" class=\"secondary\">Show every tag</button></p>\n\
          <p id=\"status\" role=\"status\" aria-live=\"polite\"></p>\n\
