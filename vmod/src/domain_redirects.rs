@@ -5,12 +5,15 @@
 //! waits for Redis for it.
 //!
 //! A thread of the VCL object reads every domain's hash in one pipeline
-//! when the VCL loads and every [`REFRESH`] (changes made by hand), and
-//! the writer's purge of a domain's bare path reads them at once
-//! (`.reload_redirects()`), so a change it made is live when it answers.
-//! While Redis is away the last table read stays.
+//! as soon as the VCL has loaded, and again when an answer asks for a
+//! redirect [`REFRESH`] or more after the last read (changes made by
+//! hand): a VCL nobody asks makes no command at all, and a cached link
+//! never waits for it. The writer's purge of a domain's bare path reads
+//! them at once (`.reload_redirects()`), so a change it made is live when
+//! it answers. While Redis is away the last table read stays.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -23,7 +26,8 @@ use crate::backend::KeySpaces;
 use crate::lookups::RedisPool;
 use crate::{redirector, without_panic};
 
-/// How often the table is read again without being asked.
+/// How old the table may be when an answer asks for a redirect before it
+/// is read again (in the background: that answer takes the table as it is).
 pub const REFRESH: Duration = Duration::from_secs(10);
 
 pub struct DomainRedirects {
@@ -39,6 +43,14 @@ struct Shared {
     /// The configuration's, given in `vcl_init`: what a kind not set in
     /// Redis answers.
     defaults: RwLock<HashMap<String, NotFoundRedirects>>,
+    /// Held across a whole read and its store, so that a refresh that
+    /// read before the writer's change never stores after the read its
+    /// purge asked for.
+    reading: Mutex<()>,
+    /// When the table was last read (or tried), Unix milliseconds.
+    read_at_ms: AtomicU64,
+    /// Whether an answer found the table old and the thread is to read it.
+    wanted: AtomicBool,
     stopping: Mutex<bool>,
     wake: Condvar,
 }
@@ -54,6 +66,9 @@ impl DomainRedirects {
                 .collect(),
             table: RwLock::new(HashMap::new()),
             defaults: RwLock::new(HashMap::new()),
+            reading: Mutex::new(()),
+            read_at_ms: AtomicU64::new(0),
+            wanted: AtomicBool::new(true),
             stopping: Mutex::new(false),
             wake: Condvar::new(),
         });
@@ -78,6 +93,7 @@ impl DomainRedirects {
                 .and_then(|redirects| redirects.get(kind))
                 .map(ToString::to_string)
         };
+        self.shared.read_again_if_old();
         set(&self.shared.table).or_else(|| set(&self.shared.defaults))
     }
 
@@ -100,7 +116,21 @@ impl DomainRedirects {
 }
 
 impl Shared {
+    /// Has the thread read the table again if it is [`REFRESH`] old or
+    /// more: one wake-up, however many answers find it so.
+    fn read_again_if_old(&self) {
+        let age_ms = crate::now_ms().saturating_sub(self.read_at_ms.load(Ordering::Relaxed));
+        if u128::from(age_ms) >= REFRESH.as_millis() && !self.wanted.swap(true, Ordering::AcqRel) {
+            let _stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
+            self.wake.notify_all();
+        }
+    }
+
     fn reload(&self) -> Result<(), String> {
+        let _reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
+        // Tried, whatever comes of it: while Redis is away, answers ask
+        // again once every REFRESH, not at each one.
+        self.read_at_ms.store(crate::now_ms(), Ordering::Relaxed);
         let slots: Vec<Slot<'_>> = self
             .hashes
             .iter()
@@ -130,21 +160,26 @@ impl Shared {
         Ok(())
     }
 
+    /// Reads the table whenever it is wanted (first as the VCL loads),
+    /// until the VCL object is dropped.
     fn refresh_until_stopped(&self) {
         let mut stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
-        while !*stopping {
-            drop(stopping);
-            // Kept as it was when Redis is away; read again next time.
-            let _ = without_panic(|| self.reload(), || Ok(()));
-            stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
             if *stopping {
-                break;
+                return;
+            }
+            if self.wanted.load(Ordering::Acquire) {
+                drop(stopping);
+                self.wanted.store(false, Ordering::Release);
+                // Kept as it was when Redis is away; read again when asked.
+                let _ = without_panic(|| self.reload(), || Ok(()));
+                stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
+                continue;
             }
             stopping = self
                 .wake
-                .wait_timeout(stopping, REFRESH)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+                .wait(stopping)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 }

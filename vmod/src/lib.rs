@@ -473,9 +473,9 @@ mod shortlink {
         /// named `domain` (`""`: the default one), the URL set while the
         /// writer runs (field `kind` of the domain's
         /// `<prefix>domain:redirects` hash), or else the one
-        /// `.default_redirect()` gave; `""` for none. Answered from memory:
-        /// this object reads every domain's as the VCL loads, every 10
-        /// seconds, and at `.reload_redirects()`.
+        /// `.default_redirect()` gave; `""` for none. From memory: read as
+        /// the VCL loads, in the background when a call finds the last read
+        /// 10 seconds old, and at `.reload_redirects()`.
         ///
         /// ```vcl
         /// set resp.http.Location = links.domain_redirect(

@@ -10,7 +10,7 @@ mod tokens;
 use actix_web::HttpRequest;
 
 pub use cross_site::{is_form_cookie, new_form_cookie, CSRF_COOKIE};
-pub use signatures::{yourls_signature, SignInError, TIMESTAMP_WINDOW_S};
+pub use signatures::{yourls_signature, SignInError};
 pub use tokens::Identity;
 
 use crate::config::Settings;
@@ -83,8 +83,6 @@ pub struct Admitted {
     pub refusal: Option<Refusal>,
 }
 
-/// Checks every request that creates a link. One per writer, shared by all
-/// workers.
 /// The bearer token a request carries, if any.
 pub fn bearer_token(request: &HttpRequest) -> Option<String> {
     bearer(request).ok().flatten().map(str::to_owned)
@@ -106,6 +104,8 @@ pub enum YourlsSignIn<'a> {
     },
 }
 
+/// Checks every request that creates a link. One per writer, shared by all
+/// workers.
 pub struct Gatekeeper {
     tokens: AccessTokens,
     /// The tokens' YOURLS signatures.

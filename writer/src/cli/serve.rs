@@ -75,12 +75,21 @@ pub fn serve(settings: Settings) -> Result<(), String> {
                 .app_data(shortener)
                 .app_data(guard.clone())
                 .app_data(metrics.clone())
-                // The request line and status only: no header, so no token.
-                // Off when RUST_LOG hides it: the logger formats every
-                // request before `log` drops the line.
+                // The method, path and status only: no header and no query
+                // string, so no token (YOURLS' tools send theirs, or a
+                // signature, in the query). Off when RUST_LOG hides it: the
+                // logger formats every request before `log` drops the line.
                 .wrap(middleware::Condition::new(
                     access_log,
-                    middleware::Logger::new("%a \"%r\" %s %b %Dms"),
+                    middleware::Logger::new("%a \"%{request}xi\" %s %b %Dms")
+                        .custom_request_replace("request", |request| {
+                            format!(
+                                "{} {} {:?}",
+                                request.method(),
+                                request.path(),
+                                request.version()
+                            )
+                        }),
                 ))
                 .configure(|config| routes::routes(config, &settings))
         })

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::common::{
     api, create, ensure, form_credentials, get, post_form, send_form, Suite, ADMIN_TOKEN,
-    ALICE_TOKEN, GO_ALIAS, GO_DOMAIN, SHOP_TOKEN, TEST_TOKEN, WRITER,
+    ALICE_TOKEN, GO_ALIAS, GO_DOMAIN, SHOP_TOKEN, TEST_TOKEN, WRITER, YOURLS_TOKEN,
 };
 
 /// Whether the suite's writer stored a link for `url` (under its digest key).
@@ -445,6 +445,17 @@ pub fn tokens_never_logged(suite: &Suite) -> Result<(), String> {
         })?;
     }
     let _ = get(&agent, &format!("{}/", suite.writer_url))?;
+    // YOURLS' tools send a token, or its signature, in the query string.
+    let signature = shortlink_writer::access::yourls_signature(YOURLS_TOKEN);
+    for query in [
+        format!("action=version&format=json&username=yo&password={YOURLS_TOKEN}"),
+        format!("action=version&format=json&signature={signature}"),
+    ] {
+        let _ = get(
+            &agent,
+            &format!("{}/yourls-api.php?{query}", suite.writer_url),
+        )?;
+    }
     // env_logger writes each line as it is logged; give the workers a moment.
     std::thread::sleep(Duration::from_millis(200));
     let log = std::fs::read_to_string(suite.dir.join("writer.log")).map_err(|e| e.to_string())?;
@@ -455,9 +466,16 @@ pub fn tokens_never_logged(suite: &Suite) -> Result<(), String> {
         log.contains(&format!("\"PATCH {path} HTTP/1.1\" 200")),
         || format!("the change is not in the log:\n{log}"),
     )?;
+    ensure(log.contains("\"GET /yourls-api.php HTTP/1.1\" 200"), || {
+        format!("YOURLS' requests are not in the log:\n{log}")
+    })?;
     ensure(
-        !log.contains(TEST_TOKEN) && !log.contains(ALICE_TOKEN) && !log.contains(wrong),
-        || "a token appears in the writer's log".into(),
+        !log.contains(TEST_TOKEN)
+            && !log.contains(ALICE_TOKEN)
+            && !log.contains(wrong)
+            && !log.contains(YOURLS_TOKEN)
+            && !log.contains(&signature),
+        || "a token, or a YOURLS signature, appears in the writer's log".into(),
     )
 }
 

@@ -279,7 +279,7 @@ fn sign_ins(suite: &Suite, signature: &str) -> Result<(), String> {
         ensure(
             answer.status == status
                 && (status == 200
-                    || message == "Please log in"
+                    || message.starts_with("Please log in")
                     || message == "Invalid username or password"),
             || format!("{what}: {} {}", answer.status, answer.body),
         )?;

@@ -10,6 +10,8 @@ use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
 use serde_json::{Map, Value};
 
+use crate::links::shortener::ShortenError;
+
 /// The fields of an answer, in order, and its `simple` text.
 #[derive(Debug, Default)]
 pub struct Answer {
@@ -31,6 +33,13 @@ impl Answer {
         Self::new(message)
             .with("errorCode", code)
             .with("message", message)
+    }
+
+    /// A failure of the links area: its status, and its message (logged
+    /// when it is this side's).
+    pub fn failure(error: &ShortenError) -> Self {
+        let (code, _, message) = error.answer();
+        Self::error(&code.status().to_string(), &message)
     }
 
     /// YOURLS' failed `shorturl`: `status` fail, its `code`, `message`,
@@ -66,8 +75,8 @@ impl Answer {
                 })
         };
         code("statusCode")
-            .or_else(|| code("errorCode"))
             .flatten()
+            .or_else(|| code("errorCode").flatten())
             .and_then(|code| StatusCode::from_u16(code).ok())
             .unwrap_or(StatusCode::OK)
     }

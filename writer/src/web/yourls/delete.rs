@@ -19,8 +19,10 @@ pub async fn delete(params: &Params, who: &Identity, shortener: &Shortener) -> A
             .with("statusCode", 404)
             .with("message", "error: not found")
     };
-    let Some((domain, key)) = params.short_url(shortener) else {
-        return not_found();
+    let (domain, key) = match params.short_url(shortener) {
+        Ok(Some(found)) => found,
+        Ok(None) => return not_found(),
+        Err(refused) => return refused,
     };
     match shortener.delete(who, domain, &key, None).await {
         Ok(_) => Answer::new(format!("Shorturl {sent} deleted"))

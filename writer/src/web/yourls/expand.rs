@@ -16,19 +16,21 @@ pub async fn expand(params: &Params, shortener: &Shortener) -> Answer {
         answer.set_simple("not found");
         answer
     };
-    let Some((domain, key)) = params.short_url(shortener) else {
-        return not_found();
+    let (domain, key) = match params.short_url(shortener) {
+        Ok(Some(found)) => found,
+        Ok(None) => return not_found(),
+        Err(refused) => return refused,
     };
     let link = match shortener.show(domain, &key).await {
         Ok((link, _)) => link,
-        Err(crate::links::shortener::ShortenError::Store(error)) => {
-            return Answer::error("503", &error.to_string())
+        Err(error @ crate::links::shortener::ShortenError::Store(_)) => {
+            return Answer::failure(&error)
         }
         Err(_) => return not_found(),
     };
     let details = match shortener.details(std::slice::from_ref(&link)).await {
         Ok(details) => details,
-        Err(error) => return Answer::error("503", &error.to_string()),
+        Err(error) => return Answer::failure(&error),
     };
     let long_url = link.record.url.to_string();
     Answer::new(long_url.clone())

@@ -40,7 +40,7 @@ impl Params {
     }
 
     /// Who the tool signed in as, one way alone, as YOURLS tries them; or
-    /// YOURLS' refusal, 403, for every failure alike.
+    /// YOURLS' refusal, 403, its message saying what to fix.
     pub fn sign_in(&self, guard: &Gatekeeper) -> Result<Identity, Answer> {
         let sign_in = match (self.get("timestamp"), self.get("signature")) {
             (Some(timestamp), Some(signature)) => Some(YourlsSignIn::Timed {
@@ -62,11 +62,20 @@ impl Params {
         sign_in
             .ok_or(SignInError::Unknown)
             .and_then(|sign_in| guard.identify_yourls(&sign_in, now))
-            .map_err(|_| {
-                let message = if self.get("username").is_some() || self.get("password").is_some() {
-                    "Invalid username or password"
-                } else {
-                    "Please log in"
+            .map_err(|refused| {
+                // YOURLS' clients read the 403; the message says what to fix.
+                let message = match refused {
+                    _ if self.get("username").is_some() || self.get("password").is_some() => {
+                        "Invalid username or password"
+                    }
+                    SignInError::Unknown => "Please log in",
+                    SignInError::Stale => {
+                        "Please log in: the timestamp is 12 hours or more from the server's clock; \
+                         sign a current one (check the client's clock)"
+                    }
+                    SignInError::UnknownHash => {
+                        "Please log in: hash must be md5, sha256, sha384 or sha512"
+                    }
                 };
                 Answer::error("403", message)
             })
@@ -74,16 +83,32 @@ impl Params {
 
     /// The link `shorturl` names: a keyword of the default domain (or of
     /// `domain`), or a whole short URL of any domain, by any of its names
-    /// and either scheme. `None` when it names none.
-    pub fn short_url<'s>(&self, shortener: &'s Shortener) -> Option<(&'s Domain, String)> {
-        let sent = self.get("shorturl")?;
+    /// and either scheme. `None` when it names none; an error answer for a
+    /// `domain` not served here.
+    pub fn short_url<'s>(
+        &self,
+        shortener: &'s Shortener,
+    ) -> Result<Option<(&'s Domain, String)>, Answer> {
+        let Some(sent) = self.get("shorturl") else {
+            return Ok(None);
+        };
         if !sent.contains("://") {
-            return Some((shortener.domain(self.domain()).ok()?, sent.to_owned()));
+            let domain = shortener
+                .domain(self.domain())
+                .map_err(|error| Answer::error("404", &error.to_string()))?;
+            return Ok(Some((domain, sent.to_owned())));
         }
-        let url = url::Url::parse(sent).ok()?;
-        let domain = shortener.domain(url.host_str()).ok()?;
-        let key = url.path().strip_prefix(domain.link_path.as_str())?;
-        (!key.is_empty() && !key.contains('/')).then(|| (domain, key.to_owned()))
+        let Ok(url) = url::Url::parse(sent) else {
+            return Ok(None);
+        };
+        let Ok(domain) = shortener.domain(url.host_str()) else {
+            return Ok(None);
+        };
+        Ok(url
+            .path()
+            .strip_prefix(domain.link_path.as_str())
+            .filter(|key| !key.is_empty() && !key.contains('/'))
+            .map(|key| (domain, key.to_owned())))
     }
 
     /// The short domain named by `domain` (this project's addition; a name

@@ -76,10 +76,7 @@ async fn read(
     shortener
         .catalog(who, Some(&domain.name))
         .await
-        .map_err(|error| {
-            let (code, _, message) = error.answer();
-            Answer::error(&code.status().to_string(), &message)
-        })
+        .map_err(|error| Answer::failure(&error))
 }
 
 fn totals(entries: &[Entry]) -> Value {

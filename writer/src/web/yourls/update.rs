@@ -17,8 +17,10 @@ pub async fn update(params: &Params, who: &Identity, shortener: &Shortener) -> A
         answer.set_simple("Need a 'shorturl' and a 'url' parameter");
         return answer;
     };
-    let Some((domain, key)) = params.short_url(shortener) else {
-        return not_found(params);
+    let (domain, key) = match params.short_url(shortener) {
+        Ok(Some(found)) => found,
+        Ok(None) => return not_found(params),
+        Err(refused) => return refused,
     };
     let title = params.get("title");
     let change = Change {

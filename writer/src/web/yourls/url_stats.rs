@@ -16,12 +16,14 @@ pub async fn url_stats(params: &Params, who: &Identity, shortener: &Shortener) -
             .with("statusCode", "404")
             .with("message", "Error: short URL not found")
     };
-    let Some((domain, key)) = params.short_url(shortener) else {
-        return not_found();
+    let (domain, key) = match params.short_url(shortener) {
+        Ok(Some(found)) => found,
+        Ok(None) => return not_found(),
+        Err(refused) => return refused,
     };
     let link = match shortener.show_to(who, domain, &key).await {
         Ok((link, _)) => link,
-        Err(ShortenError::Store(error)) => return Answer::error("503", &error.to_string()),
+        Err(error @ ShortenError::Store(_)) => return Answer::failure(&error),
         Err(_) => return not_found(),
     };
     let one = std::slice::from_ref(&link);
@@ -33,6 +35,6 @@ pub async fn url_stats(params: &Params, who: &Identity, shortener: &Shortener) -
                 "link",
                 stats_object(&link, &details[0], totals[0], shortener),
             ),
-        (Err(error), _) | (_, Err(error)) => Answer::error("503", &error.to_string()),
+        (Err(error), _) | (_, Err(error)) => Answer::failure(&error),
     }
 }
