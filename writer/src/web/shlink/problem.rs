@@ -176,10 +176,17 @@ pub fn shlink_name(field: Field) -> &'static str {
         Field::ValidSince => "validSince",
         Field::KeyLength => "shortCodeLength",
         Field::Limit => "itemsPerPage",
-        Field::Redirect(NotFoundKind::BaseUrl) => "baseUrlRedirect",
-        Field::Redirect(NotFoundKind::Regular404) => "regular404Redirect",
-        Field::Redirect(NotFoundKind::InvalidShortUrl) => "invalidShortUrlRedirect",
+        Field::Redirect(kind) => shlink_redirect_name(kind),
         other => other.name(),
+    }
+}
+
+/// A domain's redirect of `kind` as Shlink names its field.
+pub const fn shlink_redirect_name(kind: NotFoundKind) -> &'static str {
+    match kind {
+        NotFoundKind::BaseUrl => "baseUrlRedirect",
+        NotFoundKind::Regular404 => "regular404Redirect",
+        NotFoundKind::InvalidShortUrl => "invalidShortUrlRedirect",
     }
 }
 

@@ -9,22 +9,17 @@
 use serde_json::json;
 use shortlink_core::{NotFoundKind, NotFoundRedirects};
 
+use crate::web::shlink::problem::shlink_redirect_name;
+
 pub mod list;
 pub mod set_redirects;
-
-/// Each kind with the name Shlink gives its redirect.
-const SHLINK_NAMES: [(NotFoundKind, &str); 3] = [
-    (NotFoundKind::BaseUrl, "baseUrlRedirect"),
-    (NotFoundKind::Regular404, "regular404Redirect"),
-    (NotFoundKind::InvalidShortUrl, "invalidShortUrlRedirect"),
-];
 
 /// Shlink's `NotFoundRedirects` object.
 fn redirects_json(redirects: &NotFoundRedirects) -> serde_json::Value {
     let mut object = serde_json::Map::new();
-    for (kind, name) in SHLINK_NAMES {
+    for kind in NotFoundKind::ALL {
         object.insert(
-            name.to_owned(),
+            shlink_redirect_name(kind).to_owned(),
             json!(redirects.get(kind).map(ToString::to_string)),
         );
     }

@@ -5,12 +5,13 @@
 //! redirects as they are now; Varnish has read them by then.
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use shortlink_core::NotFoundKind;
 
 use crate::access::Gatekeeper;
 use crate::links::shortener::{RedirectsChange, Shortener};
 use crate::web::links::note_purge_failure;
-use crate::web::shlink::domains::{redirects_json, SHLINK_NAMES};
-use crate::web::shlink::problem::Problem;
+use crate::web::shlink::domains::redirects_json;
+use crate::web::shlink::problem::{shlink_redirect_name, Problem};
 use crate::web::shlink::request::{api_key, json_object};
 use crate::web::shlink::short_urls::Fields;
 
@@ -32,8 +33,8 @@ pub(crate) async fn set(
         domain: Some(domain),
         kinds: Vec::new(),
     };
-    for (kind, name) in SHLINK_NAMES {
-        if let Some(url) = fields.text(name)? {
+    for kind in NotFoundKind::ALL {
+        if let Some(url) = fields.text(shlink_redirect_name(kind))? {
             change.kinds.push((kind, url));
         }
     }
